@@ -1,0 +1,1 @@
+"""Data preparation: sources → records→text → quality → tokens → blocks → Arrow, published once."""
