@@ -1,0 +1,245 @@
+"""Command-line and YAML arguments: our dataclasses plus Hugging Face `TrainingArguments`.
+
+`parse_args(argv)` is the single entry. Every `TrainingArguments` flag passes through untouched;
+ours are grouped by concern (data preparation, model). A first positional `*.yaml` file is a
+recipe: its keys become flags, and flags given on the command line after it win.
+
+`--tokenize_only` with nothing but data flags skips importing torch/transformers.TrainingArguments
+(~3 s of start-up on a small machine); any other flag falls back to the full parser so a typo is
+still an error, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
+DEFAULT_SEED = 42  # TrainingArguments' default; tests/test_args.py keeps the two in step
+
+# The seed's flag names, kept so existing scripts keep working: alias → TrainingArguments field.
+TRAINING_ALIASES = {
+    "--batch_size": "--per_device_train_batch_size",
+    "--num_epochs": "--num_train_epochs",
+}
+
+
+@dataclass
+class DataArguments:
+    """What to prepare, and how. Everything here except the worker/batch knobs enters the fingerprint."""
+
+    dataset: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Sources: files (.jsonl .json .parquet .csv .txt .arrow), directories, globs, "
+            "save_to_disk dirs or hub names 'name[:config]'; 'SPEC@WEIGHT' mixes by share of tokens.",
+            "nargs": "+",
+        },
+    )
+    text_column: str | None = field(
+        default=None, metadata={"help": "Column holding plain text (default: detect text/content/document)."}
+    )
+    txt_sample_by: str = field(
+        default="line",
+        metadata={"help": "How .txt files split into documents.", "choices": ["line", "paragraph", "document"]},
+    )
+    tokenizer_path: str | None = field(default=None, metadata={"help": "Directory of an HF fast tokenizer."})
+    max_seq_length: int = field(default=2048, metadata={"help": "Tokens per training sequence."})
+    packing: bool = field(
+        default=True,
+        metadata={"help": "Pack documents into blocks of exactly max_seq_length (no padding). --no_packing: "
+                  "one row per document, long ones split into chunks."},
+    )
+    mode: str = field(
+        default="pretrain",
+        metadata={"help": "pretrain: learn every token; sft: mask prompt tokens (labels -100).",
+                  "choices": ["pretrain", "sft"]},
+    )
+    quality_filter: str = field(
+        default="none", metadata={"help": "Quality filter.", "choices": ["none", "ko"]}
+    )
+    quality_config: str | None = field(
+        default=None, metadata={"help": "YAML file overriding quality-filter thresholds (see configs/quality_ko.yaml)."}
+    )
+    skip_bad_records: bool = field(
+        default=False, metadata={"help": "Count and skip malformed records instead of stopping with file:line."}
+    )
+    on_decode_error: str = field(
+        default="error",
+        metadata={"help": "Undecodable bytes: stop naming file and offset, or replace them and count.",
+                  "choices": ["error", "replace"]},
+    )
+    cache_dir: str = field(
+        default=os.environ.get("RANKZERO_CACHE", DEFAULT_CACHE_DIR),
+        metadata={"help": "Where prepared datasets are published, one dir per fingerprint (env RANKZERO_CACHE)."},
+    )
+    tokenize_only: bool = field(default=False, metadata={"help": "Prepare the data, print 'prepared: DIR', exit."})
+    dataset_num_proc: int | None = field(
+        default=None, metadata={"help": "Preparation worker processes (env DATASET_NUM_PROC; default all usable cores)."}
+    )
+    dataset_batch_size: int | None = field(
+        default=None, metadata={"help": "Documents per worker task (env DATASET_BATCH_SIZE; default 1000)."}
+    )
+    dataset_writer_batch_size: int | None = field(
+        default=None, metadata={"help": "Rows per Arrow record batch written (env DATASET_WRITER_BATCH_SIZE; default 1000)."}
+    )
+    prep_scope: str = field(
+        default="auto",
+        metadata={"help": "Who builds: one rank per job (global), one per node (node), or detect whether "
+                  "the cache dir is shared (auto).", "choices": ["auto", "global", "node"]},
+    )
+    prep_timeout_s: float = field(
+        default=6 * 3600.0, metadata={"help": "Last resort: waiting ranks give up after this many seconds."}
+    )
+
+    def resolve_env(self) -> None:
+        """Flag > env var > default for the worker knobs (they never change the output)."""
+        from rankzero.runtime import usable_cpu_count
+
+        self.dataset_num_proc = _flag_env_default(self.dataset_num_proc, "DATASET_NUM_PROC", usable_cpu_count())
+        self.dataset_batch_size = _flag_env_default(self.dataset_batch_size, "DATASET_BATCH_SIZE", 1000)
+        self.dataset_writer_batch_size = _flag_env_default(
+            self.dataset_writer_batch_size, "DATASET_WRITER_BATCH_SIZE", 1000
+        )
+
+
+@dataclass
+class ModelArguments:
+    """Which model to train and the speed switches around it."""
+
+    model_config: str | None = field(
+        default=None, metadata={"help": "HF config JSON to build a model from scratch (see configs/)."}
+    )
+    pretrained_model: str | None = field(
+        default=None,
+        metadata={"help": "HF causal-LM checkpoint dir to continue from.", "aliases": ["--model_name_or_path"]},
+    )
+    attn_implementation: str = field(
+        default="sdpa",
+        metadata={"help": "Attention kernel.", "choices": ["sdpa", "eager", "flash_attention_2", "flex_attention"]},
+    )
+    mask_across_documents: bool = field(
+        default=False,
+        metadata={"help": "Stop attention at document boundaries inside packed blocks (position ids restart per document)."},
+    )
+    tf32: bool = field(default=True, metadata={"help": "Allow TF32 matmuls on CUDA (ignored on CPU)."})
+
+
+@dataclass
+class PrepOnlyArguments:
+    """The one training flag that shapes prepared data, for the torch-free `--tokenize_only` path."""
+
+    seed: int = field(default=DEFAULT_SEED, metadata={"help": "Seed of the deterministic block shuffle."})
+
+
+@dataclass
+class RunArguments:
+    data: DataArguments
+    model: ModelArguments
+    training: Any  # transformers.TrainingArguments, or None on the --tokenize_only fast path
+    seed: int
+
+
+def recipe_to_argv(path: str | os.PathLike) -> list[str]:
+    """Turn a YAML recipe into flags, so the CLI parser (and its errors) treat both the same."""
+    with open(path, encoding="utf-8") as handle:
+        recipe = yaml.safe_load(handle) or {}
+    if not isinstance(recipe, dict):
+        raise ValueError(f"{path}: a recipe is a mapping of flag names to values, got {type(recipe).__name__}")
+    argv: list[str] = []
+    for key, value in recipe.items():
+        flag = f"--{key}"
+        if isinstance(value, list):
+            argv += [flag, *map(str, value)]
+        elif isinstance(value, dict):
+            import json
+
+            argv += [flag, json.dumps(value)]
+        elif value is None:
+            continue
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _expand_argv(argv: list[str]) -> list[str]:
+    if argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-"):
+        if not Path(argv[0]).is_file():
+            raise ValueError(f"recipe {argv[0]} does not exist")
+        argv = recipe_to_argv(argv[0]) + argv[1:]
+    return [TRAINING_ALIASES.get(arg, arg) for arg in argv]
+
+
+def parse_args(argv: list[str] | None = None) -> RunArguments:
+    from transformers import HfArgumentParser  # light: does not import torch
+
+    argv = _expand_argv(list(sys.argv[1:] if argv is None else argv))
+    light = HfArgumentParser((DataArguments, ModelArguments, PrepOnlyArguments))
+    data, model, prep, remaining = light.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if data.tokenize_only and not remaining:
+        training, seed = None, prep.seed
+    else:
+        from transformers import TrainingArguments
+
+        full = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments))
+        data, model, training = full.parse_args_into_dataclasses(argv)
+        seed = training.seed
+    data.resolve_env()
+    check_arguments(data, model, training)
+    return RunArguments(data=data, model=model, training=training, seed=seed)
+
+
+def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -> None:
+    """Report every problem in the arguments at once, before any heavy work starts."""
+    problems = []
+    if not data.dataset:
+        problems.append("--dataset: give at least one source (a file, directory, glob or hub name)")
+    if not data.tokenizer_path:
+        problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
+    elif not Path(data.tokenizer_path).is_dir():
+        problems.append(f"--tokenizer_path {data.tokenizer_path}: no such directory")
+    if data.max_seq_length < 2:
+        problems.append(f"--max_seq_length {data.max_seq_length}: must be at least 2")
+    if data.quality_config and not Path(data.quality_config).is_file():
+        problems.append(f"--quality_config {data.quality_config}: no such file")
+    for name in ("dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size"):
+        value = getattr(data, name)
+        if value is not None and value < 1:
+            problems.append(f"--{name} {value}: must be at least 1 (env {name.upper()})")
+    if data.prep_timeout_s <= 0:
+        problems.append(f"--prep_timeout_s {data.prep_timeout_s}: must be positive")
+    if training is not None and not data.tokenize_only:
+        if not model.model_config and not model.pretrained_model:
+            problems.append("--model_config FILE.json (from scratch) or --pretrained_model DIR (continue): give one")
+        if model.model_config and model.pretrained_model:
+            problems.append("--model_config and --pretrained_model: give only one")
+        for flag, path in (("--model_config", model.model_config), ("--pretrained_model", model.pretrained_model)):
+            if path and not Path(path).exists():
+                problems.append(f"{flag} {path}: does not exist")
+    if problems:
+        raise ValueError("invalid arguments:\n  - " + "\n  - ".join(problems))
+
+
+def _flag_env_default(flag_value: int | None, env_name: str, default: int) -> int:
+    if flag_value is not None:
+        return flag_value
+    raw = os.environ.get(env_name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {env_name}={raw!r}: expected a whole number") from None
+    if value < 1:
+        raise ValueError(f"environment variable {env_name}={raw!r}: must be at least 1")
+    return value
+
+
+def dataclass_flags(*classes) -> list[str]:
+    """All flag names our dataclasses define (used by the test that every flag is read)."""
+    return [f"--{f.name}" for cls in classes for f in fields(cls)]

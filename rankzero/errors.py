@@ -1,0 +1,28 @@
+"""User-facing errors: one line that says what was wrong, where, and what to do — no traceback spam."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+
+class RankzeroError(Exception):
+    """A problem the user can fix (bad input, bad flag, missing file). Printed without a traceback."""
+
+
+class BuilderFailed(RankzeroError):
+    """Raised on a waiting rank when the rank that prepares the data failed or died."""
+
+
+def run_cli(main) -> int:
+    """Run `main()`; print user errors as one clear message and exit 1, anything else with its traceback."""
+    try:
+        return main() or 0
+    except (RankzeroError, ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 1

@@ -1,0 +1,40 @@
+"""rankzero entry point: arguments → runtime → data (prepare once, or wait) → model → Trainer.
+
+    python train.py --tokenize_only --dataset data/sample/ko.jsonl --tokenizer_path DIR --max_seq_length 512
+    torchrun --nproc_per_node 2 train.py --dataset ... --tokenizer_path DIR --model_config configs/model_config_tiny.json \
+        --output_dir runs/tiny --max_steps 100
+    python train.py configs/recipes/demo.yaml --max_steps 10      # a YAML recipe, CLI flags win
+
+The data is prepared by one rank (per node when nodes share no filesystem) before any process group
+exists; the other ranks wait on its marker file, so a long preparation never trips a collective timeout.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rankzero.args import parse_args
+    from rankzero.data.handoff import prepare_or_wait
+    from rankzero.logging_utils import setup_logging
+    from rankzero.runtime import Runtime
+
+    runtime = Runtime.from_env()
+    setup_logging(runtime)
+    args = parse_args(argv)
+    prepared = prepare_or_wait(args.data, runtime, seed=args.seed)
+    print(f"prepared: {prepared}", flush=True)
+    if args.data.tokenize_only:
+        return 0
+
+    from rankzero.train.run import train
+
+    train(args, runtime, prepared)
+    return 0
+
+
+if __name__ == "__main__":
+    from rankzero.errors import run_cli
+
+    sys.exit(run_cli(main))
