@@ -1,0 +1,247 @@
+"""Records → text: parse a chunk's raw lines or records and render each record as text segments.
+
+A document is a list of `(text, trainable)` segments. Pretraining joins them; SFT masks the
+segments that are not trainable (prompts, role headers). Recognised record shapes, first match wins:
+
+    --text_column C / text / content / document      plain text
+    instruction [+ input] + output                   user turn (instruction, then input) → assistant
+    prompt + response | question + answer            user → assistant
+    prompt + completion                              plain continuation (no chat template)
+    messages: [{role, content}]                      chat
+    conversations: [{from, value}]                   ShareGPT chat (human/gpt/system)
+
+Chats are rendered with the tokenizer's chat template when it has one; otherwise with the plain
+format below, which keeps every role:
+
+    ### User:\\n{content}\\n\\n### Assistant:\\n{content}\\n\\n
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rankzero.errors import RankzeroError
+
+TEXT_COLUMNS = ("text", "content", "document")
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "system": "system", "bot": "assistant", "model": "assistant"}
+KNOWN_SHAPES = ("text/content/document (or --text_column)", "instruction/input/output", "prompt/response",
+                "prompt/completion", "question/answer", "messages (role/content)", "conversations (from/value)")
+
+Segments = list[tuple[str, bool]]
+
+
+def as_text(value: Any) -> str:
+    """Make text of a field that is not always a string: None → "", lists of parts → joined, others → JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float, bool)):
+        return str(value)
+    if isinstance(value, list):
+        parts = [p.get("text", "") if isinstance(p, dict) and p.get("type", "text") == "text" else as_text(p) for p in value]
+        return "\n".join(p for p in parts if p)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def detect_schema(columns: list[str], text_column: str | None) -> str:
+    keys = set(columns)
+    if text_column:
+        return f"text:{text_column}" if text_column in keys else ""
+    for name in TEXT_COLUMNS:
+        if name in keys:
+            return f"text:{name}"
+    if {"instruction", "output"} <= keys:
+        return "instruction"
+    if {"prompt", "response"} <= keys:
+        return "prompt_response"
+    if {"prompt", "completion"} <= keys:
+        return "prompt_completion"
+    if {"question", "answer"} <= keys:
+        return "question_answer"
+    if "messages" in keys:
+        return "messages"
+    if "conversations" in keys:
+        return "conversations"
+    return ""
+
+
+class ChatRenderer:
+    """Renders a chat as segments with the tokenizer's chat template, or the plain role format."""
+
+    def __init__(self, chat_template: str | None, special_tokens: dict[str, str] | None = None):
+        self.chat_template = chat_template
+        self.special_tokens = {k: v for k, v in (special_tokens or {}).items() if isinstance(v, str)}
+        if chat_template:
+            # Imported only when a template is used: transformers' own Jinja environment (with its
+            # raise_exception/strftime helpers) renders exactly as apply_chat_template does.
+            from transformers.utils.chat_template_utils import render_jinja_template
+
+            self._render_jinja = render_jinja_template
+
+    def _render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        rendered, _ = self._render_jinja(conversations=[messages], chat_template=self.chat_template,
+                                         add_generation_prompt=add_generation_prompt, **self.special_tokens)
+        return rendered[0]
+
+    def render(self, messages: list[dict], with_masks: bool) -> Segments:
+        if not self.chat_template:
+            segments: Segments = []
+            for message in messages:
+                segments.append((f"### {message['role'].capitalize()}:\n", False))
+                segments.append((message["content"] + "\n\n", message["role"] == "assistant"))
+            return segments
+        full = self._render(messages, add_generation_prompt=False)
+        if not with_masks:
+            return [(full, True)]
+        # Cut the rendering at each assistant turn: the text up to the generation prompt is context,
+        # the turn itself is trained on. Templates that are not prefix-stable cannot be cut this way.
+        segments, position = [], 0
+        for index, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            prompt = self._render(messages[:index], add_generation_prompt=True)
+            upto = self._render(messages[: index + 1], add_generation_prompt=False)
+            if not (full.startswith(upto) and upto.startswith(prompt) and len(prompt) >= position):
+                raise RankzeroError("the tokenizer's chat template is not prefix-stable; --mode sft cannot mask prompts with it")
+            segments += [(full[position:len(prompt)], False), (full[len(prompt):len(upto)], True)]
+            position = len(upto)
+        if position < len(full):
+            segments.append((full[position:], False))
+        return [s for s in segments if s[0]]
+
+
+def _chat_from_record(record: dict, schema: str) -> list[dict]:
+    if schema == "messages":
+        raw = record["messages"]
+        if not isinstance(raw, list):
+            raise ValueError("'messages' is not a list")
+        return [{"role": str(m["role"]), "content": as_text(m.get("content"))} for m in raw]
+    if schema == "conversations":
+        raw = record["conversations"]
+        if not isinstance(raw, list):
+            raise ValueError("'conversations' is not a list")
+        return [{"role": SHAREGPT_ROLES.get(str(m["from"]).lower(), str(m["from"])), "content": as_text(m.get("value"))}
+                for m in raw]
+    question_key, answer_key = {"instruction": ("instruction", "output"), "prompt_response": ("prompt", "response"),
+                                "question_answer": ("question", "answer")}[schema]
+    question = as_text(record[question_key])
+    if schema == "instruction" and as_text(record.get("input")).strip():
+        question = f"{question}\n\n{as_text(record['input'])}"
+    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": as_text(record[answer_key])}]
+    if as_text(record.get("system")).strip():
+        messages.insert(0, {"role": "system", "content": as_text(record["system"])})
+    return messages
+
+
+def record_to_segments(record: dict, schema: str, renderer: ChatRenderer, with_masks: bool) -> Segments:
+    if schema.startswith("text:"):
+        return [(as_text(record[schema[5:]]), True)]
+    if schema == "prompt_completion":
+        return [(as_text(record["prompt"]), False), (as_text(record["completion"]), True)]
+    return renderer.render(_chat_from_record(record, schema), with_masks)
+
+
+@dataclass
+class ChunkDocuments:
+    documents: list[Segments] = field(default_factory=list)
+    bad_records: int = 0
+    empty: int = 0
+    replaced_lines: int = 0
+    bytes_in: int = 0
+
+
+def _decode(chunk, on_decode_error: str) -> tuple[str, int]:
+    payload: bytes = chunk.payload
+    try:
+        return payload.decode("utf-8"), 0
+    except UnicodeDecodeError as error:
+        line = chunk.first_line + payload.count(b"\n", 0, error.start)
+        if on_decode_error != "replace":
+            raise RankzeroError(
+                f"{chunk.path}:{line}: undecodable bytes at byte offset {chunk.byte_offset + error.start} (not UTF-8); "
+                "fix the file or pass --on_decode_error replace"
+            ) from None
+    replaced = 0
+    for raw_line in payload.split(b"\n"):
+        try:
+            raw_line.decode("utf-8")
+        except UnicodeDecodeError:
+            replaced += 1
+    return payload.decode("utf-8", errors="replace"), replaced
+
+
+def _iter_line_records(chunk, text: str, skip_bad_records: bool, counts: ChunkDocuments):
+    """Yield (line number, record) from a decoded chunk of a line-oriented file."""
+    if chunk.fmt == "jsonl":
+        for offset, line in enumerate(text.split("\n")):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise json.JSONDecodeError(f"expected an object, got {type(record).__name__}", line, 0)
+            except json.JSONDecodeError as error:
+                if skip_bad_records:
+                    counts.bad_records += 1
+                    continue
+                raise RankzeroError(
+                    f"{chunk.path}:{chunk.first_line + offset}: malformed JSON ({error.msg}, column {error.colno + 1}); "
+                    "fix the line or pass --skip_bad_records"
+                ) from None
+            yield chunk.first_line + offset, record
+    elif chunk.fmt == "txt-line":
+        for offset, line in enumerate(text.split("\n")):
+            line = line.rstrip("\r")
+            if line.strip():
+                yield chunk.first_line + offset, {"text": line}
+    elif chunk.fmt == "txt-paragraph":
+        line_no = chunk.first_line
+        for paragraph in text.replace("\r\n", "\n").split("\n\n"):
+            if paragraph.strip():
+                yield line_no, {"text": paragraph.strip("\n")}
+            line_no += paragraph.count("\n") + 2
+    else:  # txt-document
+        if text.strip():
+            yield 1, {"text": text}
+
+
+def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, with_masks: bool = False,
+                    skip_bad_records: bool = False, on_decode_error: str = "error") -> ChunkDocuments:
+    """Parse one chunk into documents; errors name the file and line (or record number)."""
+    out = ChunkDocuments(bytes_in=chunk.nbytes)
+    if chunk.fmt == "records":
+        records = enumerate(chunk.payload, start=chunk.first_line)
+        where = "record"
+    else:
+        text, out.replaced_lines = _decode(chunk, on_decode_error)
+        records = _iter_line_records(chunk, text, skip_bad_records, out)
+        where = "line"
+    schema = None
+    for number, record in records:
+        if schema is None:
+            schema = detect_schema(list(record), text_column)
+            if not schema:
+                wanted = f"no column '{text_column}'" if text_column else "cannot tell which field holds the text"
+                raise RankzeroError(
+                    f"{chunk.path}: {where} {number}: {wanted}; its columns are {sorted(record)}. "
+                    f"Pass --text_column NAME, or use one of: {', '.join(KNOWN_SHAPES)}"
+                )
+        try:
+            segments = record_to_segments(record, schema, renderer, with_masks)
+        except (KeyError, TypeError, ValueError) as error:
+            if skip_bad_records:
+                out.bad_records += 1
+                continue
+            raise RankzeroError(
+                f"{chunk.path}: {where} {number}: does not fit the '{schema}' shape of the first record ({error}); "
+                f"its columns are {sorted(record)}; pass --skip_bad_records to skip such records"
+            ) from None
+        if not any(text.strip() for text, _ in segments):
+            out.empty += 1
+            continue
+        out.documents.append(segments)
+    return out

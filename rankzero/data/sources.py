@@ -1,0 +1,289 @@
+"""Sources: turn `--dataset` specs into a stream of chunks, never the whole corpus in memory.
+
+A spec is a local file (.jsonl .json .parquet .csv .txt .arrow), a directory (every such file
+below it, or a `save_to_disk` dataset), a glob, or a hub dataset `name[:config][#revision]`.
+`SPEC@WEIGHT` sets the source's share of output tokens (see pipeline.py).
+
+The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
+(parsing JSON and decoding UTF-8 happen in the worker processes, which also report file:line on
+errors); columnar formats are read in record batches.
+
+    for chunk in iter_chunks(resolve_source("corpus/*.jsonl"), batch_size=1000): ...
+    for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rankzero.errors import RankzeroError
+
+LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
+RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
+GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One resolved `--dataset` spec."""
+
+    spec: str
+    kind: str  # "files" | "saved" | "hub"
+    location: str
+    weight: float | None = None
+    files: tuple[str, ...] = ()
+    hub_config: str | None = None
+    hub_revision: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """What makes this source's content what it is: enters the dataset fingerprint."""
+        if self.kind == "hub":
+            return {"hub": self.location, "config": self.hub_config, "revision": self.hub_revision or "main"}
+        paths = self.files if self.kind == "files" else _saved_dataset_files(self.location)
+        return {"files": [_file_identity(p) for p in paths]}
+
+    def total_bytes(self) -> int | None:
+        if self.kind == "hub":
+            return None
+        paths = self.files if self.kind == "files" else _saved_dataset_files(self.location)
+        return sum(os.path.getsize(p) for p in paths)
+
+
+@dataclass
+class Chunk:
+    """A unit of work for a preparation worker: raw lines of one file, or a list of records."""
+
+    source_index: int
+    path: str
+    fmt: str  # "jsonl" | "txt-line" | "txt-paragraph" | "txt-document" | "records"
+    payload: Any  # bytes for line formats, list[dict] for records
+    first_line: int  # 1-based line (line formats) or record number (records) of the first item
+    byte_offset: int = 0  # offset of payload[0] in the file (line formats)
+    nbytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _file_identity(path: str) -> dict[str, Any]:
+    stat = os.stat(path)
+    return {"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _saved_dataset_files(location: str) -> list[str]:
+    return sorted(str(p) for p in Path(location).rglob("*") if p.is_file())
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return (path / "state.json").is_file() or (path / "dataset_dict.json").is_file()
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or spec.lower().endswith(SUPPORTED_SUFFIXES) or os.sep * 2 in spec
+
+
+def split_weight(spec: str) -> tuple[str, float | None]:
+    if "@" in spec:
+        head, _, tail = spec.rpartition("@")
+        try:
+            weight = float(tail)
+        except ValueError:
+            return spec, None
+        if not weight > 0:
+            raise RankzeroError(f"--dataset {spec}: the weight after '@' must be positive")
+        return head, weight
+    return spec, None
+
+
+def resolve_source(spec: str) -> Source:
+    """Resolve one spec; a path that does not exist or a glob that matches nothing is an error."""
+    location, weight = split_weight(spec)
+    path = Path(os.path.expanduser(location))
+    if path.is_file():
+        _check_suffix(path, spec)
+        return Source(spec, "files", str(path), weight, (str(path),))
+    if path.is_dir():
+        if _is_saved_dataset(path):
+            return Source(spec, "saved", str(path), weight)
+        files = sorted(str(p) for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES)
+        if not files:
+            raise RankzeroError(
+                f"--dataset {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk dataset"
+            )
+        return Source(spec, "files", str(path), weight, tuple(files))
+    if GLOB_CHARS & set(location):
+        files = sorted(p for p in glob.glob(os.path.expanduser(location), recursive=True) if os.path.isfile(p))
+        if not files:
+            raise RankzeroError(f"--dataset {spec}: the pattern matches no files")
+        for file in files:
+            _check_suffix(Path(file), spec)
+        return Source(spec, "files", location, weight, tuple(files))
+    if _looks_like_path(location):
+        raise RankzeroError(f"--dataset {spec}: no such file or directory: {path}")
+    name, _, revision = location.partition("#")
+    name, _, config = name.partition(":")
+    return Source(spec, "hub", name, weight, hub_config=config or None, hub_revision=revision or None)
+
+
+def _check_suffix(path: Path, spec: str) -> None:
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        raise RankzeroError(
+            f"--dataset {spec}: {path} has an unsupported type '{path.suffix}' (supported: {' '.join(SUPPORTED_SUFFIXES)})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk readers. Each yields Chunks of about `batch_size` documents and holds at most one in memory.
+
+
+def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
+    if source.kind == "files":
+        for path in source.files:
+            suffix = Path(path).suffix.lower()
+            if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
+                fmt = LINE_FORMATS.get(suffix, "jsonl")
+                if fmt == "txt":
+                    fmt = f"txt-{txt_sample_by}"
+                yield from _line_chunks(path, source_index, fmt, batch_size)
+            else:
+                yield from _record_chunks(path, source_index, _iter_file_records(path, suffix), batch_size)
+    elif source.kind == "saved":
+        yield from _record_chunks(source.location, source_index, _iter_saved_records(source.location), batch_size)
+    else:
+        yield from _record_chunks(source.location, source_index, _iter_hub_records(source), batch_size)
+
+
+def _is_json_array(path: str) -> bool:
+    with open(path, "rb") as handle:
+        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int) -> Iterator[Chunk]:
+    """Cut a file into chunks of whole lines (or whole paragraphs / the whole file) as raw bytes."""
+    with open(path, "rb") as handle:
+        if fmt == "txt-document":
+            payload = handle.read()
+            yield Chunk(source_index, path, fmt, payload, 1, 0, len(payload))
+            return
+        lines: list[bytes] = []
+        first_line, line_no, offset, chunk_offset, docs = 1, 0, 0, 0, 0
+        for line in handle:
+            line_no += 1
+            lines.append(line)
+            offset += len(line)
+            if fmt == "txt-paragraph":
+                docs += line.strip() == b""
+            else:
+                docs += 1
+            if docs >= batch_size and (fmt != "txt-paragraph" or line.strip() == b""):
+                payload = b"".join(lines)
+                yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+                lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
+        if lines:
+            payload = b"".join(lines)
+            yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+
+
+def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
+    batch: list[dict] = []
+    first = 1
+    for number, record in enumerate(records, start=1):
+        batch.append(record)
+        if len(batch) >= batch_size:
+            yield Chunk(source_index, path, "records", batch, first, nbytes=_approx_bytes(batch))
+            batch, first = [], number + 1
+    if batch:
+        yield Chunk(source_index, path, "records", batch, first, nbytes=_approx_bytes(batch))
+
+
+def _approx_bytes(records: list[dict]) -> int:
+    return sum(len(v) for r in records for v in r.values() if isinstance(v, str))
+
+
+def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
+    if suffix == ".json":
+        # A JSON array is read whole (JSON has no streaming boundary): use .jsonl for large corpora.
+        with open(path, encoding="utf-8") as handle:
+            try:
+                data = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise RankzeroError(f"{path}:{error.lineno}: malformed JSON ({error.msg}, column {error.colno})") from None
+        for index, record in enumerate(data, start=1):
+            if not isinstance(record, dict):
+                raise RankzeroError(f"{path}: item {index} of the JSON array is {type(record).__name__}, expected an object")
+            yield record
+    elif suffix == ".csv":
+        with open(path, encoding="utf-8", newline="") as handle:
+            yield from csv.DictReader(handle)
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    elif suffix == ".arrow":
+        import pyarrow as pa
+
+        try:
+            reader = pa.ipc.open_stream(pa.OSFile(path))
+        except pa.ArrowInvalid:
+            reader = pa.ipc.open_file(pa.OSFile(path))
+            for index in range(reader.num_record_batches):
+                yield from reader.get_batch(index).to_pylist()
+            return
+        for batch in reader:
+            yield from batch.to_pylist()
+
+
+def _iter_saved_records(location: str) -> Iterator[dict]:
+    import datasets
+
+    loaded = datasets.load_from_disk(location)
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise RankzeroError(f"--dataset {location}: a DatasetDict without a 'train' split (splits: {list(loaded)})")
+        loaded = loaded["train"]
+    for batch in loaded.iter(batch_size=1024):
+        columns = list(batch)
+        for row in zip(*(batch[c] for c in columns)):
+            yield dict(zip(columns, row))
+
+
+def _iter_hub_records(source: Source) -> Iterator[dict]:
+    import datasets
+
+    try:
+        stream = datasets.load_dataset(
+            source.location, source.hub_config, split="train", streaming=True, revision=source.hub_revision
+        )
+    except Exception as error:  # the hub client raises many types; name the source in one message
+        raise RankzeroError(f"--dataset {source.spec}: could not open hub dataset '{source.location}': {error}") from error
+    yield from stream
+
+
+def iter_texts(specs: list[str], text_column: str | None = None, txt_sample_by: str = "line",
+               chat_template: str | None = None, special_tokens: dict | None = None) -> Iterator[str]:
+    """Serial stream of document texts (records→text applied) from `--dataset`-style specs."""
+    from rankzero.data.records import ChatRenderer, chunk_documents
+
+    renderer = ChatRenderer(chat_template, special_tokens or {})
+    for index, spec in enumerate(specs):
+        source = resolve_source(spec)
+        for chunk in iter_chunks(source, index, batch_size=256, txt_sample_by=txt_sample_by):
+            for segments in chunk_documents(chunk, text_column, renderer).documents:
+                yield "".join(text for text, _ in segments)
+
+
+def content_hash(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
