@@ -41,8 +41,10 @@ Choices, and why:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -130,8 +132,25 @@ def train_tokenizer(
         raise ValueError(f"--vocab_size {vocab_size} is too small: a byte-level BPE needs at least {minimum} "
                          f"(256 bytes + {len(SPECIAL_TOKENS)} special tokens)")
     backend, trainer = build_backend(vocab_size, show_progress=show_progress)
-    backend.train_from_iterator(texts, trainer=trainer)
+    with _stdout_to_stderr(show_progress):
+        backend.train_from_iterator(texts, trainer=trainer)
     return save_fast_tokenizer(backend, output_dir)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool):
+    """The Rust trainer draws its progress bars on stdout; keep stdout for results (CLI, --json)."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def save_fast_tokenizer(backend, output_dir: str | Path, *, chat_template: str | None = CHAT_TEMPLATE,
@@ -306,22 +325,73 @@ def _apply_merge(word: list[str], pair: tuple[str, str], merged: str) -> list[st
     return out
 
 
-def iter_with_progress(texts: Iterable[str], *, label: str = "reading", every_s: float = 2.0,
-                       stream=None) -> Iterator[str]:
-    """Pass `texts` through, printing documents, MB and rates to stderr every `every_s` seconds."""
-    stream = stream or sys.stderr
-    started = last = time.monotonic()
-    docs = 0
-    size = 0
-    for text in texts:
-        docs += 1
-        size += len(text.encode("utf-8"))
-        now = time.monotonic()
-        if now - last >= every_s:
-            last = now
-            elapsed = now - started
-            print(f"{label}: {docs:,} docs, {size / 1e6:.1f} MB, {docs / elapsed:,.0f} docs/s, "
-                  f"{size / 1e6 / elapsed:.2f} MB/s", file=stream, flush=True)
-        yield text
-    elapsed = max(1e-9, time.monotonic() - started)
-    print(f"{label}: done, {docs:,} docs, {size / 1e6:.1f} MB in {elapsed:.1f} s", file=stream, flush=True)
+class DocumentStream:
+    """Stream documents for training: cap them, hold some out, and show progress on stderr.
+
+    Iterating yields the training documents; afterwards `heldout` holds every document whose running
+    index crossed a multiple of 1/heldout_fraction (deterministic, spread over the whole stream, never
+    trained on; at most `heldout_max_bytes` of them are kept). Reading stops at `max_documents` or
+    once `max_bytes` (UTF-8, held-out included) have been read.
+    """
+
+    def __init__(self, texts: Iterable[str], *, max_documents: int | None = None, max_bytes: int | None = None,
+                 heldout_fraction: float = 0.0, heldout_max_bytes: int = 8 << 20, every_s: float = 2.0,
+                 stream=None):
+        self.texts = texts
+        self.max_documents = max_documents
+        self.max_bytes = max_bytes
+        self.heldout_fraction = heldout_fraction
+        self.heldout_max_bytes = heldout_max_bytes
+        self.every_s = every_s
+        self.stream = stream or sys.stderr
+        self.heldout: list[str] = []
+        self.documents = 0
+        self.bytes = 0
+        self.elapsed_s = 0.0
+
+    def _report(self, started: float, final: bool = False) -> None:
+        elapsed = max(1e-9, time.monotonic() - started)
+        cap = ""
+        if self.max_bytes:
+            cap = f" ({100 * self.bytes / self.max_bytes:.0f}% of --max_bytes)"
+        elif self.max_documents:
+            cap = f" ({100 * self.documents / self.max_documents:.0f}% of --max_documents)"
+        head = "read" if final else "reading"
+        print(f"{head}: {self.documents:,} docs, {self.bytes / 1e6:.1f} MB{cap}, "
+              f"{self.documents / elapsed:,.0f} docs/s, {self.bytes / 1e6 / elapsed:.2f} MB/s"
+              + (f", {elapsed:.1f} s, {len(self.heldout):,} held out" if final else ""),
+              file=self.stream, flush=True)
+
+    def __iter__(self) -> Iterator[str]:
+        started = last = time.monotonic()
+        heldout_bytes = 0
+        for text in self.texts:
+            if self.max_documents is not None and self.documents >= self.max_documents:
+                break
+            if self.max_bytes is not None and self.bytes >= self.max_bytes:
+                break
+            size = len(text.encode("utf-8"))
+            index = self.documents
+            self.documents += 1
+            self.bytes += size
+            if int((index + 1) * self.heldout_fraction) > int(index * self.heldout_fraction) \
+                    and heldout_bytes + size <= self.heldout_max_bytes:
+                self.heldout.append(text)
+                heldout_bytes += size
+            else:
+                yield text
+            if time.monotonic() - last >= self.every_s:
+                last = time.monotonic()
+                self._report(started)
+        self.elapsed_s = time.monotonic() - started
+        self._report(started, final=True)
+
+
+def hangul_share(text: str) -> float:
+    """Share of non-space characters that are Hangul (syllables or jamo)."""
+    letters = [c for c in text if not c.isspace()]
+    if not letters:
+        return 0.0
+    hangul = sum(1 for c in letters if "\uac00" <= c <= "\ud7a3" or "\u1100" <= c <= "\u11ff"
+                 or "\u3130" <= c <= "\u318f")
+    return hangul / len(letters)
