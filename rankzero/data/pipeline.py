@@ -1,0 +1,543 @@
+"""Orchestration: sources → records→text → quality → tokens → blocks → shuffled Arrow shards.
+
+    manifest = build_dataset(data_args, seed, out_dir, fingerprint)   # called by handoff.py
+
+Three stages, each streaming with bounded memory:
+
+A. *Encode* (parallel). The parent cuts sources into chunks; a pool of forked workers parses,
+   converts, filters and tokenizes each chunk. The tokenizer and the Kiwi filter are built once in
+   the parent and shared copy-on-write. At most `2 × workers` chunks are in flight, results are
+   consumed in submission order (so the output never depends on worker count or timing), exact
+   duplicates are dropped globally, and each source's documents are appended to a staging file.
+B. *Mix and pack*. With per-source token counts known, `SPEC@WEIGHT` ratios are exact: a source
+   above its natural share is read again (repeats), below it is subsampled (seeded). Documents are
+   packed into blocks, and each block is scattered to a random bucket file.
+C. *Shuffle and publish*. Each bucket (~64 MB) is loaded, permuted and written as one
+   `save_to_disk`-format shard, so the whole dataset is a uniform seeded shuffle of the blocks while
+   memory stays at one bucket, whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from rankzero.data.pack import Packer
+from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.sources import Source, iter_chunks, resolve_source
+from rankzero.data.tokenize import DocumentEncoder, TokenizerInfo, load_tokenizer
+from rankzero.errors import RankzeroError
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # bump when the output of the same inputs changes
+BUCKET_BYTES = 64 << 20
+PROGRESS_EVERY_S = 5.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage A: the per-chunk work, run in forked workers (or inline with one worker)
+
+
+@dataclass
+class ChunkResult:
+    source_index: int
+    docs_in: int
+    bytes_in: int
+    ids: np.ndarray
+    lengths: np.ndarray
+    labels: np.ndarray | None
+    hashes: np.ndarray | None
+    dropped: Counter
+    replaced_lines: int
+    seconds: dict
+
+
+class ChunkProcessor:
+    """Everything a worker needs, built once in the parent before the fork."""
+
+    def __init__(self, data_args, tokenizer: TokenizerInfo, quality_filter=None):
+        self.text_column = data_args.text_column
+        self.with_labels = data_args.mode == "sft"
+        self.skip_bad_records = data_args.skip_bad_records
+        self.on_decode_error = data_args.on_decode_error
+        self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
+        self.encoder = DocumentEncoder(tokenizer)
+        self.quality_filter = quality_filter
+
+    def __call__(self, chunk) -> ChunkResult:
+        started = time.perf_counter()
+        parsed = chunk_documents(chunk, self.text_column, self.renderer, with_masks=self.with_labels,
+                                 skip_bad_records=self.skip_bad_records, on_decode_error=self.on_decode_error)
+        documents = parsed.documents
+        docs_in = len(documents) + parsed.bad_records + parsed.empty
+        dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
+        converted = time.perf_counter()
+        hashes = None
+        if self.quality_filter is not None:
+            texts = ["".join(t for t, _ in segments) for segments in documents]
+            verdicts = self.quality_filter.judge_batch(texts)
+            dropped.update(reason for reason in verdicts if reason)
+            documents = [d for d, reason in zip(documents, verdicts) if reason is None]
+            hashes = np.fromiter(
+                (int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
+                 for t, reason in zip(texts, verdicts) if reason is None),
+                dtype=np.uint64, count=len(documents))
+        filtered = time.perf_counter()
+        ids, lengths, labels = self.encoder.encode(documents, self.with_labels)
+        done = time.perf_counter()
+        return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes,
+                           +dropped, parsed.replaced_lines,
+                           {"convert": converted - started, "quality": filtered - converted, "tokenize": done - filtered})
+
+
+_PROCESSOR: ChunkProcessor | None = None
+
+
+def _worker_init() -> None:
+    # The parent may have used the Rust thread pool; a forked child must not (it would deadlock).
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
+def _process_in_worker(chunk) -> ChunkResult:
+    return _PROCESSOR(chunk)
+
+
+class _Ready:
+    """A finished result with the Future interface, for the inline (one worker) path."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def result(self):
+        return self._value
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+class Progress:
+    """Prints items done, rate and ETA every few seconds; feeds the heartbeat waiters read."""
+
+    def __init__(self, total_bytes: int | None, on_progress: Callable[[dict], None] | None):
+        self.total_bytes = total_bytes
+        self.on_progress = on_progress
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.docs = self.kept = self.bytes = self.tokens = 0
+        self.stage = "encode"
+
+    def update(self, docs: int, kept: int, nbytes: int, tokens: int) -> None:
+        self.docs += docs
+        self.kept += kept
+        self.bytes += nbytes
+        self.tokens += tokens
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self.report()
+
+    def snapshot(self) -> dict:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.bytes / elapsed
+        eta = (self.total_bytes - self.bytes) / rate if self.total_bytes and rate > 0 else None
+        return {"stage": self.stage, "docs": self.docs, "kept": self.kept, "bytes": self.bytes, "tokens": self.tokens,
+                "elapsed_s": round(elapsed, 1), "mb_per_s": round(rate / 1e6, 2),
+                "docs_per_s": round(self.docs / elapsed, 1), "eta_s": round(eta, 1) if eta is not None else None,
+                "percent": round(100 * self.bytes / self.total_bytes, 1) if self.total_bytes else None}
+
+    def report(self) -> None:
+        snap = self.snapshot()
+        kept = 100 * self.kept / self.docs if self.docs else 100.0
+        eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
+        done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
+        print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
+              f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%, "
+              f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)
+        if self.on_progress:
+            self.on_progress(snap)
+
+
+# ---------------------------------------------------------------------------------------------
+# The build
+
+
+@dataclass
+class SourceStats:
+    spec: str
+    weight: float | None
+    docs_in: int = 0
+    docs_kept: int = 0
+    bytes_in: int = 0
+    tokens: int = 0
+    ratio: float = 1.0
+    tokens_out: int = 0
+    documents_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+
+def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sources: list[Source] | None = None,
+                  tokenizer: TokenizerInfo | None = None,
+                  on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
+    t_start = time.perf_counter()
+    sources = sources or [resolve_source(spec) for spec in data_args.dataset]
+    tokenizer = tokenizer or load_tokenizer(data_args.tokenizer_path)
+    stats = [SourceStats(s.spec, s.weight) for s in sources]
+    staging = out_dir / "_staging"
+    staging.mkdir(parents=True, exist_ok=True)
+    quality_filter, quality_settings = _build_quality_filter(data_args)
+    t_setup = time.perf_counter()
+
+    sizes = [s.total_bytes() for s in sources]
+    progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
+    seconds = Counter()
+    staged = _encode_sources(data_args, sources, tokenizer, quality_filter, stats, staging, progress, seconds)
+    t_encode = time.perf_counter()
+
+    with_labels = data_args.mode == "sft"
+    docs_kept = sum(s.docs_kept for s in stats)
+    if docs_kept == 0:
+        raise RankzeroError(_nothing_left_message(stats, data_args))
+    _mixing_ratios(stats)
+    progress.stage = "pack"
+    total_out_tokens = sum(s.tokens * s.ratio for s in stats)
+    buckets = max(1, math.ceil(total_out_tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES))
+    rng = np.random.default_rng(seed)
+    bucket_dir = out_dir / "_buckets"
+    bucket_counts, tail_tokens = _pack_and_scatter(data_args, staged, stats, buckets, bucket_dir, rng, with_labels)
+    t_pack = time.perf_counter()
+    shutil.rmtree(staging)
+
+    sequences = int(sum(bucket_counts))
+    if sequences == 0:
+        raise RankzeroError(
+            f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
+            f"{data_args.max_seq_length}; add data or lower --max_seq_length")
+    shards = _shuffle_buckets(bucket_dir, bucket_counts, out_dir, rng, with_labels, data_args.dataset_writer_batch_size,
+                              fingerprint)
+    shutil.rmtree(bucket_dir)
+    t_write = time.perf_counter()
+
+    tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
+    total_bytes = sum(s.bytes_in for s in stats)
+    dropped = Counter()
+    for s in stats:
+        dropped.update(s.dropped)
+    timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
+               "shuffle_write_s": t_write - t_pack, "total_s": t_write - t_start,
+               "worker_cpu_seconds": {k: round(v, 3) for k, v in seconds.items()}}
+    return {
+        "fingerprint": fingerprint,
+        "format_version": FORMAT_VERSION,
+        "docs_in": sum(s.docs_in for s in stats),
+        "docs_kept": docs_kept,
+        "dropped": dict(sorted(dropped.items())),
+        "tokens": tokens_out,
+        "sequences": sequences,
+        "shards": shards,
+        "max_seq_length": data_args.max_seq_length,
+        "packing": data_args.packing,
+        "mode": data_args.mode,
+        "columns": ["input_ids", "document_lengths"] + (["labels"] if with_labels else []),
+        "tail_tokens_dropped": tail_tokens,
+        "seed": seed,
+        "sources": [_source_manifest(s, src, tokens_out + tail_tokens) for s, src in zip(stats, sources)],
+        "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
+                      "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
+        "quality_filter": data_args.quality_filter,
+        "quality_settings": quality_settings,
+        "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
+                     "skip_bad_records": data_args.skip_bad_records, "on_decode_error": data_args.on_decode_error,
+                     "num_proc": data_args.dataset_num_proc, "batch_size": data_args.dataset_batch_size,
+                     "writer_batch_size": data_args.dataset_writer_batch_size},
+        "timings": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in timings.items()},
+        "throughput": {"mb_per_s": round(total_bytes / 1e6 / max(timings["total_s"], 1e-9), 2),
+                       "tokens_per_s": round(tokens_out / max(timings["total_s"], 1e-9)),
+                       "docs_per_s": round(sum(s.docs_in for s in stats) / max(timings["total_s"], 1e-9), 1)},
+        "bytes_in": total_bytes,
+        "versions": _versions(),
+    }
+
+
+def _build_quality_filter(data_args):
+    if data_args.quality_filter == "none":
+        return None, None
+    from rankzero.data.quality import QualityConfig, QualityFilter
+
+    config = QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
+    return QualityFilter(config), config.to_dict()
+
+
+def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, staging: Path, progress: Progress,
+                    seconds: Counter) -> list[Path]:
+    global _PROCESSOR
+    _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer, quality_filter)
+    workers = data_args.dataset_num_proc
+    staged = [staging / f"source-{i:03d}.arrow" for i in range(len(sources))]
+    writers = [StagedWriter(path, data_args.mode == "sft") for path in staged]
+    seen: set[int] = set()
+
+    def consume(result: ChunkResult) -> None:
+        stat = stats[result.source_index]
+        ids, lengths, labels = result.ids, result.lengths, result.labels
+        if result.hashes is not None:  # exact duplicates, across chunks and sources, first one wins
+            keep = np.ones(len(lengths), dtype=bool)
+            for index, digest in enumerate(result.hashes.tolist()):
+                if digest in seen:
+                    keep[index] = False
+                else:
+                    seen.add(digest)
+            if not keep.all():
+                result.dropped["duplicate"] += int((~keep).sum())
+                token_mask = np.repeat(keep, lengths)
+                ids, lengths = ids[token_mask], lengths[keep]
+                labels = labels[token_mask] if labels is not None else None
+        writers[result.source_index].write(ids, lengths, labels)
+        stat.docs_in += result.docs_in
+        stat.docs_kept += len(lengths)
+        stat.bytes_in += result.bytes_in
+        stat.tokens += len(ids)
+        stat.dropped.update(result.dropped)
+        if result.replaced_lines:
+            stat.dropped["lines_with_replaced_bytes (kept)"] += result.replaced_lines
+        seconds.update(result.seconds)
+        progress.update(result.docs_in, len(lengths), result.bytes_in, len(ids))
+
+    chunks = (chunk for index, source in enumerate(sources)
+              for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
+    pool = None
+    if workers > 1:
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
+    in_flight: deque = deque()
+    try:
+        for chunk in chunks:
+            in_flight.append(pool.submit(_process_in_worker, chunk) if pool else _Ready(processor(chunk)))
+            while len(in_flight) > 2 * workers:
+                consume(in_flight.popleft().result())
+        while in_flight:
+            consume(in_flight.popleft().result())
+    except BaseException:
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool = None
+        raise
+    finally:
+        if pool:
+            pool.shutdown()
+        for writer in writers:
+            writer.close()
+        _PROCESSOR = None
+    progress.report()
+    return staged
+
+
+class StagedWriter:
+    """Appends tokenized documents (one row each) to an Arrow stream file."""
+
+    def __init__(self, path: Path, with_labels: bool):
+        fields = [("input_ids", pa.list_(pa.int32()))] + ([("labels", pa.list_(pa.int32()))] if with_labels else [])
+        self.schema = pa.schema(fields)
+        self.path = path
+        self._writer = pa.ipc.new_stream(str(path), self.schema)
+
+    def write(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
+        if len(lengths) == 0:
+            return
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+        columns = [pa.ListArray.from_arrays(offsets, pa.array(ids))]
+        if labels is not None:
+            columns.append(pa.ListArray.from_arrays(offsets, pa.array(labels)))
+        self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _read_staged(path: Path):
+    """Yield (ids, lengths, labels) per record batch of a staging file, without memory-mapping it."""
+    with pa.OSFile(str(path)) as handle:
+        for batch in pa.ipc.open_stream(handle):
+            column = batch.column("input_ids")
+            offsets = column.offsets.to_numpy()
+            lengths = np.diff(offsets).astype(np.int64)
+            base = offsets[0]
+            ids = column.values.to_numpy()[base:offsets[-1]]
+            labels = None
+            if "labels" in batch.schema.names:
+                labels = batch.column("labels").values.to_numpy()[base:offsets[-1]]
+            yield ids, lengths, labels
+
+
+def _mixing_ratios(stats: list[SourceStats]) -> None:
+    """weight = share of output tokens; output total = natural total; ratio = target / natural."""
+    weights = [s.weight for s in stats]
+    if all(w is None for w in weights):
+        return
+    missing = [s.spec for s in stats if s.weight is None]
+    if missing:
+        raise RankzeroError(f"--dataset: give every source a weight (SPEC@WEIGHT) or none; missing for {missing}")
+    empty = [s.spec for s in stats if s.tokens == 0]
+    if empty:
+        raise RankzeroError(f"--dataset: sources {empty} have a weight but no tokens left after filtering")
+    total = sum(s.tokens for s in stats)
+    weight_sum = sum(weights)
+    for s in stats:
+        s.ratio = (s.weight / weight_sum) * total / s.tokens
+
+
+def _pack_and_scatter(data_args, staged: list[Path], stats: list[SourceStats], buckets: int, bucket_dir: Path,
+                      rng: np.random.Generator, with_labels: bool) -> tuple[np.ndarray, int]:
+    bucket_dir.mkdir(parents=True, exist_ok=True)
+    packer = Packer(data_args.max_seq_length, data_args.packing)
+    writers: list = [None] * buckets
+    counts = np.zeros(buckets, dtype=np.int64)
+
+    def scatter(blocks) -> None:
+        if blocks is None:
+            return
+        batch = blocks.to_record_batch()
+        targets = rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
+        order = np.argsort(targets, kind="stable")
+        per_bucket = np.bincount(targets, minlength=buckets)
+        batch = batch.take(pa.array(order))
+        start = 0
+        for bucket, count in enumerate(per_bucket.tolist()):
+            if count:
+                if writers[bucket] is None:
+                    writers[bucket] = pa.ipc.new_stream(str(bucket_dir / f"bucket-{bucket:05d}.arrow"), batch.schema)
+                writers[bucket].write_batch(batch.slice(start, count))
+                start += count
+        counts[:] += per_bucket
+
+    try:
+        for path, stat in zip(staged, stats):
+            passes = math.ceil(stat.ratio - 1e-9)
+            for repeat in range(passes):
+                keep_share = min(1.0, stat.ratio - repeat)
+                for ids, lengths, labels in _read_staged(path):
+                    if keep_share < 1.0:
+                        keep = rng.random(len(lengths)) < keep_share
+                        token_mask = np.repeat(keep, lengths)
+                        ids, lengths = ids[token_mask], lengths[keep]
+                        labels = labels[token_mask] if labels is not None else None
+                    stat.tokens_out += int(lengths.sum())
+                    stat.documents_out += len(lengths)
+                    scatter(packer.add(ids, lengths, labels))
+        tail = packer.finish()
+    finally:
+        for writer in writers:
+            if writer is not None:
+                writer.close()
+    return counts, tail
+
+
+def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: np.random.Generator,
+                     with_labels: bool, writer_batch_size: int, fingerprint: str) -> int:
+    """Permute each bucket in memory and write it as one shard of a save_to_disk dataset."""
+    import datasets
+    from datasets.arrow_writer import ArrowWriter
+
+    features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
+                                  "document_lengths": datasets.List(datasets.Value("int32"))})
+    if with_labels:
+        features["labels"] = datasets.List(datasets.Value("int32"))
+    nonempty = [b for b, count in enumerate(counts.tolist()) if count]
+    shards = len(nonempty)
+    for shard, bucket in enumerate(nonempty):
+        path = bucket_dir / f"bucket-{bucket:05d}.arrow"
+        with pa.OSFile(str(path)) as handle:
+            table = pa.ipc.open_stream(handle).read_all()
+        table = table.take(pa.array(rng.permutation(len(table))))
+        with ArrowWriter(features=features, path=str(out_dir / f"data-{shard:05d}-of-{shards:05d}.arrow"),
+                         writer_batch_size=writer_batch_size) as writer:
+            writer.write_table(table, writer_batch_size=writer_batch_size)
+            writer.finalize()
+        del table
+        path.unlink()
+    _write_dataset_metadata(out_dir, features, shards, fingerprint)
+    return shards
+
+
+def _write_dataset_metadata(out_dir: Path, features, shards: int, fingerprint: str) -> None:
+    """state.json + dataset_info.json as datasets' own save_to_disk writes them, for our shard list.
+
+    The files come from saving an empty dataset with the same features (so they follow the
+    installed datasets version), with the shard list replaced by ours.
+    """
+    import datasets
+
+    template_dir = out_dir / "_template"
+    bars_were_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        datasets.Dataset.from_dict({name: [] for name in features}, features=features).save_to_disk(str(template_dir))
+    finally:
+        if bars_were_enabled:
+            datasets.enable_progress_bars()
+    state = json.loads((template_dir / "state.json").read_text())
+    state["_data_files"] = [{"filename": f"data-{i:05d}-of-{shards:05d}.arrow"} for i in range(shards)]
+    state["_fingerprint"] = fingerprint
+    (out_dir / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    shutil.copyfile(template_dir / "dataset_info.json", out_dir / "dataset_info.json")
+    shutil.rmtree(template_dir)
+
+
+def _source_manifest(stat: SourceStats, source: Source, total_tokens_out: int) -> dict:
+    entry = {k: v for k, v in asdict(stat).items() if k != "dropped"}
+    entry["dropped"] = dict(stat.dropped)
+    entry["ratio"] = round(stat.ratio, 6)
+    entry["share_of_output_tokens"] = round(stat.tokens_out / total_tokens_out, 6) if total_tokens_out else None
+    entry["identity"] = source.identity()
+    return entry
+
+
+def _nothing_left_message(stats: list[SourceStats], data_args) -> str:
+    docs_in = sum(s.docs_in for s in stats)
+    if docs_in == 0:
+        return f"sources: the sources {data_args.dataset} yielded no documents (empty files?)"
+    dropped = Counter()
+    for s in stats:
+        dropped.update(s.dropped)
+    stage = "quality filter" if any(r not in ("bad_record", "empty", "duplicate") for r in dropped) else "records→text"
+    top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
+    return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for package in ("rankzero", "datasets", "tokenizers", "pyarrow", "numpy", "kiwipiepy"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
