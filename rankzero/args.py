@@ -110,7 +110,7 @@ class DataArguments:
 
 @dataclass
 class ModelArguments:
-    """Which model to train and the speed switches around it."""
+    """Which model to train and the speed switches around it (TF32, bf16, optimizer: see TrainingArguments)."""
 
     model_config: str | None = field(
         default=None, metadata={"help": "HF config JSON to build a model from scratch (see configs/)."}
@@ -121,13 +121,16 @@ class ModelArguments:
     )
     attn_implementation: str = field(
         default="sdpa",
-        metadata={"help": "Attention kernel.", "choices": ["sdpa", "eager", "flash_attention_2", "flex_attention"]},
+        metadata={"help": "Attention kernel (flash_attention_2 only when the flash-attn package is installed).",
+                  "choices": ["sdpa", "eager", "flash_attention_2", "flex_attention"]},
     )
     mask_across_documents: bool = field(
         default=False,
         metadata={"help": "Stop attention at document boundaries inside packed blocks (position ids restart per document)."},
     )
-    tf32: bool = field(default=True, metadata={"help": "Allow TF32 matmuls on CUDA (ignored on CPU)."})
+    pad_to_multiple_of: int = field(
+        default=8, metadata={"help": "Unpacked data: pad each batch to the longest row, rounded up to this multiple."}
+    )
 
 
 @dataclass
@@ -143,6 +146,7 @@ class RunArguments:
     model: ModelArguments
     training: Any  # transformers.TrainingArguments, or None on the --tokenize_only fast path
     seed: int
+    given: frozenset[str] = frozenset()  # dataclass fields set on the CLI or in the recipe (defaults apply elsewhere)
 
 
 def recipe_to_argv(path: str | os.PathLike) -> list[str]:
@@ -184,14 +188,29 @@ def parse_args(argv: list[str] | None = None) -> RunArguments:
     if data.tokenize_only and not remaining:
         training, seed = None, prep.seed
     else:
-        from transformers import TrainingArguments
+        # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
+        # prepared first, with no process group, so a long preparation never sits in a collective.
+        from rankzero.train.training_args import TrainingArguments
 
         full = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments))
         data, model, training = full.parse_args_into_dataclasses(argv)
         seed = training.seed
+        light = full
     data.resolve_env()
     check_arguments(data, model, training)
-    return RunArguments(data=data, model=model, training=training, seed=seed)
+    return RunArguments(data=data, model=model, training=training, seed=seed, given=given_fields(light, argv))
+
+
+def given_fields(parser, argv: list[str]) -> frozenset[str]:
+    """Names of the dataclass fields that argv sets explicitly (`--no_packing` sets `packing`)."""
+    actions = parser._option_string_actions  # argparse keeps no public map from option string to field
+    given = set()
+    for arg in argv:
+        if arg.startswith("--"):
+            action = actions.get(arg.split("=", 1)[0])
+            if action is not None:
+                given.add(action.dest)
+    return frozenset(given)
 
 
 def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -> None:

@@ -1,0 +1,100 @@
+"""Turn prepared rows into model batches: packed blocks stack as they are, unpacked rows pad per batch.
+
+    collator = BlockCollator(pad_token_id=tok.pad_token_id, mask_across_documents=False)
+    batch = collator([{"input_ids": np.array([...]), "document_lengths": np.array([...])}, ...])
+
+- Packed rows are all `max_seq_length` long: stacked, no padding, no attention mask (SDPA then
+  takes its causal fast path).
+- `mask_across_documents`: position ids restart at every document inside a row and no attention
+  mask is sent, so transformers builds a block-causal mask (sdpa/eager/flex). Flash-attention only
+  detects packing in one flat row, so for it the batch goes through transformers'
+  `DataCollatorWithFlattening` — one document per sequence. Either way the first token of each
+  document gets label -100: nothing before it in the row may predict it.
+- Unpacked rows are padded to the batch's longest row, rounded up to `pad_to_multiple_of`; padding
+  gets attention mask 0 and label -100.
+- SFT rows carry `labels` (prompt tokens already -100); pretraining learns every token.
+- Each batch reports `num_tokens` (real tokens, no padding) as a plain int for the throughput
+  meter; the trainer pops it before the forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+IGNORE_INDEX = -100
+
+
+def document_position_ids(document_lengths, row_length: int) -> np.ndarray:
+    """0, 1, … restarting at every document: [3, 2] → [0, 1, 2, 0, 1]."""
+    lengths = np.asarray(document_lengths, dtype=np.int64)
+    assert lengths.sum() == row_length, f"document_lengths sum to {lengths.sum()}, row has {row_length} tokens"
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(row_length, dtype=np.int64) - starts
+
+
+@dataclass
+class BlockCollator:
+    pad_token_id: int = 0
+    mask_across_documents: bool = False
+    flatten: bool = False  # flash_attention_2: one flat row per batch (see module docstring)
+    pad_to_multiple_of: int = 8
+
+    def __call__(self, rows: list[dict]) -> dict:
+        ids = [np.asarray(row["input_ids"], dtype=np.int64) for row in rows]
+        has_labels = "labels" in rows[0]
+        labels = [np.asarray(row["labels"], dtype=np.int64) if has_labels else ids[i].copy() for i, row in enumerate(rows)]
+        num_tokens = int(sum(len(x) for x in ids))
+        if self.mask_across_documents and self.flatten:
+            batch = self._flattened(rows, ids, labels)
+        elif self.mask_across_documents:
+            batch = self._documents(rows, ids, labels)
+        elif len({len(x) for x in ids}) == 1:  # packed blocks: nothing to pad
+            batch = {"input_ids": torch.from_numpy(np.stack(ids)), "labels": torch.from_numpy(np.stack(labels))}
+        else:
+            batch = self._padded(ids, labels)
+        batch["num_tokens"] = num_tokens
+        return batch
+
+    def _documents(self, rows, ids, labels) -> dict:
+        length = max(len(x) for x in ids)
+        if any(len(x) != length for x in ids):  # unpacked: one document per row already; pad as usual
+            return self._padded(ids, labels)
+        positions = []
+        for row, row_ids, row_labels in zip(rows, ids, labels):
+            position = document_position_ids(row.get("document_lengths", [len(row_ids)]), len(row_ids))
+            row_labels[position == 0] = IGNORE_INDEX
+            positions.append(position)
+        return {
+            "input_ids": torch.from_numpy(np.stack(ids)),
+            "labels": torch.from_numpy(np.stack(labels)),
+            "position_ids": torch.from_numpy(np.stack(positions)),
+        }
+
+    def _flattened(self, rows, ids, labels) -> dict:
+        from transformers import DataCollatorWithFlattening
+
+        documents = []
+        for row, row_ids, row_labels in zip(rows, ids, labels):
+            edges = np.cumsum(row.get("document_lengths", [len(row_ids)]))[:-1]
+            for piece_ids, piece_labels in zip(np.split(row_ids, edges), np.split(row_labels, edges)):
+                documents.append({"input_ids": piece_ids.tolist(), "labels": piece_labels.tolist()})
+        return dict(DataCollatorWithFlattening(separator_id=IGNORE_INDEX, return_flash_attn_kwargs=True)(documents))
+
+    def _padded(self, ids, labels) -> dict:
+        multiple = self.pad_to_multiple_of
+        length = -(-max(len(x) for x in ids) // multiple) * multiple
+        input_ids = np.full((len(ids), length), self.pad_token_id, dtype=np.int64)
+        label_ids = np.full((len(ids), length), IGNORE_INDEX, dtype=np.int64)
+        attention_mask = np.zeros((len(ids), length), dtype=np.int64)
+        for i, (row_ids, row_labels) in enumerate(zip(ids, labels)):
+            input_ids[i, : len(row_ids)] = row_ids
+            label_ids[i, : len(row_ids)] = row_labels
+            attention_mask[i, : len(row_ids)] = 1
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "labels": torch.from_numpy(label_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+        }

@@ -1,0 +1,189 @@
+"""Train on a prepared dataset: tokenizer → dataset → model → fast defaults → Trainer → saved model.
+
+    from rankzero.train.run import train
+    train(args, runtime, prepared_dir)     # called by train.py once the data is ready on every rank
+
+Called with no process group: the Trainer's first look at the device creates it (gloo on CPU,
+NCCL on GPUs) — by then every rank holds the prepared data. The output dir ends up with the model,
+tokenizer and config (`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`,
+`run_config.json` (the resolved configuration), `recipe.yaml` (the flags given, for an exact
+resume with pretrain_cont.sh) and `data_manifest.json` (the prepared data's manifest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import torch
+import yaml
+
+from rankzero.args import RunArguments
+from rankzero.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+
+def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
+    from transformers import AutoTokenizer, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from rankzero.train.collator import BlockCollator
+    from rankzero.train.model import build_model, resolve_attention
+    from rankzero.train.throughput import ThroughputCallback
+    from rankzero.train.trainer import RankzeroTrainer
+    from rankzero.train.training_args import apply_fast_defaults
+
+    prepared_dir = Path(prepared_dir)
+    tokenizer = AutoTokenizer.from_pretrained(args.data.tokenizer_path)
+    dataset = load_prepared(prepared_dir, args.data.mode)
+
+    attention, notes = resolve_attention(args.model.attn_implementation)
+    set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
+    model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
+    training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
+    notes += more_notes
+    if args.model.mask_across_documents and not args.data.packing:
+        notes.append("--mask_across_documents is ignored: without packing every row holds one document")
+    for note in notes:
+        warnings.warn(note, stacklevel=1)
+    resume = resolve_resume(training.resume_from_checkpoint, training.output_dir, get_last_checkpoint)
+    if torch.cuda.is_available() and not training.use_cpu:
+        torch.backends.cuda.enable_flash_sdp(True)  # SDPA may pick the flash kernel (bf16/fp16, causal)
+        torch.backends.cuda.enable_mem_efficient_sdp(True)
+
+    collator = BlockCollator(
+        pad_token_id=pad_id(tokenizer),
+        mask_across_documents=args.model.mask_across_documents and args.data.packing,
+        flatten=attention == "flash_attention_2",
+        pad_to_multiple_of=args.model.pad_to_multiple_of,
+    )
+    meter = ThroughputCallback(model, seq_length=args.data.max_seq_length)
+    # Devices and the process group are set up here, now that every rank holds the data (see training_args.py).
+    training.device
+    trainer = RankzeroTrainer(
+        model=model,
+        args=training,
+        train_dataset=dataset,
+        data_collator=collator,
+        processing_class=tokenizer,
+        meter=meter,
+    )
+    output_dir = Path(training.output_dir)
+    if trainer.is_world_process_zero():
+        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, attention)
+        write_run_files(output_dir, config, args, training)
+        print_config(config, defaults)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(str(output_dir))
+        trainer.save_state()
+        if trainer.is_world_process_zero():
+            manifest = prepared_dir / "manifest.json"
+            if manifest.is_file():
+                shutil.copyfile(manifest, output_dir / "data_manifest.json")
+            print(f"model saved: {output_dir}", flush=True)
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def load_prepared(prepared_dir: Path, mode: str):
+    import datasets
+
+    dataset = datasets.load_from_disk(str(prepared_dir))
+    if isinstance(dataset, datasets.DatasetDict):
+        dataset = dataset["train"]
+    columns = ["input_ids"] + [c for c in ("document_lengths", "labels") if c in dataset.column_names]
+    if "input_ids" not in dataset.column_names:
+        raise ValueError(f"{prepared_dir}: no input_ids column (columns: {dataset.column_names}); re-prepare the data")
+    if mode == "sft" and "labels" not in dataset.column_names:
+        raise ValueError(f"{prepared_dir}: --mode sft needs a labels column; prepare the data with --mode sft")
+    if len(dataset) == 0:
+        raise ValueError(f"{prepared_dir}: the prepared dataset is empty — check --dataset and the quality filter")
+    return dataset.with_format("numpy", columns=columns)  # numpy rows: no per-token Python objects
+
+
+def sample_max_token_id(dataset, rows: int = 1000) -> int:
+    """Largest id in the first rows: a cheap guard against data prepared with another tokenizer."""
+    import pyarrow.compute as pc
+
+    table = dataset.with_format(None).data.table.slice(0, rows)
+    return int(pc.max(pc.list_flatten(table.column("input_ids"))).as_py())
+
+
+def pad_id(tokenizer) -> int:
+    for token_id in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return token_id
+    return 0  # padding carries label -100 and attention mask 0: the id never matters
+
+
+def resolve_resume(value: str | None, output_dir: str, get_last_checkpoint) -> str | None:
+    """--resume_from_checkpoint DIR, or `auto`: the newest checkpoint in output_dir (none: start fresh)."""
+    if value is None or value == "":
+        if os.path.isdir(output_dir) and get_last_checkpoint(output_dir):
+            warnings.warn(
+                f"--output_dir {output_dir} already holds checkpoints: this run starts from scratch and will "
+                "overwrite them; pass --resume_from_checkpoint auto to continue instead",
+                stacklevel=2,
+            )
+        return None
+    if value == "auto":
+        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        if last is None:
+            logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch", output_dir)
+        return last
+    if not os.path.isdir(value):
+        raise ValueError(f"--resume_from_checkpoint {value}: no such directory (give a checkpoint-N dir or 'auto')")
+    return value
+
+
+def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, attention) -> dict:
+    import transformers
+
+    return {
+        "given": sorted(args.given),
+        "defaults_applied": defaults,
+        "warnings": notes,
+        "prepared_dir": str(prepared_dir),
+        "attn_implementation": attention,
+        "model_parameters": sum(p.numel() for p in model.parameters()),
+        "model_config": model.config.to_dict(),
+        "data": dataclasses.asdict(args.data),
+        "model": dataclasses.asdict(args.model),
+        "training": training.to_dict(),
+        "runtime": dataclasses.asdict(runtime),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
+
+
+def write_run_files(output_dir: Path, config: dict, args: RunArguments, training) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "run_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False, default=str) + "\n")
+    # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
+    values = {**dataclasses.asdict(args.data), **dataclasses.asdict(args.model), **training.to_dict()}
+    recipe = {name: values[name] for name in sorted(args.given) if name in values and name != "resume_from_checkpoint"}
+    (output_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True, sort_keys=False))
+
+
+def print_config(config: dict, defaults: dict[str, str]) -> None:
+    from rankzero.args import DataArguments, ModelArguments
+    from rankzero.train.training_args import TrainingArguments
+
+    lines = ["resolved configuration:"]
+    for section, cls in (("data", DataArguments), ("model", ModelArguments), ("training", TrainingArguments)):
+        for f in dataclasses.fields(cls):
+            value = config[section].get(f.name)
+            if section == "training" and f.name not in config["given"] and f.name not in defaults:
+                continue  # Hugging Face's own default: see run_config.json for all of them
+            mark = "  (default: " + defaults[f.name] + ")" if f.name in defaults else ""
+            lines.append(f"  {section}.{f.name} = {value!r}{mark}")
+    lines.append(f"  attn_implementation = {config['attn_implementation']}")
+    lines.append(f"  model_parameters = {config['model_parameters']:,}")
+    print("\n".join(lines), flush=True)

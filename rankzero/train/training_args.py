@@ -1,0 +1,103 @@
+"""TrainingArguments: Hugging Face's class with device set-up deferred, and our fast defaults.
+
+    training = TrainingArguments(output_dir="runs/x")           # no process group yet
+    training, applied, warnings = apply_fast_defaults(training, given, runtime, workers=...)
+
+Why defer: `transformers.TrainingArguments.__post_init__` reads `self.device`, which builds
+accelerate's `PartialState` and, under torchrun, initialises the process group. `train.py` parses
+its arguments *before* the data is prepared, and the ranks that wait for the builder must not hold
+a process group (an NCCL barrier times out after 10 minutes). Our subclass skips that one read;
+everything else in `__post_init__` (validation included) runs as before, and the first later read
+of `.device` (the Trainer's) sets devices and the process group up — after the data is ready.
+
+Fast defaults apply only to flags the user did not give (`given`, the field names from the CLI or
+recipe), and every ignored user setting is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import transformers
+
+from rankzero.runtime import Runtime
+
+
+class TrainingArguments(transformers.TrainingArguments):
+    __doc__ = transformers.TrainingArguments.__doc__
+
+    def __post_init__(self):
+        self.__dict__["_defer_devices"] = True
+        try:
+            super().__post_init__()
+        finally:
+            self.__dict__["_defer_devices"] = False
+
+    @property
+    def device(self):
+        if self.__dict__.get("_defer_devices"):
+            return None  # __post_init__'s only use of it is to trigger the set-up we defer
+        return transformers.TrainingArguments.device.fget(self)
+
+    def __getattr__(self, name):
+        # Only reached for attributes the deferred set-up would have created (read by e.g. `.should_log`).
+        if name in ("distributed_state", "_n_gpu") and not self.__dict__.get("_defer_devices"):
+            self._setup_devices
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def apply_fast_defaults(
+    training: TrainingArguments, given: frozenset[str], runtime: Runtime, needs_columns: bool = True
+) -> tuple[TrainingArguments, dict[str, str], list[str]]:
+    """Fill in what makes training fast here; return (new args, {field: "value (why)"}, warnings)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    changes: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    warnings: list[str] = []
+
+    def default(name: str, value: Any, why: str) -> None:
+        if name not in given and getattr(training, name) != value:
+            changes[name] = value
+            reasons[name] = f"{value!r} ({why})"
+
+    if not cuda:
+        # Without it accelerate sees no device to distribute over: the ranks would train separately.
+        default("use_cpu", True, "no CUDA device: DDP over gloo on CPU")
+        if runtime.is_distributed:
+            default("ddp_backend", "gloo", "CPU process group")
+    else:
+        if torch.cuda.get_device_capability()[0] >= 8:
+            default("tf32", True, "Ampere or newer: TF32 matmuls for the fp32 parts")
+        if torch.cuda.is_bf16_supported() and "fp16" not in given and "bf16" not in given:
+            default("bf16", True, "GPU supports bf16: autocast over fp32 weights")
+        default("optim", "adamw_torch_fused", "one fused kernel per step on CUDA")
+    if runtime.is_distributed:
+        default("ddp_find_unused_parameters", False, "every parameter of a causal LM gets a gradient")
+
+    workers = training.dataloader_num_workers if "dataloader_num_workers" in given else runtime.dataloader_workers()
+    default("dataloader_num_workers", workers, f"{runtime.local_world_size} rank(s) share this node's cores")
+    default("dataloader_pin_memory", cuda, "pinned host memory speeds copies to the GPU only")
+    if workers > 0:
+        default("dataloader_persistent_workers", True, "keep workers across epochs")
+        default("dataloader_prefetch_factor", 4, "batches queued per worker")
+    else:
+        if training.dataloader_prefetch_factor is not None:
+            warnings.append("--dataloader_prefetch_factor is ignored: it needs --dataloader_num_workers > 0")
+            changes["dataloader_prefetch_factor"] = None
+        if training.dataloader_persistent_workers:
+            warnings.append("--dataloader_persistent_workers is ignored: it needs --dataloader_num_workers > 0")
+            changes["dataloader_persistent_workers"] = False
+
+    if needs_columns and training.remove_unused_columns:
+        if "remove_unused_columns" in given:
+            warnings.append("--remove_unused_columns is ignored: the collator needs document_lengths and labels")
+        changes["remove_unused_columns"] = False
+        reasons.setdefault("remove_unused_columns", "False (the collator reads document_lengths)")
+
+    if changes:
+        training = dataclasses.replace(training, **changes)
+    return training, reasons, warnings
