@@ -1,0 +1,130 @@
+"""Run a command and measure it the way the benchmarks report it: whole-process wall time and the
+peak PSS of the whole process tree.
+
+    from bench._measure import run_measured
+    result = run_measured([sys.executable, "bench/baselines/rust_tokenizer_only.py", "corpus.jsonl", "tok"])
+    result["wall_s"], result["peak_pss_mb"], result["returncode"], result["stdout"], result["stderr"]
+
+PSS (proportional set size) charges each shared page to the processes sharing it in equal parts, so
+summing it over a forked tree counts copy-on-write memory once instead of once per worker (RSS would
+count a 500 MB model shared by 8 workers as 4 GB). A sampler thread reads /proc/<pid>/smaps_rollup of
+the child and every descendant every ~50 ms, sums the tree, and keeps the largest sum.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+
+import psutil
+
+SAMPLE_INTERVAL_S = 0.05
+
+
+def _pss_kb(pid: int) -> int:
+    """PSS of one process in kB; 0 when it is gone or unreadable (it may exit between listing and reading)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return 0
+    except OSError:
+        pass
+    try:  # kernels without smaps_rollup (< 4.14): psutil walks smaps, slower but the same figure
+        return psutil.Process(pid).memory_full_info().pss // 1024
+    except (psutil.Error, AttributeError):
+        return 0
+
+
+def tree_pss_mb(root_pid: int) -> float:
+    """Sum of PSS over a process and all its descendants, in MiB."""
+    try:
+        root = psutil.Process(root_pid)
+        pids = [root_pid] + [child.pid for child in root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    return sum(_pss_kb(pid) for pid in pids) / 1024
+
+
+def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None,
+                 timeout_s: float | None = None) -> dict:
+    """Run `cmd` to completion; return wall_s, peak_pss_mb, returncode, stdout, stderr (text).
+
+    Output goes to temporary files rather than pipes: a chatty child cannot block on a full pipe
+    while we are busy sampling, and the sampler never waits on the child's output.
+    """
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        start = time.perf_counter()
+        process = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_file, stderr=err_file)
+        peak_mb = 0.0
+        stop = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak_mb
+            while not stop.is_set():
+                peak_mb = max(peak_mb, tree_pss_mb(process.pid))
+                stop.wait(SAMPLE_INTERVAL_S)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_tree(process.pid)
+            returncode = process.wait()
+        except BaseException:  # Ctrl-C in the harness: leave no orphaned workers behind
+            _kill_tree(process.pid)
+            process.wait()
+            stop.set()
+            raise
+        wall_s = time.perf_counter() - start
+        stop.set()
+        sampler.join()
+        out_file.seek(0)
+        err_file.seek(0)
+        stdout = out_file.read().decode("utf-8", errors="replace")
+        stderr = err_file.read().decode("utf-8", errors="replace")
+    return {"wall_s": wall_s, "peak_pss_mb": peak_mb, "returncode": returncode,
+            "stdout": stdout, "stderr": stderr}
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a timed-out child and the workers it started (only this tree, by pid)."""
+    try:
+        root = psutil.Process(pid)
+        processes = root.children(recursive=True) + [root]
+    except psutil.Error:
+        return
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+
+
+def machine_info() -> dict:
+    """CPU model, usable cores and RAM, for the header of a results table."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        usable_cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable_cores = os.cpu_count() or 1
+    return {
+        "cpu": model,
+        "cores": usable_cores,
+        "logical_cpus": psutil.cpu_count(logical=True),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+    }

@@ -1,0 +1,360 @@
+"""Data-preparation benchmark: rankzero against run_clm.py's recipe and the bare Rust tokenizer.
+
+    python bench/prep_bench.py                                  # 50 MiB corpus, every run, 4x scale check
+    python bench/prep_bench.py --size_mb 5 --runs 1 --scale 1   # smoke run
+    python bench/prep_bench.py --only a,b,c --runs 3 --out bench/out/prep.json
+
+Every run is a separate process over the SAME generated corpus (bench/make_corpus.py, seeded), timed
+end to end (interpreter start and imports included) with the peak PSS of its whole process tree
+(bench/_measure.py), each with a fresh cache so nothing is reused:
+  (a) rankzero        train.py --tokenize_only --packing --max_seq_length 2048 --cache_dir FRESH
+  (b) run_clm recipe  bench/baselines/runclm_recipe.py: datasets.map(tokenizer(...)), group_texts, save_to_disk
+  (c) Rust tokenizer  bench/baselines/rust_tokenizer_only.py: encode_batch_fast on all cores, nothing written
+  (d) rankzero + filter   (a) with --quality_filter ko
+  (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
+  (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
+Targets (issue 2): b/a >= 2.5, a/c <= 1.3, PSS(a@4x)/PSS(a) <= 1.2, throughput(d)/throughput(e) >= 0.8.
+The markdown printed at the end is ready to paste into bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from _measure import machine_info, run_measured  # noqa: E402
+from make_corpus import generate  # noqa: E402
+
+MODES = {
+    "a": "rankzero prepare (packing, 2048)",
+    "b": "run_clm.py recipe (datasets.map + group_texts + save_to_disk)",
+    "c": "Rust tokenizer alone (encode_batch_fast)",
+    "d": "rankzero prepare + --quality_filter ko",
+    "e": "Kiwi analysis alone (split_into_sents)",
+}
+SEQUENCE_LENGTH = 2048
+TOKENIZER_VOCAB = 32000
+TOKENIZER_TRAIN_BYTES = 5 * 2**20
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size_mb", type=float, default=50, help="corpus size in MiB (issue 2 asks >= 50)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per mode; the median is reported")
+    parser.add_argument("--only", default="a,b,c,d,e", help="comma-separated modes out of a,b,c,d,e")
+    parser.add_argument("--scale", type=int, default=4,
+                        help="also run (a) on a corpus this many times larger, for peak memory (1 = skip)")
+    parser.add_argument("--tokenizer", type=Path, default=None,
+                        help="HF tokenizer dir; default: train a 32k byte-level BPE on 5 MiB of the corpus")
+    parser.add_argument("--num_proc", type=int, default=None,
+                        help="workers/threads for every run (default: each tool's own default, all usable cores)")
+    parser.add_argument("--seed", type=int, default=0, help="corpus seed")
+    parser.add_argument("--workdir", type=Path, default=BENCH / "out" / "prep",
+                        help="where corpora, the tokenizer and per-run scratch dirs go")
+    parser.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
+    parser.add_argument("--timeout_s", type=float, default=3600, help="give up on one run after this long")
+    args = parser.parse_args()
+    modes = [mode.strip() for mode in args.only.split(",") if mode.strip()]
+    unknown = [mode for mode in modes if mode not in MODES]
+    problems = []
+    if unknown:
+        problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
+    if args.size_mb <= 0:
+        problems.append(f"--size_mb {args.size_mb}: must be positive")
+    if args.runs < 1:
+        problems.append(f"--runs {args.runs}: must be at least 1")
+    if args.scale < 1:
+        problems.append(f"--scale {args.scale}: must be at least 1 (1 skips the scaled run)")
+    if args.tokenizer and not (args.tokenizer / "tokenizer.json").is_file():
+        problems.append(f"--tokenizer {args.tokenizer}: no tokenizer.json there")
+    if problems:
+        parser.error("\n  ".join(problems))
+    args.modes = modes
+    return args
+
+
+# --- set-up -------------------------------------------------------------------------------------------
+
+
+def make_corpus(workdir: Path, size_mb: float, seed: int) -> tuple[Path, dict]:
+    path = workdir / f"corpus-{size_mb:g}mb-seed{seed}.jsonl"
+    stats = generate(int(size_mb * 2**20), path, seed)  # cheap (~0.1 s/MiB): always regenerate, never stale
+    print(f"corpus: {path} ({stats['bytes'] / 2**20:.1f} MiB, {stats['documents']} documents: "
+          f"korean {stats['korean']}, english {stats['english']}, code {stats['code']}, junk {stats['junk']})",
+          file=sys.stderr)
+    return path, stats
+
+
+def train_tokenizer(corpus: Path, output: Path) -> str:
+    """The project's tokenizer trainer when present; otherwise a plain 32k byte-level BPE, inline."""
+    script = REPO / "scripts" / "train_tokenizer.py"
+    if script.exists():
+        cmd = [sys.executable, str(script), "--dataset", str(corpus), "--vocab_size", str(TOKENIZER_VOCAB),
+               "--max_bytes", str(TOKENIZER_TRAIN_BYTES), "--output_dir", str(output)]
+        result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        if result.returncode == 0 and (output / "tokenizer.json").is_file():
+            return f"scripts/train_tokenizer.py, vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus"
+        print(f"warning: scripts/train_tokenizer.py failed (exit {result.returncode}); training inline instead:\n"
+              f"{result.stderr[-2000:]}", file=sys.stderr)
+    train_inline_tokenizer(corpus, output)
+    return f"inline byte-level BPE, vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus"
+
+
+def train_inline_tokenizer(corpus: Path, output: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    def texts():
+        seen = 0
+        with open(corpus, "rb") as handle:
+            for line in handle:
+                seen += len(line)
+                if seen > TOKENIZER_TRAIN_BYTES:
+                    return
+                yield json.loads(line)["text"]
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = ["<s>", "</s>", "<unk>", "<pad>"]
+    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(texts(), trainer)
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>",
+                                      unk_token="<unk>", pad_token="<pad>")
+    wrapped.save_pretrained(str(output))
+
+
+def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str]:
+    if args.tokenizer:
+        return args.tokenizer.resolve(), str(args.tokenizer)
+    output = args.workdir / f"tokenizer-seed{args.seed}"
+    if (output / "tokenizer.json").is_file():  # trained on the same seed's first 5 MiB: identical inputs
+        return output, f"{output.name} (reused; vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus)"
+    tmp = Path(tempfile.mkdtemp(prefix="tokenizer-", dir=args.workdir))
+    print("training the benchmark tokenizer ...", file=sys.stderr)
+    description = train_tokenizer(corpus, tmp)
+    shutil.rmtree(output, ignore_errors=True)
+    os.replace(tmp, output)
+    return output, description
+
+
+# --- runs ---------------------------------------------------------------------------------------------
+
+
+def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, num_proc: int | None) -> tuple[list, dict]:
+    python = sys.executable
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("TOKENIZERS_PARALLELISM", None)  # each tool decides for itself
+    if mode in ("a", "d"):
+        cmd = [python, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer),
+               "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir", str(scratch / "cache")]
+        if mode == "d":
+            cmd += ["--quality_filter", "ko"]
+        if num_proc:
+            env["DATASET_NUM_PROC"] = str(num_proc)
+    elif mode == "b":
+        cmd = [python, str(BENCH / "baselines" / "runclm_recipe.py"), "--data_files", str(corpus),
+               "--tokenizer_path", str(tokenizer), "--block_size", str(SEQUENCE_LENGTH),
+               "--num_proc", str(num_proc or usable_cores()), "--output_dir", str(scratch / "grouped")]
+        env["HF_DATASETS_CACHE"] = str(scratch / "hf_datasets_cache")  # fresh: no map() result is reused
+    elif mode == "c":
+        cmd = [python, str(BENCH / "baselines" / "rust_tokenizer_only.py"), str(corpus), str(tokenizer)]
+        if num_proc:
+            env["RAYON_NUM_THREADS"] = str(num_proc)
+    else:
+        cmd = [python, str(BENCH / "baselines" / "kiwi_only.py"), str(corpus),
+               "--num_workers", str(num_proc or usable_cores())]
+    return cmd, env
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def run_mode(mode: str, label: str, corpus: Path, corpus_bytes: int, tokenizer: Path,
+             args: argparse.Namespace) -> dict:
+    walls, peaks, details = [], [], {}
+    failure = None
+    for run in range(args.runs):
+        scratch = Path(tempfile.mkdtemp(prefix=f"run-{label}-", dir=args.workdir))
+        try:
+            cmd, env = command_for(mode, corpus, tokenizer, scratch, args.num_proc)
+            print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
+            result = run_measured(cmd, env=env, cwd=str(REPO), timeout_s=args.timeout_s)
+            ok = result["returncode"] == 0
+            if ok and mode in ("a", "d"):
+                ok, details = check_prepared(result["stdout"])
+            if not ok:
+                failure = {"returncode": result["returncode"], "stdout_tail": result["stdout"][-2000:],
+                           "stderr_tail": result["stderr"][-4000:]}
+                print(f"[{label}] FAILED (exit {result['returncode']}):\n{result['stderr'][-2000:]}", file=sys.stderr)
+                break
+            if mode != "a" and mode != "d":
+                details = {"summary": result["stdout"].strip().splitlines()[-1] if result["stdout"].strip() else ""}
+            walls.append(result["wall_s"])
+            peaks.append(result["peak_pss_mb"])
+            print(f"[{label}] {result['wall_s']:.1f} s, peak PSS {result['peak_pss_mb']:.0f} MB", file=sys.stderr)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    entry = {"mode": mode, "label": label, "what": MODES[mode], "corpus": str(corpus), "corpus_bytes": corpus_bytes,
+             "cmd": cmd, "walls_s": walls, "peak_pss_mbs": peaks, **details}
+    if failure:
+        entry["failure"] = failure
+        return entry
+    entry["wall_s"] = statistics.median(walls)
+    entry["peak_pss_mb"] = statistics.median(peaks)
+    entry["mb_per_s"] = corpus_bytes / 2**20 / entry["wall_s"]
+    return entry
+
+
+def check_prepared(stdout: str) -> tuple[bool, dict]:
+    """The contract: the last stdout line is `prepared: <dir>` and <dir>/manifest.json exists."""
+    lines = stdout.strip().splitlines()
+    if not lines or not lines[-1].startswith("prepared: "):
+        return False, {}
+    prepared = Path(lines[-1][len("prepared: "):].strip())
+    details: dict = {"prepared": str(prepared)}
+    manifest_path = prepared / "manifest.json"
+    if not manifest_path.is_file():
+        return False, details
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    for key in ("docs_in", "docs_kept", "dropped", "tokens", "sequences"):
+        details[key] = manifest.get(key)
+    return True, details
+
+
+# --- report -------------------------------------------------------------------------------------------
+
+
+def ratio(numerator: dict | None, denominator: dict | None, key: str) -> float | None:
+    if not numerator or not denominator or key not in numerator or key not in denominator:
+        return None
+    return numerator[key] / denominator[key]
+
+
+def compute_ratios(results: dict) -> list[dict]:
+    a, b, c, d, e = (results.get(mode) for mode in "abcde")
+    scaled = next((entry for label, entry in results.items() if label.startswith("a@")), None)
+    rows = [
+        {"name": "time a / b (rankzero vs run_clm recipe)", "value": ratio(a, b, "wall_s"), "target": "<= 0.4",
+         "met": lambda v: v <= 0.4},
+        {"name": "speed-up b / a", "value": ratio(b, a, "wall_s"), "target": ">= 2.5", "met": lambda v: v >= 2.5},
+        {"name": "time a / c (rankzero vs Rust tokenizer alone)", "value": ratio(a, c, "wall_s"), "target": "<= 1.3",
+         "met": lambda v: v <= 1.3},
+        {"name": f"peak PSS {scaled['label'] if scaled else 'a@Nx'} / a", "value": ratio(scaled, a, "peak_pss_mb"),
+         "target": "<= 1.2", "met": lambda v: v <= 1.2},
+        # Same corpus for both, so throughput(d) / throughput(e) = wall(e) / wall(d).
+        {"name": "throughput d / e (filtered prepare vs Kiwi alone)", "value": ratio(e, d, "wall_s"),
+         "target": ">= 0.8", "met": lambda v: v >= 0.8},
+    ]
+    for row in rows:
+        met = row.pop("met")
+        row["met"] = None if row["value"] is None else bool(met(row["value"]))
+    return rows
+
+
+def versions() -> dict:
+    found = {"python": platform.python_version()}
+    for name in ("tokenizers", "datasets", "transformers", "kiwipiepy", "pyarrow"):
+        try:
+            module = __import__(name)
+            found[name] = getattr(module, "__version__", "?")
+        except ImportError:
+            found[name] = "absent"
+    return found
+
+
+def git_commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return result.stdout.strip() or "unknown"
+
+
+def markdown(report: dict) -> str:
+    machine, lines = report["machine"], []
+    lines.append(f"### Data preparation — {report['date']}")
+    lines.append("")
+    lines.append(f"- Machine: {machine['cpu']}, {machine['cores']} usable cores "
+                 f"({machine['logical_cpus']} logical), {machine['ram_gb']} GiB RAM; commit {report['commit']}")
+    lines.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+    corpus = report["corpus"]
+    lines.append(f"- Corpus: `bench/make_corpus.py --size_mb {report['size_mb']:g} --seed {report['seed']}` — "
+                 f"{corpus['bytes'] / 2**20:.1f} MiB, {corpus['documents']} documents "
+                 f"(korean {corpus['korean']}, english {corpus['english']}, code {corpus['code']}, "
+                 f"junk {corpus['junk']}); tokenizer: {report['tokenizer']}")
+    lines.append(f"- Whole-process wall time and peak PSS of the process tree (sampled every 50 ms); "
+                 f"median of {report['runs']} run(s); workers: {report['num_proc'] or 'each tool default (all cores)'}")
+    lines.append("")
+    lines.append("| run | what | wall s | MiB/s | peak PSS MB | notes |")
+    lines.append("|---|---|---:|---:|---:|---|")
+    for label, entry in report["results"].items():
+        if "failure" in entry:
+            lines.append(f"| ({label}) | {entry['what']} | failed | | | exit {entry['failure']['returncode']} |")
+            continue
+        notes = ""
+        if entry.get("tokens") is not None:
+            notes = (f"docs {entry.get('docs_kept')}/{entry.get('docs_in')} kept, {entry['tokens']:,} tokens, "
+                     f"{entry.get('sequences')} blocks")
+        elif entry.get("summary"):
+            notes = entry["summary"]
+        size = f" ({entry['corpus_bytes'] / 2**20:.0f} MiB)" if label.startswith("a@") else ""
+        lines.append(f"| ({label}) | {entry['what']}{size} | {entry['wall_s']:.1f} | {entry['mb_per_s']:.2f} | "
+                     f"{entry['peak_pss_mb']:.0f} | {notes} |")
+    lines.append("")
+    lines.append("| ratio | value | target | met |")
+    lines.append("|---|---:|---|---|")
+    for row in report["ratios"]:
+        value = "n/a" if row["value"] is None else f"{row['value']:.2f}"
+        met = "n/a" if row["met"] is None else ("yes" if row["met"] else "**no**")
+        lines.append(f"| {row['name']} | {value} | {row['target']} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    corpus, corpus_stats = make_corpus(args.workdir, args.size_mb, args.seed)
+    tokenizer, tokenizer_description = prepare_tokenizer(args, corpus)
+
+    results: dict[str, dict] = {}
+    for mode in args.modes:
+        results[mode] = run_mode(mode, mode, corpus, corpus_stats["bytes"], tokenizer, args)
+    if "a" in args.modes and args.scale > 1:
+        big, big_stats = make_corpus(args.workdir, args.size_mb * args.scale, args.seed)
+        label = f"a@{args.scale}x"
+        try:
+            results[label] = run_mode("a", label, big, big_stats["bytes"], tokenizer, args)
+        finally:
+            big.unlink(missing_ok=True)  # 4x the corpus on disk is the one thing worth cleaning eagerly
+
+    report = {
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "machine": machine_info(), "versions": versions(), "commit": git_commit(),
+        "size_mb": args.size_mb, "seed": args.seed, "runs": args.runs, "num_proc": args.num_proc,
+        "corpus": corpus_stats, "tokenizer": tokenizer_description, "results": results,
+    }
+    report["ratios"] = compute_ratios(results)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        print(f"results: {args.out}", file=sys.stderr)
+    print(markdown(report))
+    if any("failure" in entry for entry in results.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

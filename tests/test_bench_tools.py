@@ -1,0 +1,72 @@
+"""Benchmark tools: the corpus generator is deterministic and sized right; the PSS sampler sees memory."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+from _measure import run_measured  # noqa: E402
+from make_corpus import generate  # noqa: E402
+
+MIB = 2**20
+
+
+def test_make_corpus_is_deterministic_and_sized(tmp_path):
+    first, second, other = tmp_path / "first.jsonl", tmp_path / "second.jsonl", tmp_path / "other.jsonl"
+    stats = generate(2 * MIB, first, seed=0)
+    generate(2 * MIB, second, seed=0)
+    generate(2 * MIB, other, seed=1)
+
+    assert first.read_bytes() == second.read_bytes()
+    assert first.read_bytes() != other.read_bytes()
+    size = first.stat().st_size
+    assert stats["bytes"] == size
+    assert abs(size - 2 * MIB) <= 0.05 * 2 * MIB, size
+
+    texts = [json.loads(line)["text"] for line in first.read_text(encoding="utf-8").splitlines()]
+    assert len(texts) == stats["documents"]
+    assert all(isinstance(text, str) and text for text in texts)
+    hangul = sum(1 for text in texts for char in text if "가" <= char <= "힣")
+    assert hangul / sum(len(text) for text in texts) > 0.5  # a Korean corpus, not escaped or English
+    assert len(set(texts)) > 0.9 * len(texts)  # not a few documents on repeat
+    assert stats["junk"] > 0 and stats["english"] > 0 and stats["korean"] > 0.8 * stats["documents"]
+
+
+def test_make_corpus_small_size_within_tolerance(tmp_path):
+    path = tmp_path / "small.jsonl"
+    generate(int(0.5 * MIB), path, seed=3)
+    assert abs(path.stat().st_size - 0.5 * MIB) <= 0.05 * 0.5 * MIB
+
+
+def test_run_measured_sees_a_200mb_child_and_its_exit_code():
+    # bytes * n writes every page (a zeroed bytearray would stay unbacked and show no PSS).
+    code = "import sys, time; block = b'\\x01' * (200 * 2**20); time.sleep(0.6); print('done'); sys.exit(3)"
+    result = run_measured([sys.executable, "-c", code])
+    assert result["returncode"] == 3
+    assert result["peak_pss_mb"] >= 150, result["peak_pss_mb"]
+    assert result["wall_s"] >= 0.6
+    assert result["stdout"].strip() == "done"
+
+
+def test_run_measured_sums_the_process_tree():
+    # Parent and grandchild hold 100 MB each: only a sum over the tree reaches 150 MB.
+    child = "import time; block = b'\\x02' * (100 * 2**20); time.sleep(1.0)"
+    code = ("import subprocess, sys, time; block = b'\\x01' * (100 * 2**20); "
+            f"subprocess.run([sys.executable, '-c', {child!r}], check=True)")
+    result = run_measured([sys.executable, "-c", code])
+    assert result["returncode"] == 0, result["stderr"]
+    assert result["peak_pss_mb"] >= 150, result["peak_pss_mb"]
+
+
+@pytest.mark.parametrize("returncode", [0, 1])
+def test_run_measured_reports_failures_with_stderr(returncode):
+    code = f"import sys; sys.stderr.write('boom'); sys.exit({returncode})"
+    result = run_measured([sys.executable, "-c", code])
+    assert result["returncode"] == returncode
+    assert result["stderr"] == "boom"
