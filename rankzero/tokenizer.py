@@ -86,8 +86,9 @@ MIN_FREQUENCY = 2  # a merge seen once is noise, not vocabulary
 def build_backend(vocab_size: int, *, korean_choices: bool = True, show_progress: bool = False):
     """An untrained `tokenizers.Tokenizer` and its trainer.
 
-    `korean_choices=False` gives the baseline the bench compares against: GPT-2's ByteLevel
-    pre-tokenizer and nothing else (same byte-level model, same special tokens, same vocab size).
+    `korean_choices=False` gives the baseline the bench compares against: the default ByteLevel
+    pre-tokenizer (GPT-2's regex, with its added prefix space) and nothing else — same byte-level
+    model, special tokens, trainer and vocab size.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -99,7 +100,7 @@ def build_backend(vocab_size: int, *, korean_choices: bool = True, show_progress
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
     else:
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel()
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
