@@ -132,8 +132,10 @@ def train_tokenizer(
     if vocab_size < minimum:
         raise ValueError(f"--vocab_size {vocab_size} is too small: a byte-level BPE needs at least {minimum} "
                          f"(256 bytes + {len(SPECIAL_TOKENS)} special tokens)")
-    backend, trainer = build_backend(vocab_size, show_progress=show_progress)
-    with _stdout_to_stderr(show_progress):
+    # The Rust progress bars only draw on a terminal; elsewhere they leave blank lines in logs.
+    bars = show_progress and sys.stderr.isatty()
+    backend, trainer = build_backend(vocab_size, show_progress=bars)
+    with _stdout_to_stderr(bars):
         backend.train_from_iterator(texts, trainer=trainer)
     return save_fast_tokenizer(backend, output_dir)
 

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         max_documents=args.max_documents, max_bytes=args.max_bytes, heldout_fraction=args.heldout_fraction,
     )
     mode = f"extending {args.base_tokenizer} to" if args.base_tokenizer else "training"
-    print(f"{mode} a byte-level BPE of {args.vocab_size:,} tokens on {' '.join(args.dataset)}",
-          file=sys.stderr, flush=True)
+    print(f"{mode} a byte-level BPE of {args.vocab_size:,} tokens on {' '.join(args.dataset)}: "
+          "reading, then merging", file=sys.stderr, flush=True)
     started = time.monotonic()
     tokenizer = train_tokenizer(documents, args.vocab_size, args.output_dir,
                                 base_tokenizer=args.base_tokenizer, show_progress=True)
