@@ -141,12 +141,17 @@ def train_inline_tokenizer(corpus: Path, output: Path) -> None:
 def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str]:
     if args.tokenizer:
         return args.tokenizer.resolve(), str(args.tokenizer)
-    output = args.workdir / f"tokenizer-seed{args.seed}"
-    if (output / "tokenizer.json").is_file():  # trained on the same seed's first 5 MiB: identical inputs
-        return output, f"{output.name} (reused; vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus)"
+    # Corpora of one seed share their first bytes, so a tokenizer trained on the first 5 MiB is the same
+    # for every size >= 5 MiB; smaller corpora train on less and get their own directory.
+    train_mib = min(args.size_mb, TOKENIZER_TRAIN_BYTES / 2**20)
+    output = args.workdir / f"tokenizer-seed{args.seed}-{train_mib:g}mb"
+    note = output / "BENCH_TOKENIZER.txt"
+    if (output / "tokenizer.json").is_file() and note.is_file():
+        return output, note.read_text(encoding="utf-8").strip() + " (reused)"
     tmp = Path(tempfile.mkdtemp(prefix="tokenizer-", dir=args.workdir))
     print("training the benchmark tokenizer ...", file=sys.stderr)
-    description = train_tokenizer(corpus, tmp)
+    description = train_tokenizer(corpus, tmp).replace("first 5 MiB", f"first {train_mib:g} MiB")
+    (tmp / "BENCH_TOKENIZER.txt").write_text(description + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     os.replace(tmp, output)
     return output, description

@@ -59,8 +59,8 @@ def main() -> None:
     grouped = tokenized.map(group_texts, batched=True, num_proc=args.num_proc,
                             desc=f"Grouping texts in chunks of {block_size}")
     grouped.save_to_disk(args.output_dir)
-    print(f"docs: {len(raw)} blocks: {len(grouped)} seconds: {time.perf_counter() - start:.1f}")
     print(f"saved: {args.output_dir}")
+    print(f"docs: {len(raw)} blocks: {len(grouped)} seconds: {time.perf_counter() - start:.1f}")
 
 
 if __name__ == "__main__":
