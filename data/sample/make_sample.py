@@ -877,7 +877,7 @@ KO = {
 
 # Opening lines that name the topic, one list per genre; {name} takes the topic's name.
 KO_NAMED_INTROS = {
-    "일상": ["요즘 내 일상의 작은 즐거움은 {name:이다}.", "{name}에 관한 이야기를 조금 적어 본다."],
+    "일상": ["오늘은 {name} 이야기를 조금 해 보려고 한다.", "{name}에 관한 이야기를 조금 적어 본다."],
     "과학": ["{name:은} 교과서에 자주 나오지만 정확히 설명하기는 쉽지 않다.",
            "오늘의 주제는 {name:이다}."],
     "역사": ["{name:을} 이야기하지 않고는 그 시대를 설명하기 어렵다.", "오늘은 {name}에 대해 알아본다."],
