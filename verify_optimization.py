@@ -451,12 +451,16 @@ def check_accelerator() -> list[Check]:
                         "" if bf16 else "pre-Ampere GPU: use --fp16 instead of --bf16", {"available": bf16}))
     checks.append(Check("tf32", OK if ampere else INFO, "available" if ampere else "unavailable (pre-Ampere)",
                         "train.py turns it on for fp32 matmuls" if ampere else "", {"available": ampere}))
-    flash = ampere and torch.backends.cuda.flash_sdp_enabled()
+    built_with_flash = getattr(torch.backends.cuda, "is_flash_attention_available", lambda: True)()
+    flash = ampere and built_with_flash and torch.backends.cuda.flash_sdp_enabled()
     checks.append(Check("flash_sdpa", OK if flash else WARN, "available" if flash else "unavailable",
                         "" if flash else "SDPA falls back to the memory-efficient/math kernel: slower attention",
                         {"available": flash}))
     nccl = dist.is_available() and dist.is_nccl_available()
-    version = ".".join(map(str, torch.cuda.nccl.version())) if nccl else None
+    version = None
+    if nccl:
+        raw = torch.cuda.nccl.version()  # a tuple in torch 2.x, an int (2708 = 2.7.8) before
+        version = ".".join(map(str, raw)) if isinstance(raw, tuple) else str(raw)
     checks.append(Check("nccl", OK if nccl else (WARN if count > 1 else INFO),
                         f"NCCL {version}" if nccl else "unavailable",
                         "" if nccl else "multi-GPU runs fall back to gloo: much slower", {"available": nccl,

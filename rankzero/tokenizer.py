@@ -25,10 +25,15 @@ Choices, and why:
   * punctuation and symbols are separated from words (so "다." ends in the same token as "다"
     everywhere), but a run of them stays together, which keeps code operators (==, ->, **) cheap;
   * whitespace follows GPT-2: a run of spaces gives all but its last to a separate piece so
-    indentation tokenizes regularly; line breaks are their own pieces.
+    indentation tokenizes regularly; line breaks are their own pieces;
+  * no space is added before the text (GPT-2's `add_prefix_space`): it cannot be undone exactly.
+  On Korean prose these rules cut eojeol exactly where GPT-2's do, so compression is that of a
+  plain byte-level BPE (bench/tokenizer_bench.py: within ~1-2%, the gap being the baseline's
+  prefix space); what they buy is losslessness, digit handling and clean script boundaries.
 - **Special tokens** `<unk> <s> </s> <pad> <|im_start|> <|im_end|>` take ids 0..5, and a
   ChatML chat template is saved, so `apply_chat_template` works. Encoding adds no special
-  tokens by itself: the data pipeline decides where `</s>` goes between documents.
+  tokens by itself: the data pipeline decides where `</s>` goes between documents. (A literal
+  "</s>" inside raw text still encodes as the special token, as in every HF tokenizer.)
 - **Extending** (`base_tokenizer=`) continues BPE training on top of the base: the new text is
   first segmented with *all* the base's merges, then new merges are learned over those segments and
   appended after the base's merges, each creating a token that did not exist, with an id after

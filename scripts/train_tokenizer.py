@@ -15,6 +15,7 @@ chars-per-token figure printed at the end. Progress goes to stderr; the last std
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -74,9 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     from rankzero.data.sources import iter_texts
     from rankzero.tokenizer import DocumentStream, chars_per_token, hangul_share, train_tokenizer
 
+    texts = iter_texts(args.dataset, text_column=args.text_column, txt_sample_by=args.txt_sample_by)
+    first = next(texts, None)  # an empty source is an error before training, not an empty tokenizer
+    if first is None:
+        raise ValueError(f"--dataset {' '.join(args.dataset)}: no documents to train on")
     documents = DocumentStream(
-        iter_texts(args.dataset, text_column=args.text_column, txt_sample_by=args.txt_sample_by),
-        max_documents=args.max_documents, max_bytes=args.max_bytes, heldout_fraction=args.heldout_fraction,
+        itertools.chain([first], texts), max_documents=args.max_documents, max_bytes=args.max_bytes,
+        heldout_fraction=args.heldout_fraction,
     )
     mode = f"extending {args.base_tokenizer} to" if args.base_tokenizer else "training"
     print(f"{mode} a byte-level BPE of {args.vocab_size:,} tokens on {' '.join(args.dataset)}: "
@@ -84,8 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     tokenizer = train_tokenizer(documents, args.vocab_size, args.output_dir,
                                 base_tokenizer=args.base_tokenizer, show_progress=True)
-    if documents.documents == 0:
-        raise ValueError(f"--dataset {' '.join(args.dataset)}: no documents were read")
     print(f"trained in {time.monotonic() - started:.1f} s ({documents.elapsed_s:.1f} s of it reading); "
           f"{len(tokenizer):,} tokens", file=sys.stderr, flush=True)
 

@@ -301,3 +301,11 @@ def test_cli_missing_dataset(tmp_path):
                      str(tmp_path / "tok"))
     assert result.returncode != 0
     assert "missing.jsonl" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_empty_source_saves_nothing(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = run_cli("--dataset", str(empty), "--vocab_size", "500", "--output_dir", str(tmp_path / "tok"))
+    assert result.returncode != 0 and "no documents to train on" in result.stderr
+    assert not (tmp_path / "tok").exists()

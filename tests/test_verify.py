@@ -144,3 +144,27 @@ def test_disk_kind_of_real_paths(verify, tmp_path):
     assert verify.disk_kind(tmp_path)["kind"] in {"ssd", "rotational", "memory", "network", "unknown"}
     if Path("/dev/shm").is_dir():
         assert verify.disk_kind(Path("/dev/shm"))["kind"] == "memory"
+
+
+def test_gpu_checks_with_a_faked_cuda_device(verify, monkeypatch):
+    """The GPU branch runs without a GPU: CUDA's answers are faked (an H100-like device)."""
+    import types
+
+    import torch
+    import torch.distributed as dist
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: types.SimpleNamespace(total_memory=80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.backends.cuda, "flash_sdp_enabled", lambda: True)
+    monkeypatch.setattr(torch.backends.cuda, "is_flash_attention_available", lambda: True, raising=False)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "nccl", types.SimpleNamespace(version=lambda: (2, 21, 5)), raising=False)
+    checks = {check.name: check for check in verify.check_accelerator()}
+    assert checks["gpu"].status == verify.OK and checks["gpu"].data["count"] == 2
+    assert "H100" in checks["gpu"].value and "sm_90" in checks["gpu"].value
+    assert all(checks[name].status == verify.OK for name in ("cuda", "bf16", "tf32", "flash_sdpa", "nccl"))
+    assert checks["nccl"].value == "NCCL 2.21.5"
