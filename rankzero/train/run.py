@@ -81,6 +81,7 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
         print_config(config, defaults)
     try:
         trainer.train(resume_from_checkpoint=resume)
+        model.config.use_cache = True  # off while training (see model.py); generation wants it
         trainer.save_model(str(output_dir))
         trainer.save_state()
         if trainer.is_world_process_zero():
