@@ -184,8 +184,10 @@ def parse_args(argv: list[str] | None = None) -> RunArguments:
 
     argv = _expand_argv(list(sys.argv[1:] if argv is None else argv))
     light = HfArgumentParser((DataArguments, ModelArguments, PrepOnlyArguments))
-    data, model, prep, remaining = light.parse_args_into_dataclasses(argv, return_remaining_strings=True)
-    if data.tokenize_only and not remaining:
+    wants_help = "-h" in argv or "--help" in argv  # the full parser's help lists TrainingArguments too
+    data, model, prep, remaining = (None, None, None, None) if wants_help else \
+        light.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if not wants_help and data.tokenize_only and not remaining:
         training, seed = None, prep.seed
     else:
         # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
