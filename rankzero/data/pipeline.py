@@ -26,6 +26,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from collections import Counter, deque
@@ -112,6 +113,8 @@ _PROCESSOR: ChunkProcessor | None = None
 def _worker_init() -> None:
     # The parent may have used the Rust thread pool; a forked child must not (it would deadlock).
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # The builder turns SIGTERM into a failure marker; its workers just stop.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
     try:
         import ctypes
@@ -344,8 +347,11 @@ def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, stagin
             consume(in_flight.popleft().result())
     except BaseException:
         if pool:
+            # Stop now rather than after the chunks already queued (Python >= 3.14 has
+            # pool.terminate_workers(); before it, the worker processes are only reachable privately).
+            workers_alive = list((getattr(pool, "_processes", None) or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
-            for process in list(getattr(pool, "_processes", {}).values()):
+            for process in workers_alive:
                 process.terminate()
             pool = None
         raise

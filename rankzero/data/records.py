@@ -220,16 +220,21 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
         text, out.replaced_lines = _decode(chunk, on_decode_error)
         records = _iter_line_records(chunk, text, skip_bad_records, out)
         where = "line"
-    schema = None
+    schemas: dict[frozenset, str] = {}  # files may mix shapes (instruction and chat records, say)
     for number, record in records:
+        keys = frozenset(record)
+        schema = schemas.get(keys)
         if schema is None:
-            schema = detect_schema(list(record), text_column)
-            if not schema:
-                wanted = f"no column '{text_column}'" if text_column else "cannot tell which field holds the text"
-                raise RankzeroError(
-                    f"{chunk.path}: {where} {number}: {wanted}; its columns are {sorted(record)}. "
-                    f"Pass --text_column NAME, or use one of: {', '.join(KNOWN_SHAPES)}"
-                )
+            schema = schemas[keys] = detect_schema(list(record), text_column)
+        if not schema:
+            if skip_bad_records:
+                out.bad_records += 1
+                continue
+            wanted = f"no column '{text_column}'" if text_column else "cannot tell which field holds the text"
+            raise RankzeroError(
+                f"{chunk.path}: {where} {number}: {wanted}; its columns are {sorted(record)}. "
+                f"Pass --text_column NAME, or use one of: {', '.join(KNOWN_SHAPES)}"
+            )
         try:
             segments = record_to_segments(record, schema, renderer, with_masks)
         except (KeyError, TypeError, ValueError) as error:
@@ -237,7 +242,7 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
                 out.bad_records += 1
                 continue
             raise RankzeroError(
-                f"{chunk.path}: {where} {number}: does not fit the '{schema}' shape of the first record ({error}); "
+                f"{chunk.path}: {where} {number}: malformed '{schema}' record ({error}); "
                 f"its columns are {sorted(record)}; pass --skip_bad_records to skip such records"
             ) from None
         if not any(text.strip() for text, _ in segments):

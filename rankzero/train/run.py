@@ -170,6 +170,9 @@ def write_run_files(output_dir: Path, config: dict, args: RunArguments, training
     # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
     values = {**dataclasses.asdict(args.data), **dataclasses.asdict(args.model), **training.to_dict()}
     recipe = {name: values[name] for name in sorted(args.given) if name in values and name != "resume_from_checkpoint"}
+    if recipe.get("report_to") == []:
+        recipe["report_to"] = "none"  # an empty list would become a bare flag
+    recipe = {name: value for name, value in recipe.items() if value != []}
     (output_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True, sort_keys=False))
 
 

@@ -1,0 +1,214 @@
+"""The prepare command end to end, single process: output contract, determinism, caching, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from datautil import data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from rankzero.data.handoff import compute_fingerprint, fingerprint_inputs, prepare_or_wait
+from rankzero.data.sources import resolve_source
+from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
+from rankzero.errors import RankzeroError
+from rankzero.runtime import Runtime
+
+SINGLE = Runtime(0, 1, 0, 1, 0, "test-host")
+
+
+def _snapshot(directory):
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.rglob("*"))}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(400)])
+
+
+def test_cli_contract_and_no_token_lost(tmp_path, tokenizer_dir, corpus):
+    import datasets
+
+    result = prepare_cli("--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64,
+                         "--packing", "--cache_dir", tmp_path / "cache", "--dataset_batch_size", 37)
+    out = prepared_dir(result.stdout)
+    assert out.parent == tmp_path / "cache"
+    dataset = datasets.load_from_disk(str(out))
+    manifest = json.loads((out / "manifest.json").read_text())
+    for key in ("fingerprint", "docs_in", "docs_kept", "dropped", "tokens", "sequences", "built_by_rank",
+                "timings", "throughput", "versions", "sources", "settings"):
+        assert key in manifest, key
+    assert manifest["fingerprint"] == out.name and manifest["built_by_rank"] == 0
+    assert manifest["docs_in"] == manifest["docs_kept"] == 400
+    assert len(dataset) == manifest["sequences"] and set(map(len, dataset["input_ids"])) == {64}
+    # Every token of every document is in the output exactly once (but the final partial block):
+    # the shuffled blocks are a permutation of the blocks of the tokenized stream.
+    info = load_tokenizer(tokenizer_dir)
+    ids, _, _ = DocumentEncoder(info).encode([[(t, True)] for t in korean_documents(400)])
+    expected_blocks = ids[: len(ids) // 64 * 64].reshape(-1, 64)
+    assert manifest["tokens"] == expected_blocks.size and manifest["tail_tokens_dropped"] == len(ids) % 64
+    got = np.asarray(dataset["input_ids"], dtype=np.int32)
+    assert sorted(map(bytes, got)) == sorted(map(bytes, expected_blocks))
+    assert not np.array_equal(got, expected_blocks), "blocks should be shuffled"
+    assert all(sum(lengths) == 64 for lengths in dataset["document_lengths"])
+
+
+def test_output_does_not_depend_on_workers_or_batch_sizes(tmp_path, tokenizer_dir, corpus):
+    import datasets
+
+    outputs = []
+    for index, (workers, batch, writer) in enumerate([(1, 1000, 1000), (2, 13, 7)]):
+        args = data_args(tokenizer_dir, tmp_path / f"cache{index}", [corpus], dataset_num_proc=workers,
+                         dataset_batch_size=batch, dataset_writer_batch_size=writer)
+        outputs.append(prepare_or_wait(args, SINGLE, seed=3))
+    assert outputs[0].name == outputs[1].name
+    first, second = (datasets.load_from_disk(str(o)) for o in outputs)
+    assert first["input_ids"] == second["input_ids"] and first["document_lengths"] == second["document_lengths"]
+
+
+def test_seed_changes_only_the_order(tmp_path, tokenizer_dir, corpus):
+    import datasets
+
+    a = datasets.load_from_disk(str(prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus]), SINGLE, 1)))
+    b = datasets.load_from_disk(str(prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus]), SINGLE, 2)))
+    assert a["input_ids"] != b["input_ids"] and sorted(a["input_ids"]) == sorted(b["input_ids"])
+
+
+def test_cached_rerun_rewrites_nothing(tmp_path, tokenizer_dir, corpus):
+    args = data_args(tokenizer_dir, tmp_path / "cache", [corpus])
+    first = prepare_or_wait(args, SINGLE, seed=0)
+    before = _snapshot(tmp_path / "cache")
+    assert prepare_or_wait(args, SINGLE, seed=0) == first
+    assert _snapshot(tmp_path / "cache") == before
+
+
+def test_unpacked_rows_hold_whole_documents_split_at_max_length(tmp_path, tokenizer_dir, corpus):
+    import datasets
+
+    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus], packing=False, max_seq_length=48), SINGLE, 0)
+    dataset = datasets.load_from_disk(str(out))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert max(map(len, dataset["input_ids"])) <= 48 and manifest["tail_tokens_dropped"] == 0
+    info = load_tokenizer(tokenizer_dir)
+    ids, _, _ = DocumentEncoder(info).encode([[(t, True)] for t in korean_documents(400)])
+    assert sum(map(len, dataset["input_ids"])) == len(ids) == manifest["tokens"]
+
+
+def test_sft_mode_writes_labels(tmp_path, tokenizer_dir):
+    import datasets
+
+    chat = write_jsonl(tmp_path / "chat.jsonl", [
+        {"messages": [{"role": "user", "content": f"질문 {i}"}, {"role": "assistant", "content": f"답변 {i}입니다."}]}
+        for i in range(50)])
+    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [chat], mode="sft", max_seq_length=16), SINGLE, 0)
+    dataset = datasets.load_from_disk(str(out))
+    assert "labels" in dataset.column_names
+    for ids, labels in zip(dataset["input_ids"], dataset["labels"]):
+        assert len(ids) == len(labels) == 16
+        assert all(label in (-100, token) for token, label in zip(ids, labels))
+    flat = [label for labels in dataset["labels"] for label in labels]
+    assert 0 < flat.count(-100) < len(flat)
+
+
+def test_mixing_weights_set_token_shares(tmp_path, tokenizer_dir):
+    big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(600, seed=1)])
+    small = write_jsonl(tmp_path / "small.jsonl", [{"text": f"English document number {i}. " * 3} for i in range(200)])
+    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", f"{small}@1"]), SINGLE, 0)
+    sources = json.loads((out / "manifest.json").read_text())["sources"]
+    natural = [s["tokens"] for s in sources]
+    assert natural[0] > 2 * natural[1]  # the small source is below half naturally ...
+    assert sources[1]["ratio"] > 1 > sources[0]["ratio"]  # ... so it repeats and the big one is subsampled
+    for source in sources:
+        assert abs(source["share_of_output_tokens"] - 0.5) < 0.05, sources
+    with pytest.raises(RankzeroError, match="give every source a weight"):
+        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", str(small)]), SINGLE, 0)
+
+
+def test_fingerprint_covers_inputs_but_not_worker_knobs(tmp_path, tokenizer_dir, corpus):
+    import shutil
+
+    def fingerprint(path=corpus, tokenizer=tokenizer_dir, **overrides):
+        args = data_args(tokenizer, tmp_path / "c", [path], **overrides)
+        sources = [resolve_source(s) for s in args.dataset]
+        return compute_fingerprint(fingerprint_inputs(args, 0, sources, load_tokenizer(args.tokenizer_path)))
+
+    base = fingerprint()
+    assert fingerprint(dataset_num_proc=1, dataset_batch_size=5, dataset_writer_batch_size=3) == base
+    assert fingerprint(max_seq_length=33) != base
+    assert fingerprint(packing=False) != base
+    assert fingerprint(quality_filter="ko") != base
+    assert fingerprint(text_column="text") != base
+    other_tokenizer = tmp_path / "tok2"
+    shutil.copytree(tokenizer_dir, other_tokenizer)
+    assert fingerprint(tokenizer=other_tokenizer) == base  # same content, other path: same data
+    config = json.loads((other_tokenizer / "tokenizer.json").read_text())
+    config["added_tokens"][0]["content"] += "x"
+    (other_tokenizer / "tokenizer.json").write_text(json.dumps(config))
+    assert fingerprint(tokenizer=other_tokenizer) != base
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(corpus.read_bytes())
+    os.utime(corpus, ns=(1, 1))
+    assert fingerprint() != base  # mtime changed
+    copy.write_text(copy.read_text() + '{"text": "하나 더"}\n')
+    assert fingerprint(copy) != fingerprint(corpus)
+
+
+def test_nothing_left_names_the_stage(tmp_path, tokenizer_dir):
+    empty_docs = write_jsonl(tmp_path / "blank.jsonl", [{"text": "   "}, {"text": ""}])
+    with pytest.raises(RankzeroError, match=r"records→text: all 2 documents were removed \(empty: 2\)"):
+        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [empty_docs]), SINGLE, 0)
+    tiny = write_jsonl(tmp_path / "tiny.jsonl", [{"text": "짧다"}])
+    with pytest.raises(RankzeroError, match="packing: only .* fewer than one block"):
+        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [tiny], max_seq_length=512), SINGLE, 0)
+    assert not [p for p in (tmp_path / "c").iterdir() if p.is_dir()], "nothing half-written may stay"
+
+
+def test_bad_input_leaves_nothing_loadable(tmp_path, tokenizer_dir, corpus):
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    lines[250] = lines[250][:-5]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = data_args(tokenizer_dir, tmp_path / "cache", [bad], dataset_batch_size=50)
+    with pytest.raises(RankzeroError, match=r"bad.jsonl:251: malformed JSON"):
+        prepare_or_wait(args, SINGLE, 0)
+    leftovers = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert all(name.endswith((".lock", ".failed")) for name in leftovers), leftovers
+    failure = json.loads(next((tmp_path / "cache").glob("*.failed")).read_text())
+    assert "bad.jsonl:251" in failure["error"] and failure["rank"] == 0
+    args.skip_bad_records = True
+    out = prepare_or_wait(args, SINGLE, 0)
+    assert json.loads((out / "manifest.json").read_text())["dropped"] == {"bad_record": 1}
+
+
+def test_argument_errors_are_reported_together_before_work(tmp_path):
+    result = prepare_cli("--dataset", tmp_path / "nope.jsonl", "--tokenizer_path", tmp_path / "missing",
+                         "--max_seq_length", 1, "--cache_dir", tmp_path / "c", check=False)
+    assert result.returncode == 1
+    assert "--tokenizer_path" in result.stderr and "--max_seq_length 1" in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_missing_input_and_unwritable_cache_fail_clearly(tmp_path, tokenizer_dir, corpus):
+    result = prepare_cli("--dataset", tmp_path / "nope.jsonl", "--tokenizer_path", tokenizer_dir, "--cache_dir",
+                         tmp_path / "c", check=False)
+    assert result.returncode == 1 and "no such file" in result.stderr and "nope.jsonl" in result.stderr
+    if os.geteuid() == 0:
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("a file where the cache dir should be")
+        cache = blocker / "cache"
+    else:
+        cache = tmp_path / "ro"
+        cache.mkdir(mode=0o500)
+    result = prepare_cli("--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--cache_dir", cache, check=False)
+    assert result.returncode == 1 and "--cache_dir" in result.stderr and "not writable" in result.stderr
+
+
+def test_env_knobs_and_flags(monkeypatch, tmp_path, tokenizer_dir):
+    monkeypatch.setenv("DATASET_NUM_PROC", "3")
+    monkeypatch.setenv("DATASET_BATCH_SIZE", "17")
+    args = data_args(tokenizer_dir, tmp_path, ["x"], dataset_batch_size=5)
+    assert (args.dataset_num_proc, args.dataset_batch_size, args.dataset_writer_batch_size) == (3, 5, 1000)
+    monkeypatch.setenv("DATASET_WRITER_BATCH_SIZE", "lots")
+    with pytest.raises(ValueError, match="DATASET_WRITER_BATCH_SIZE"):
+        data_args(tokenizer_dir, tmp_path, ["x"])
