@@ -12,6 +12,7 @@ exists; the other ranks wait on its marker file, so a long preparation never tri
 from __future__ import annotations
 
 import sys
+import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     runtime = Runtime.from_env()
     setup_logging(runtime)
     args = parse_args(argv)
+    started = time.perf_counter()
     prepared = prepare_or_wait(args.data, runtime, seed=args.seed)
+    print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
     print(f"prepared: {prepared}", flush=True)
     if args.data.tokenize_only:
         return 0
