@@ -1,0 +1,165 @@
+"""Training throughput: rankzero's train.py against two baselines, in the same run.
+
+    python bench/train_bench.py --smoke                  # seconds; CPU-friendly figures
+    python bench/train_bench.py --model_config configs/model_config_125m.json --seq 1024 --batch 8 --steps 50
+
+1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
+   bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
+2. **run_clm-style HF Trainer** — the same documents without packing, each row one document
+   (truncated to seq), padded per batch to the longest (DataCollatorForLanguageModeling), default
+   TrainingArguments and DataLoader. Compared on real (non-padding) tokens per second.
+
+Tokens/s are measured after `--warmup` steps, real tokens only. Prints one JSON line per system.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model_config", default=str(REPO / "configs" / "model_config_tiny.json"))
+    parser.add_argument("--dataset", nargs="+", default=[str(REPO / "data/sample/ko.jsonl"), str(REPO / "data/sample/en.txt")])
+    parser.add_argument("--tokenizer_path", default=None, help="default: train a 2048-token one on the dataset")
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps")
+    parser.add_argument("--work_dir", default=None)
+    args = parser.parse_args()
+    if args.smoke:
+        args.seq, args.steps, args.warmup = 128, 30, 5
+    return args
+
+
+def rankzero_run(args, work: Path) -> dict:
+    """train.py itself, in a subprocess; tokens/s from trainer_state.json after warm-up."""
+    out = work / "rankzero"
+    command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
+               "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
+               "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
+               "--logging_steps", str(args.warmup), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
+    after = logs[1:] or logs  # the first interval holds start-up
+    return {"system": "rankzero train.py", "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
+            **({"mfu": after[-1]["mfu"]} if "mfu" in after[-1] else {})}
+
+
+def bare_loop(args, blocks) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rankzero.train.model import load_config
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(load_config(args.model_config), dtype=torch.float32,
+                                             attn_implementation="sdpa").to(device).train()
+    model.config.use_cache = False
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=device == "cuda")
+    use_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    tokens, started = 0, None
+    for step in range(args.steps):
+        if step == args.warmup:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            started, tokens = time.perf_counter(), 0
+        rows = blocks[(step * args.batch) % (len(blocks) - args.batch):][: args.batch]
+        batch = torch.as_tensor(rows, dtype=torch.long, device=device)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=use_bf16):
+            loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += batch.numel()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return {"system": "bare PyTorch loop", "tokens_per_second": tokens / (time.perf_counter() - started)}
+
+
+def run_clm_style(args, documents) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer,
+                              TrainerCallback, TrainingArguments)
+
+    from rankzero.train.model import load_config
+
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_path)
+    dataset = Dataset.from_dict({"input_ids": [d[: args.seq] for d in documents]})
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(load_config(args.model_config))
+
+    class Clock(TrainerCallback):
+        tokens, started = 0, None
+
+        def on_step_begin(self, a, state, control, **kw):
+            if state.global_step == args.warmup:
+                Clock.started, Clock.tokens = time.perf_counter(), 0
+
+    class Counting(Trainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            Clock.tokens += int(inputs["attention_mask"].sum())
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    with tempfile.TemporaryDirectory() as out:
+        training = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch, max_steps=args.steps,
+                                     save_strategy="no", report_to="none", disable_tqdm=True, logging_steps=10**6,
+                                     bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+                                     use_cpu=not torch.cuda.is_available())
+        trainer = Counting(model=model, args=training, train_dataset=dataset, callbacks=[Clock()],
+                           data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
+        trainer.train()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return {"system": "HF Trainer, run_clm-style (no packing, pad to longest)",
+            "tokens_per_second": Clock.tokens / (time.perf_counter() - Clock.started)}
+
+
+def main() -> None:
+    args = parse()
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="train_bench-"))
+    if args.tokenizer_path is None:
+        args.tokenizer_path = str(work / "tokenizer")
+        if not (work / "tokenizer" / "tokenizer.json").is_file():
+            subprocess.run([sys.executable, str(REPO / "scripts/train_tokenizer.py"), "--dataset", *args.dataset,
+                            "--vocab_size", "2048", "--output_dir", args.tokenizer_path], check=True, capture_output=True)
+    prepared = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", *args.dataset,
+                               "--tokenizer_path", args.tokenizer_path, "--max_seq_length", str(args.seq),
+                               "--cache_dir", str(work / "cache")], check=True, capture_output=True, text=True)
+    prepared_dir = prepared.stdout.strip().splitlines()[-1].split("prepared: ", 1)[1]
+    from datasets import load_from_disk
+
+    blocks = load_from_disk(prepared_dir)["input_ids"]
+    unpacked = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--no_packing", "--dataset",
+                               *args.dataset, "--tokenizer_path", args.tokenizer_path, "--max_seq_length", "100000",
+                               "--cache_dir", str(work / "cache")], check=True, capture_output=True, text=True)
+    documents = load_from_disk(unpacked.stdout.strip().splitlines()[-1].split("prepared: ", 1)[1])["input_ids"]
+
+    import torch
+
+    machine = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU x{os.cpu_count()}",
+               "seq": args.seq, "batch": args.batch, "steps": args.steps, "model_config": Path(args.model_config).name}
+    results = [rankzero_run(args, work), bare_loop(args, blocks), run_clm_style(args, documents)]
+    for result in results:
+        print(json.dumps({**machine, **result}), flush=True)
+    print(json.dumps({"rankzero_vs_bare": round(results[0]["tokens_per_second"] / results[1]["tokens_per_second"], 3),
+                      "rankzero_vs_run_clm": round(results[0]["tokens_per_second"] / results[2]["tokens_per_second"], 3)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Shell launchers: the demo, two "nodes" on one machine (c10d), continued pretraining and exact
+resume through pretrain_cont.sh, and optimize_env.sh's arithmetic."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from trainutil import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
+
+
+@pytest.mark.slow
+def test_demo_runs_with_no_arguments_under_five_minutes(tmp_path):
+    started = time.monotonic()
+    result = run([REPO / "pretrain.sh"], timeout=300, env=quiet_env(DEMO_DIR=tmp_path / "demo"), cwd=tmp_path)
+    assert time.monotonic() - started < 300
+    assert f"demo model: {tmp_path / 'demo'}/model" in result.stdout
+    assert "sample: 대한민국의 수도는" in result.stdout
+    steps = losses(tmp_path / "demo" / "model")
+    assert steps[max(steps)] < steps[min(steps)] - 1.0
+
+
+def test_two_nodes_on_one_machine_train_together_then_continue(tmp_path, tokenizer_dir):
+    corpus = write_corpus(tmp_path / "docs.jsonl")
+    out = tmp_path / "run"
+    flags = train_flags(corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=6, logging_steps=3,
+                        save_strategy="steps", save_steps=3)
+    env = quiet_env(NNODES=2, NGPU=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(), RDZV_ID="test2nodes")
+    nodes = [subprocess.Popen([str(REPO / "pretrain.sh"), *flags], env={**env, "NODE_RANK": str(i)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outputs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert all(node.returncode == 0 for node in nodes), "\n".join(o[-3000:] for o in outputs)
+    joined = "".join(outputs)
+    assert joined.count("resolved configuration:") == 1
+    assert json.loads((out / "run_config.json").read_text())["runtime"]["world_size"] == 2
+    assert set(losses(out)) == {3, 6}
+
+    # Continued pretraining: the run's recipe replayed, weights from the run, a new output dir.
+    result = run([REPO / "pretrain_cont.sh", out, "--max_steps", 2, "--logging_steps", 1],
+                 env=quiet_env(NGPU=1), timeout=240)
+    continued = [p for p in tmp_path.iterdir() if p.name.startswith("run-cont-")]
+    assert len(continued) == 1 and set(losses(continued[0])) == {1, 2}, result.stdout[-2000:]
+    assert "model.pretrained_model = " + repr(str(out)) in result.stdout
+
+
+def test_optimize_env_never_oversubscribes_and_keeps_user_values():
+    script = (f"source {REPO / 'optimize_env.sh'} >/dev/null; "
+              "echo $OMP_NUM_THREADS $DATASET_NUM_PROC $DATASET_BATCH_SIZE $MKL_NUM_THREADS; set -o | grep -c 'errexit *on' || true")
+    cores = len(os.sched_getaffinity(0))
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "DATASET_NUM_PROC")}
+    lines = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**env, "NGPU": "2"}).stdout.split("\n")
+    threads, workers, batch, _ = map(int, lines[0].split())
+    assert threads * 2 <= max(cores, 2) and 1 <= workers <= cores and batch >= 1
+    assert lines[1] == "0"  # sourcing left `set -e` off in the caller's shell
+    kept = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                          env={**env, "DATASET_NUM_PROC": "1", "NGPU": "0"}).stdout.split()
+    assert kept[1] == "1"
