@@ -11,12 +11,12 @@ measured as paragraphs of five sentences, as they occur in documents.
 
 Tokenizers, all trained by the same `tokenizers` BpeTrainer on the same text with the same special
 tokens and vocab size:
-  ours               rankzero.tokenizer (Hangul runs kept with their leading space, scripts separated,
-                     single digits, punctuation apart, no normalizer)
+  ours               rankzero.tokenizer (Hangul runs kept with their leading space and may end in one
+                     sentence mark, scripts separated, single digits, other punctuation apart, no normalizer)
   baseline           the default ByteLevel pre-tokenizer (GPT-2 regex, prefix space added) and nothing else
   ours+digit-runs    ablation: digit runs instead of single digits (what splitting digits costs)
   ours+prefix-space  ablation: a space added before each text, as the baseline does (not lossless)
-  ours+final-punct   ablation: . , ? ! may close a Hangul run, so "습니다." can become one token
+  ours-final-punct   ablation: . , ? ! may not close a Hangul run (so "습니다." cannot become one token)
 Also measured: extending a tokenizer trained on the English lines alone with Korean text
 (`base_tokenizer=`), against that English-only base.
 
@@ -70,7 +70,7 @@ def load_split(heldout_share: float, seed: int) -> tuple[list[str], list[str], l
     return training + english[:cut], paragraphs, english[cut:], english[:cut]
 
 
-VARIANTS = ("ours", "baseline", "ours+digit-runs", "ours+prefix-space", "ours+final-punct")
+VARIANTS = ("ours", "baseline", "ours+digit-runs", "ours+prefix-space", "ours-final-punct")
 
 
 def train_variant(name: str, texts: list[str], vocab_size: int):
@@ -81,8 +81,8 @@ def train_variant(name: str, texts: list[str], vocab_size: int):
     pattern, prefix_space = rz.PRETOKENIZE_PATTERN, False
     if name == "ours+digit-runs":
         pattern = pattern.replace(r" ?\p{N}|", r" ?\p{N}+|")
-    elif name == "ours+final-punct":
-        pattern = pattern.replace(r" ?\p{Hangul}+|", r" ?\p{Hangul}+[.,?!]?|")
+    elif name == "ours-final-punct":
+        pattern = pattern.replace(r" ?\p{Hangul}+[.,?!]?|", r" ?\p{Hangul}+|")
     elif name == "ours+prefix-space":
         prefix_space = True
     if name != "baseline":

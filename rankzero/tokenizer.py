@@ -22,14 +22,16 @@ Choices, and why:
     into tokens that only fit one spelling;
   * every digit is its own piece (a leading space may attach to the first): numbers then cost one
     token per digit, and the model sees 2024 as 2-0-2-4 instead of a random split like 20|24;
-  * punctuation and symbols are separated from words (so "다." ends in the same token as "다"
-    everywhere), but a run of them stays together, which keeps code operators (==, ->, **) cheap;
+  * one sentence mark (. , ? !) may end a Hangul run: Korean sentences end in a handful of
+    endings (다. 요. 까? 니다.), so "니다." is one of the most frequent pieces there is, and letting
+    BPE merge it is worth ~5% chars/token on Korean prose (bench/tokenizer_bench.py);
+  * other punctuation and symbols are separated from words, but a run of them stays together,
+    which keeps code operators (==, ->, **) cheap;
   * whitespace follows GPT-2: a run of spaces gives all but its last to a separate piece so
     indentation tokenizes regularly; line breaks are their own pieces;
   * no space is added before the text (GPT-2's `add_prefix_space`): it cannot be undone exactly.
-  On Korean prose these rules cut eojeol exactly where GPT-2's do, so compression is that of a
-  plain byte-level BPE (bench/tokenizer_bench.py: within ~1-2%, the gap being the baseline's
-  prefix space); what they buy is losslessness, digit handling and clean script boundaries.
+  Apart from the sentence marks these rules cut Korean eojeol where GPT-2's do; see
+  bench/RESULTS.md for chars/token against a plain byte-level BPE of the same vocabulary size.
 - **Special tokens** `<unk> <s> </s> <pad> <|im_start|> <|im_end|>` take ids 0..5, and a
   ChatML chat template is saved, so `apply_chat_template` works. Encoding adds no special
   tokens by itself: the data pipeline decides where `</s>` goes between documents. (A literal
@@ -76,7 +78,7 @@ CHAT_TEMPLATE = (
 # Alternatives are tried left to right at each position (see the module docstring for the why):
 PRETOKENIZE_PATTERN = "|".join([
     r"'(?:[sS]|[tT]|[mM]|[dD]|ll|LL|ve|VE|re|RE)",  # English contractions: don't → don 't
-    r" ?\p{Hangul}+",                                 # Korean eojeol piece with its leading space
+    r" ?\p{Hangul}+[.,?!]?",                          # Korean eojeol with its leading space (+ 다. 요? 까!)
     r" ?[\p{L}\p{M}&&[^\p{Hangul}]]+",                # other letters, never mixed with Hangul
     r" ?\p{N}",                                       # one digit at a time
     r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*",                # punctuation/symbol runs (code operators)

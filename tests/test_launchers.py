@@ -37,7 +37,12 @@ def test_two_nodes_on_one_machine_train_together_then_continue(tmp_path, tokeniz
     joined = "".join(outputs)
     assert joined.count("resolved configuration:") == 1
     assert json.loads((out / "run_config.json").read_text())["runtime"]["world_size"] == 2
-    assert set(losses(out)) == {3, 6}
+    uninterrupted = losses(out)
+    assert set(uninterrupted) == {3, 6}
+
+    # Exact resume through the launcher (same world size, one node now): the same step-6 loss.
+    result = run([REPO / "pretrain_cont.sh", out / "checkpoint-3"], env=quiet_env(NGPU=2, RESUME=1), timeout=240)
+    assert abs(losses(out)[6] - uninterrupted[6]) <= 1e-4, result.stdout[-2000:]
 
     # Continued pretraining: the run's recipe replayed, weights from the run, a new output dir.
     result = run([REPO / "pretrain_cont.sh", out, "--max_steps", 2, "--logging_steps", 1],

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from datautil import data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from datautil import REPO as REPO_ROOT, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
 from rankzero.data.handoff import compute_fingerprint, fingerprint_inputs, prepare_or_wait
 from rankzero.data.sources import resolve_source
 from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
@@ -212,3 +212,19 @@ def test_env_knobs_and_flags(monkeypatch, tmp_path, tokenizer_dir):
     monkeypatch.setenv("DATASET_WRITER_BATCH_SIZE", "lots")
     with pytest.raises(ValueError, match="DATASET_WRITER_BATCH_SIZE"):
         data_args(tokenizer_dir, tmp_path, ["x"])
+
+
+def test_quality_filter_in_the_pipeline_counts_every_reason(tmp_path, tokenizer_dir):
+    sample = [json.loads(line) for line in (REPO_ROOT / "data" / "quality_sample.jsonl").read_text().splitlines()]
+    records = [{"text": r["text"]} for r in sample] + [{"text": sample[0]["text"]}]  # one exact duplicate
+    corpus = write_jsonl(tmp_path / "mixed.jsonl", records)
+    args = data_args(tokenizer_dir, tmp_path / "c", [corpus], quality_filter="ko", dataset_num_proc=2,
+                     dataset_batch_size=40)
+    manifest = json.loads((prepare_or_wait(args, SINGLE, 0) / "manifest.json").read_text())
+    dropped = manifest["dropped"]
+    assert manifest["docs_in"] == len(records)
+    assert manifest["docs_kept"] + sum(dropped.values()) == len(records)
+    assert dropped["duplicate"] == 1
+    clean = sum(r["label"] == "clean" for r in sample)
+    assert clean * 0.95 <= manifest["docs_kept"] <= clean + 0.05 * (len(sample) - clean)
+    assert len(dropped) >= 5, dropped  # many kinds of junk, each counted under its own reason

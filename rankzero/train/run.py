@@ -13,6 +13,7 @@ resume with pretrain_cont.sh) and `data_manifest.json` (the prepared data's mani
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -89,7 +90,13 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
             if manifest.is_file():
                 shutil.copyfile(manifest, output_dir / "data_manifest.json")
             print(f"model saved: {output_dir}", flush=True)
+        trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
     finally:
+        # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
+        # reference. Otherwise the group dies inside the Reducer's dealloc, which holds the GIL while it
+        # joins gloo's threads, and a thread still releasing a collective's tensors needs the GIL: deadlock.
+        trainer = model = None
+        gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
