@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +134,6 @@ class ModelArguments:
 
 
 @dataclass
-class PrepOnlyArguments:
-    """The one training flag that shapes prepared data, for the torch-free `--tokenize_only` path."""
-
-    seed: int = field(default=DEFAULT_SEED, metadata={"help": "Seed of the deterministic block shuffle."})
-
-
-@dataclass
 class RunArguments:
     data: DataArguments
     model: ModelArguments
@@ -180,27 +173,67 @@ def _expand_argv(argv: list[str]) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> RunArguments:
-    from transformers import HfArgumentParser  # light: does not import torch
-
     argv = _expand_argv(list(sys.argv[1:] if argv is None else argv))
-    light = HfArgumentParser((DataArguments, ModelArguments, PrepOnlyArguments))
-    wants_help = "-h" in argv or "--help" in argv  # the full parser's help lists TrainingArguments too
-    data, model, prep, remaining = (None, None, None, None) if wants_help else \
-        light.parse_args_into_dataclasses(argv, return_remaining_strings=True)
-    if not wants_help and data.tokenize_only and not remaining:
-        training, seed = None, prep.seed
+    light = prep_only_parser()
+    namespace, remaining = light.parse_known_args(argv)
+    if namespace.tokenize_only and not remaining:
+        data = DataArguments(**{f.name: getattr(namespace, f.name) for f in fields(DataArguments)})
+        model, training, seed = ModelArguments(), None, namespace.seed
     else:
+        from transformers import HfArgumentParser
+
         # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
         # prepared first, with no process group, so a long preparation never sits in a collective.
         from rankzero.train.training_args import TrainingArguments
 
-        full = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments))
-        data, model, training = full.parse_args_into_dataclasses(argv)
+        light = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments))
+        data, model, training = light.parse_args_into_dataclasses(argv)
         seed = training.seed
-        light = full
     data.resolve_env()
     check_arguments(data, model, training)
     return RunArguments(data=data, model=model, training=training, seed=seed, given=given_fields(light, argv))
+
+
+def prep_only_parser():
+    """DataArguments + --seed as plain argparse, the way HfArgumentParser maps them (tests/test_args.py
+    checks both parse alike). Used only for `--tokenize_only` with nothing but data flags: importing
+    transformers for HfArgumentParser costs ~1.2 s, a sizeable share of preparing a small corpus."""
+    import argparse
+    import types
+    import typing
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    hints = typing.get_type_hints(DataArguments)
+    for f in fields(DataArguments):
+        kind = hints[f.name]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None
+            kind = next(t for t in typing.get_args(kind) if t is not type(None))
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        options = {"dest": f.name, "default": default}
+        if "choices" in f.metadata:
+            options["choices"] = f.metadata["choices"]
+        if kind is bool:
+            options.update(type=_string_to_bool, nargs="?", const=True)
+            if default is True:
+                parser.add_argument(f"--no_{f.name}", dest=f.name, action="store_false")
+        elif typing.get_origin(kind) is list:
+            options.update(type=typing.get_args(kind)[0], nargs="+")
+        else:
+            options["type"] = kind
+        parser.add_argument(f"--{f.name}", *f.metadata.get("aliases", []), **options)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    return parser
+
+
+def _string_to_bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("yes", "true", "t", "y", "1"):
+        return True
+    if lowered in ("no", "false", "f", "n", "0"):
+        return False
+    import argparse
+
+    raise argparse.ArgumentTypeError(f"Truthy value expected: got {value} but expected one of yes/no, true/false, t/f, y/n, 1/0.")
 
 
 def given_fields(parser, argv: list[str]) -> frozenset[str]:

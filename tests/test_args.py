@@ -74,3 +74,32 @@ def test_parsing_under_a_launcher_creates_no_process_group(tokenizer_dir, tmp_pa
                     MASTER_PORT=free_port())
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=90)
     assert "initialized False" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--tokenize_only", "--dataset", "a.jsonl", "b.txt@2", "--tokenizer_path", "/tmp"],
+    ["--tokenize_only", "true", "--dataset", "a.jsonl", "--tokenizer_path", "/tmp", "--no_packing",
+     "--max_seq_length", "77", "--quality_filter", "ko", "--skip_bad_records", "--dataset_num_proc", "3"],
+    ["--tokenize_only", "--dataset=x", "--tokenizer_path=/tmp", "--packing", "false", "--mode", "sft",
+     "--prep_timeout_s", "12.5", "--text_column", "body", "--on_decode_error", "replace", "--seed", "7"],
+])
+def test_the_torch_free_prepare_parser_agrees_with_hf_argument_parser(argv):
+    from transformers import HfArgumentParser
+
+    from rankzero.args import DataArguments, ModelArguments, parse_args
+    from rankzero.train.training_args import TrainingArguments
+
+    fast = parse_args(argv)
+    assert fast.training is None, "data-only --tokenize_only must take the torch-free path"
+    data, _, training = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments)).parse_args_into_dataclasses(argv)
+    data.resolve_env()
+    assert fast.data == data and fast.seed == training.seed
+
+
+def test_tokenize_only_with_a_training_flag_uses_the_full_parser():
+    from rankzero.args import parse_args
+
+    args = parse_args(["--tokenize_only", "--dataset", "a", "--tokenizer_path", "/tmp", "--max_steps", "5"])
+    assert args.training is not None and args.training.max_steps == 5
+    with pytest.raises(ValueError, match="--max_stpes"):  # a typo is an error, never silently ignored
+        parse_args(["--tokenize_only", "--dataset", "a", "--tokenizer_path", "/tmp", "--max_stpes", "5"])

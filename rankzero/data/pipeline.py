@@ -4,9 +4,10 @@
 
 Three stages, each streaming with bounded memory:
 
-A. *Encode* (parallel). The parent cuts sources into chunks; a pool of forked workers parses,
-   converts, filters and tokenizes each chunk. The tokenizer and the Kiwi filter are built once in
-   the parent and shared copy-on-write. At most `2 × workers` chunks are in flight, results are
+A. *Encode* (parallel). The parent cuts sources into chunks; workers parse, convert, filter and
+   tokenize each chunk — forked processes when the Kiwi filter makes the work Python-bound (the
+   tokenizer and Kiwi are built once in the parent and shared copy-on-write), threads on one Rust
+   tokenizer pool otherwise (see `_start_pool`). At most `2 × workers` chunks are in flight, results are
    consumed in submission order (so the output never depends on worker count or timing), exact
    duplicates are dropped globally, and each source's documents are appended to a staging file.
 B. *Mix and pack*. With per-source token counts known, `SPEC@WEIGHT` ratios are exact: a source
@@ -30,7 +31,7 @@ import signal
 import sys
 import time
 from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -126,6 +127,26 @@ def _worker_init() -> None:
 
 def _process_in_worker(chunk) -> ChunkResult:
     return _PROCESSOR(chunk)
+
+
+def _start_pool(workers: int, processes: bool):
+    """Where the per-chunk work runs.
+
+    With the Kiwi filter most of the work is Python (GIL-bound): forked processes, one chunk each,
+    each tokenizing single-threaded. Without it the work is the Rust tokenizer: threads in this process
+    whose `encode_batch_fast` calls release the GIL and share one Rust thread pool of `workers`
+    threads, while the other thread parses the next chunk. That uses 18% less CPU than one
+    single-threaded tokenizer per process (bench/RESULTS.md) and ships no data between processes.
+    """
+    if workers <= 1:
+        os.environ.setdefault("RAYON_RS_NUM_THREADS", "1")
+        return None
+    if processes:
+        import multiprocessing
+
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
+    os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
+    return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
 
 
 class _Ready:
@@ -332,11 +353,7 @@ def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, stagin
 
     chunks = (chunk for index, source in enumerate(sources)
               for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
-    pool = None
-    if workers > 1:
-        import multiprocessing
-
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
+    pool = _start_pool(workers, processes=quality_filter is not None)
     in_flight: deque = deque()
     try:
         for chunk in chunks:
@@ -346,7 +363,7 @@ def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, stagin
         while in_flight:
             consume(in_flight.popleft().result())
     except BaseException:
-        if pool:
+        if isinstance(pool, ProcessPoolExecutor):
             # Stop now rather than after the chunks already queued (Python >= 3.14 has
             # pool.terminate_workers(); before it, the worker processes are only reachable privately).
             workers_alive = list((getattr(pool, "_processes", None) or {}).values())
@@ -357,7 +374,7 @@ def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, stagin
         raise
     finally:
         if pool:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
         for writer in writers:
             writer.close()
         _PROCESSOR = None
