@@ -21,6 +21,7 @@ C. *Shuffle and publish*. Each bucket (~64 MB) is loaded, permuted and written a
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -29,6 +30,7 @@ import platform
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -146,6 +148,9 @@ def _start_pool(workers: int, processes: bool):
 
         return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
     os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
+    # Stage C needs `datasets` (~0.7 s to import); import it now, while the GIL is mostly free. Only
+    # here: with a process pool, a fork during an import in another thread is asking for trouble.
+    threading.Thread(target=importlib.import_module, args=("datasets",), name="rankzero-import", daemon=True).start()
     return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
 
 

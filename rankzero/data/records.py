@@ -75,16 +75,14 @@ class ChatRenderer:
     def __init__(self, chat_template: str | None, special_tokens: dict[str, str] | None = None):
         self.chat_template = chat_template
         self.special_tokens = {k: v for k, v in (special_tokens or {}).items() if isinstance(v, str)}
-        if chat_template:
-            # Imported only when a template is used: transformers' own Jinja environment (with its
-            # raise_exception/strftime helpers) renders exactly as apply_chat_template does.
-            from transformers.utils.chat_template_utils import render_jinja_template
-
-            self._render_jinja = render_jinja_template
 
     def _render(self, messages: list[dict], add_generation_prompt: bool) -> str:
-        rendered, _ = self._render_jinja(conversations=[messages], chat_template=self.chat_template,
-                                         add_generation_prompt=add_generation_prompt, **self.special_tokens)
+        # transformers' own Jinja environment (with its raise_exception/strftime helpers) renders exactly
+        # as apply_chat_template does. Imported on the first chat record only: it costs ~1 s.
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        rendered, _ = render_jinja_template(conversations=[messages], chat_template=self.chat_template,
+                                            add_generation_prompt=add_generation_prompt, **self.special_tokens)
         return rendered[0]
 
     def render(self, messages: list[dict], with_masks: bool) -> Segments:
