@@ -13,9 +13,9 @@ A. *Encode* (parallel). The parent cuts sources into chunks; workers parse, conv
 B. *Mix and pack*. With per-source token counts known, `SPEC@WEIGHT` ratios are exact: a source
    above its natural share is read again (repeats), below it is subsampled (seeded). Documents are
    packed into blocks, and each block is scattered to a random bucket file.
-C. *Shuffle and publish*. Each bucket (~64 MB) is loaded, permuted and written as one
-   `save_to_disk`-format shard, so the whole dataset is a uniform seeded shuffle of the blocks while
-   memory stays at one bucket, whatever the corpus size.
+C. *Shuffle and publish*. Each bucket (~16 MB) is loaded, permuted and appended to the
+   `save_to_disk`-format shards (~256 MB each), so the whole dataset is a uniform seeded shuffle of
+   the blocks while memory stays at one bucket, whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ from rankzero.errors import RankzeroError
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when the output of the same inputs changes
-BUCKET_BYTES = 64 << 20
+BUCKET_BYTES = 16 << 20  # stage C holds about two buckets: memory does not grow with the corpus ...
+MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
+SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
 PROGRESS_EVERY_S = 5.0
 
 
@@ -254,7 +256,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     _mixing_ratios(stats)
     progress.stage = "pack"
     total_out_tokens = sum(s.tokens * s.ratio for s in stats)
-    buckets = max(1, math.ceil(total_out_tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES))
+    buckets = min(MAX_BUCKETS, max(1, math.ceil(total_out_tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES)))
     rng = np.random.default_rng(seed)
     bucket_dir = out_dir / "_buckets"
     bucket_counts, tail_tokens = _pack_and_scatter(data_args, staged, stats, buckets, bucket_dir, rng, with_labels)
@@ -479,6 +481,7 @@ def _pack_and_scatter(data_args, staged: list[Path], stats: list[SourceStats], b
                     stat.tokens_out += int(lengths.sum())
                     stat.documents_out += len(lengths)
                     scatter(packer.add(ids, lengths, labels))
+                pa.default_memory_pool().release_unused()
         tail = packer.finish()
     finally:
         for writer in writers:
@@ -489,27 +492,44 @@ def _pack_and_scatter(data_args, staged: list[Path], stats: list[SourceStats], b
 
 def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: np.random.Generator,
                      with_labels: bool, writer_batch_size: int, fingerprint: str) -> int:
-    """Permute each bucket in memory and write it as one shard of a save_to_disk dataset."""
+    """Permute each bucket in memory and append it to the output shards (save_to_disk format).
+
+    Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
+    is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory.
+    """
     import datasets
-    from datasets.arrow_writer import ArrowWriter
 
     features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
                                   "document_lengths": datasets.List(datasets.Value("int32"))})
     if with_labels:
         features["labels"] = datasets.List(datasets.Value("int32"))
-    nonempty = [b for b, count in enumerate(counts.tolist()) if count]
-    shards = len(nonempty)
-    for shard, bucket in enumerate(nonempty):
-        path = bucket_dir / f"bucket-{bucket:05d}.arrow"
-        with pa.OSFile(str(path)) as handle:
-            table = pa.ipc.open_stream(handle).read_all()
-        table = table.take(pa.array(rng.permutation(len(table))))
-        with ArrowWriter(features=features, path=str(out_dir / f"data-{shard:05d}-of-{shards:05d}.arrow"),
-                         writer_batch_size=writer_batch_size) as writer:
-            writer.write_table(table, writer_batch_size=writer_batch_size)
-            writer.finalize()
-        del table
-        path.unlink()
+    schema = features.arrow_schema  # the Arrow types plus the features metadata datasets reads back
+    shard_paths: list[Path] = []
+    writer, written = None, 0
+    try:
+        for bucket, count in enumerate(counts.tolist()):
+            if not count:
+                continue
+            path = bucket_dir / f"bucket-{bucket:05d}.arrow"
+            with pa.OSFile(str(path)) as handle:
+                table = pa.ipc.open_stream(handle).read_all()
+            table = table.take(pa.array(rng.permutation(len(table)))).select(schema.names)
+            if writer is None or written >= SHARD_BYTES:
+                if writer is not None:
+                    writer.close()
+                shard_paths.append(out_dir / f"shard-{len(shard_paths):05d}.arrow")
+                writer, written = pa.ipc.new_stream(str(shard_paths[-1]), schema), 0
+            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema), max_chunksize=writer_batch_size)
+            written += table.nbytes
+            del table
+            path.unlink()
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed buffers otherwise
+    finally:
+        if writer is not None:
+            writer.close()
+    shards = len(shard_paths)
+    for index, path in enumerate(shard_paths):
+        path.rename(out_dir / f"data-{index:05d}-of-{shards:05d}.arrow")
     _write_dataset_metadata(out_dir, features, shards, fingerprint)
     return shards
 
