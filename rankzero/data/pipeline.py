@@ -254,7 +254,8 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     if docs_kept == 0:
         raise RankzeroError(_nothing_left_message(stats, data_args))
     _mixing_ratios(stats)
-    progress.stage = "pack"
+    progress.stage = "pack and shuffle"
+    progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
     total_out_tokens = sum(s.tokens * s.ratio for s in stats)
     buckets = min(MAX_BUCKETS, max(1, math.ceil(total_out_tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES)))
     rng = np.random.default_rng(seed)
@@ -280,7 +281,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         dropped.update(s.dropped)
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
                "shuffle_write_s": t_write - t_pack, "total_s": t_write - t_start,
-               "worker_cpu_seconds": {k: round(v, 3) for k, v in seconds.items()}}
+               "encode_stage_seconds_summed_over_workers": {k: round(v, 3) for k, v in seconds.items()}}
     return {
         "fingerprint": fingerprint,
         "format_version": FORMAT_VERSION,
