@@ -500,20 +500,6 @@ def print_report(checks: list[Check], ready: bool) -> None:
         print(f"NOT READY: {'; '.join(f'{c.name}: {c.value}' for c in failed)}")
 
 
-@contextlib.contextmanager
-def stdout_to_stderr():
-    """Libraries (Kiwi, Rust progress, warnings) may print on stdout; --json keeps it for the object."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer_path", default=None, help="HF fast tokenizer dir to check (required to be fast).")
@@ -522,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="Print one JSON object on stdout instead of the report.")
     args = parser.parse_args(argv)
     from rankzero.args import DEFAULT_CACHE_DIR
+    from rankzero.logging_utils import stdout_to_stderr
 
     cache_dir = args.cache_dir or os.environ.get("RANKZERO_CACHE") or DEFAULT_CACHE_DIR
 

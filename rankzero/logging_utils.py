@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 
 from rankzero.runtime import Runtime
@@ -17,3 +19,18 @@ def setup_logging(runtime: Runtime) -> None:
         stream=sys.stderr,
         force=True,
     )
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """Send fd 1 to stderr for a while: libraries (Rust progress bars, Kiwi) print on stdout, which a
+    command keeps for its results (`saved: DIR`, `--json`)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

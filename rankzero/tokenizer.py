@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -142,25 +141,12 @@ def train_tokenizer(
     # The Rust progress bars only draw on a terminal; elsewhere they leave blank lines in logs.
     bars = show_progress and sys.stderr.isatty()
     backend, trainer = build_backend(vocab_size, show_progress=bars)
-    with _stdout_to_stderr(bars):
+    from rankzero.logging_utils import stdout_to_stderr
+
+    # The Rust trainer draws its progress bars on stdout; keep stdout for results.
+    with stdout_to_stderr() if bars else contextlib.nullcontext():
         backend.train_from_iterator(texts, trainer=trainer)
     return save_fast_tokenizer(backend, output_dir)
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr(active: bool):
-    """The Rust trainer draws its progress bars on stdout; keep stdout for results (CLI, --json)."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def save_fast_tokenizer(backend, output_dir: str | Path, *, chat_template: str | None = CHAT_TEMPLATE,

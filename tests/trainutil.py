@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
