@@ -58,15 +58,26 @@ def rankzero_run(args, work: Path) -> dict:
             **({"mfu": after[-1]["mfu"]} if "mfu" in after[-1] else {})}
 
 
+def sized_config(args):
+    """The model config with the vocabulary grown to the tokenizer's, as train.py does (model.py)."""
+    from transformers import AutoTokenizer
+
+    from rankzero.train.model import load_config
+
+    config = load_config(args.model_config)
+    tokens = len(AutoTokenizer.from_pretrained(args.tokenizer_path))
+    if tokens > config.vocab_size:
+        config.vocab_size = -(-tokens // 64) * 64
+    return config
+
+
 def bare_loop(args, blocks) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rankzero.train.model import load_config
-
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(load_config(args.model_config), dtype=torch.float32,
+    model = AutoModelForCausalLM.from_config(sized_config(args), dtype=torch.float32,
                                              attn_implementation="sdpa").to(device).train()
     model.config.use_cache = False
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=device == "cuda")
@@ -97,12 +108,10 @@ def run_clm_style(args, documents) -> dict:
     from transformers import (AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer,
                               TrainerCallback, TrainingArguments)
 
-    from rankzero.train.model import load_config
-
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_path)
     dataset = Dataset.from_dict({"input_ids": [d[: args.seq] for d in documents]})
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(load_config(args.model_config))
+    model = AutoModelForCausalLM.from_config(sized_config(args))
 
     class Clock(TrainerCallback):
         tokens, started = 0, None

@@ -211,3 +211,15 @@ def test_filter_built_in_parent_works_in_forked_children(quality):
         pool.terminate()
         pool.join()
         _FORKED_FILTER = None
+
+
+def test_kiwi_thread_pool_gives_the_same_verdicts():
+    """judge_batch on Kiwi's own thread pool (the 2-core pipeline path) decides exactly as one at a time."""
+    import json
+    from pathlib import Path
+
+    from rankzero.data.quality import QualityFilter
+
+    sample = [json.loads(line)["text"] for line in
+              (Path(__file__).resolve().parents[1] / "data/quality_sample.jsonl").read_text().splitlines()]
+    assert QualityFilter(threads=2).judge_batch(sample) == QualityFilter().judge_batch(sample)

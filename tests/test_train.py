@@ -64,3 +64,29 @@ def test_every_shipped_recipe_trains(recipe, tmp_path, corpus, tokenizer_dir):
     run([sys.executable, REPO / "train.py", recipe, *overrides])
     assert set(losses(out)) == {1, 2}
     assert (out / "model.safetensors").is_file()
+
+
+def test_sft_applies_the_chat_template_and_learns_only_answers(tmp_path, tokenizer_dir):
+    """--mode sft on the shipped chat sample: ChatML rendering, prompt tokens masked, training runs."""
+    import json
+
+    import datasets
+    from transformers import AutoTokenizer
+
+    out = tmp_path / "sft"
+    result = run([sys.executable, REPO / "train.py",
+                  *train_flags(REPO / "data/sample/chat.jsonl", tokenizer_dir, tmp_path / "cache", out, max_steps=4,
+                               logging_steps=2, mode="sft", max_seq_length=128)])
+    prepared = next(line.split("prepared: ")[1] for line in result.stdout.splitlines() if line.startswith("prepared: "))
+    rows = datasets.load_from_disk(prepared)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ids = [token for row in rows["input_ids"] for token in row]
+    labels = [label for row in rows["labels"] for label in row]
+    text = tokenizer.decode(ids)
+    learned = tokenizer.decode([t for t, label in zip(ids, labels) if label != -100])
+    assert "<|im_start|>user" in text and "<|im_start|>assistant" in text  # the template was applied
+    assert "<|im_start|>user" not in learned and "<|im_start|>assistant\n" not in learned  # prompts masked
+    first = json.loads((REPO / "data/sample/chat.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    answer = first.get("output") or first["messages"][-1]["content"]
+    assert answer[:20] in learned
+    assert set(losses(out)) == {2, 4}

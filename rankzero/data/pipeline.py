@@ -75,16 +75,17 @@ class ChunkResult:
 
 
 class ChunkProcessor:
-    """Everything a worker needs, built once in the parent before the fork."""
+    """Everything a worker needs, built once in the parent before the fork (the Kiwi filter excepted:
+    see `_start_pool`)."""
 
-    def __init__(self, data_args, tokenizer: TokenizerInfo, quality_filter=None):
+    def __init__(self, data_args, tokenizer: TokenizerInfo):
         self.text_column = data_args.text_column
         self.with_labels = data_args.mode == "sft"
         self.skip_bad_records = data_args.skip_bad_records
         self.on_decode_error = data_args.on_decode_error
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer)
-        self.quality_filter = quality_filter
+        self.quality_filter = None
 
     def __call__(self, chunk) -> ChunkResult:
         started = time.perf_counter()
@@ -115,9 +116,13 @@ class ChunkProcessor:
 _PROCESSOR: ChunkProcessor | None = None
 
 
-def _worker_init() -> None:
+def _worker_init(quality_config=None, kiwi_threads: int = 0) -> None:
     # The parent may have used the Rust thread pool; a forked child must not (it would deadlock).
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if quality_config is not None:
+        from rankzero.data.quality import QualityFilter
+
+        _PROCESSOR.quality_filter = QualityFilter(quality_config, threads=kiwi_threads)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -133,27 +138,42 @@ def _process_in_worker(chunk) -> ChunkResult:
     return _PROCESSOR(chunk)
 
 
-def _start_pool(workers: int, processes: bool):
-    """Where the per-chunk work runs.
+KIWI_THREADS_PER_PROCESS = 2
 
-    With the Kiwi filter most of the work is Python (GIL-bound): forked processes, one chunk each,
-    each tokenizing single-threaded. Without it the work is the Rust tokenizer: threads in this process
-    whose `encode_batch_fast` calls release the GIL and share one Rust thread pool of `workers`
-    threads, while the other thread parses the next chunk. That uses 18% less CPU than one
-    single-threaded tokenizer per process (bench/RESULTS.md) and ships no data between processes.
+
+def _start_pool(workers: int, quality_config):
+    """Where the per-chunk work runs; returns (executor or None for inline, the parent's quality filter).
+
+    Without the Kiwi filter the work is the Rust tokenizer: threads in this process whose
+    `encode_batch_fast` calls release the GIL and share one Rust thread pool of `workers` threads,
+    while another thread parses the next chunk. That uses 18% less CPU than one single-threaded
+    tokenizer per process (bench/RESULTS.md) and ships no data between processes.
+
+    With it, Kiwi dominates. Each process runs Kiwi's own thread pool over a chunk's Korean documents
+    (C++, no GIL) while its Python thread turns finished analyses into statistics; processes add
+    Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each. A process
+    builds its Kiwi after the fork — a forked Kiwi thread pool hangs. On a 2-core machine that is one
+    process: this one, no fork at all.
     """
-    if workers <= 1:
-        os.environ.setdefault("RAYON_RS_NUM_THREADS", "1")
-        return None
-    if processes:
-        import multiprocessing
+    if quality_config is None:
+        if workers <= 1:
+            os.environ.setdefault("RAYON_RS_NUM_THREADS", "1")
+            return None, None
+        os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
+        # Stage C needs `datasets` (~0.7 s to import); import it now, while the GIL is mostly free. Only
+        # here: with a process pool, a fork during an import in another thread is asking for trouble.
+        threading.Thread(target=importlib.import_module, args=("datasets",), name="rankzero-import", daemon=True).start()
+        return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode"), None
+    from rankzero.data.quality import QualityFilter
 
-        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init)
-    os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
-    # Stage C needs `datasets` (~0.7 s to import); import it now, while the GIL is mostly free. Only
-    # here: with a process pool, a fork during an import in another thread is asking for trouble.
-    threading.Thread(target=importlib.import_module, args=("datasets",), name="rankzero-import", daemon=True).start()
-    return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
+    processes = workers // KIWI_THREADS_PER_PROCESS
+    if processes <= 1:
+        os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))
+        return None, QualityFilter(quality_config, threads=workers)
+    import multiprocessing
+
+    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init,
+                               initargs=(quality_config, KIWI_THREADS_PER_PROCESS)), None
 
 
 class _Ready:
@@ -240,13 +260,13 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     stats = [SourceStats(s.spec, s.weight) for s in sources]
     staging = out_dir / "_staging"
     staging.mkdir(parents=True, exist_ok=True)
-    quality_filter, quality_settings = _build_quality_filter(data_args)
+    quality_config = _quality_config(data_args)
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in sources]
     progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
     seconds = Counter()
-    staged = _encode_sources(data_args, sources, tokenizer, quality_filter, stats, staging, progress, seconds)
+    staged = _encode_sources(data_args, sources, tokenizer, quality_config, stats, staging, progress, seconds)
     t_encode = time.perf_counter()
 
     with_labels = data_args.mode == "sft"
@@ -301,7 +321,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
                       "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
         "quality_filter": data_args.quality_filter,
-        "quality_settings": quality_settings,
+        "quality_settings": quality_config.to_dict() if quality_config else None,
         "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
                      "skip_bad_records": data_args.skip_bad_records, "on_decode_error": data_args.on_decode_error,
                      "num_proc": data_args.dataset_num_proc, "batch_size": data_args.dataset_batch_size,
@@ -315,19 +335,18 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     }
 
 
-def _build_quality_filter(data_args):
+def _quality_config(data_args):
     if data_args.quality_filter == "none":
-        return None, None
-    from rankzero.data.quality import QualityConfig, QualityFilter
+        return None
+    from rankzero.data.quality import QualityConfig
 
-    config = QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
-    return QualityFilter(config), config.to_dict()
+    return QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
 
 
-def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, staging: Path, progress: Progress,
+def _encode_sources(data_args, sources, tokenizer, quality_config, stats, staging: Path, progress: Progress,
                     seconds: Counter) -> list[Path]:
     global _PROCESSOR
-    _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer, quality_filter)
+    _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer)
     workers = data_args.dataset_num_proc
     staged = [staging / f"source-{i:03d}.arrow" for i in range(len(sources))]
     writers = [StagedWriter(path, data_args.mode == "sft") for path in staged]
@@ -361,7 +380,8 @@ def _encode_sources(data_args, sources, tokenizer, quality_filter, stats, stagin
 
     chunks = (chunk for index, source in enumerate(sources)
               for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
-    pool = _start_pool(workers, processes=quality_filter is not None)
+    # With a process pool the workers build their own filters (see _worker_init); this one stays None.
+    pool, processor.quality_filter = _start_pool(workers, quality_config)
     in_flight: deque = deque()
     try:
         for chunk in chunks:

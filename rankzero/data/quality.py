@@ -236,6 +236,9 @@ def _dup_ngram_share(words: list[str], n: int, total_chars: int) -> float:
     return repeated / total_chars
 
 
+_NEEDS_KIWI = "needs Kiwi"  # a sentinel, never returned by judge_batch
+
+
 def _head(text: str, limit: int) -> str:
     """The first `limit` characters, cut at a line break when one is near so no sentence is halved."""
     if len(text) <= limit:
@@ -247,14 +250,18 @@ def _head(text: str, limit: int) -> str:
 class QualityFilter:
     """Judges documents; build once in the parent process, then fork (see module docstring)."""
 
-    def __init__(self, config: QualityConfig | None = None):
+    def __init__(self, config: QualityConfig | None = None, threads: int = 0):
+        """`threads=0`: no Kiwi thread pool, safe to fork (each forked worker analyses one document at a
+        time). `threads=N`: Kiwi analyses a batch on N threads of its own — build such a filter in the
+        process that uses it, never before a fork (a forked Kiwi thread pool hangs)."""
         from kiwipiepy import Kiwi
 
         self._apply(config or QualityConfig())
+        self.threads = threads
         with warnings.catch_warnings():
             # kiwipiepy >= 0.21 warns that num_workers=0 changed meaning; "no thread pool" is what we want.
             warnings.simplefilter("ignore", DeprecationWarning)
-            self._kiwi = Kiwi(num_workers=0)
+            self._kiwi = Kiwi(num_workers=threads)
         # The first call loads the model lazily (~2 s); do it here, before the pipeline forks, so every
         # worker shares the loaded model copy-on-write instead of loading its own.
         self._kiwi.split_into_sents("모델을 미리 불러 둡니다.", return_tokens=True)
@@ -268,21 +275,46 @@ class QualityFilter:
     def with_config(self, config: QualityConfig) -> "QualityFilter":
         """Another filter with other thresholds, sharing this one's Kiwi (no second 2-4 s model load)."""
         other = object.__new__(QualityFilter)
-        other._kiwi = self._kiwi
+        other._kiwi, other.threads = self._kiwi, self.threads
         other._apply(config)
         return other
 
     def __reduce__(self):
         # Kiwi does not pickle; a spawned worker rebuilds the filter from its config instead.
-        return (QualityFilter, (self.config,))
+        return (QualityFilter, (self.config, self.threads))
 
     def judge_batch(self, texts: list[str]) -> list[str | None]:
-        """None = keep; otherwise the name (from REASONS) of the first check the document failed."""
-        return [self.judge(text) for text in texts]
+        """None = keep; otherwise the name (from REASONS) of the first check the document failed.
+
+        The cheap checks run first over the whole batch; the Korean survivors then go through Kiwi in
+        one call, so a filter with `threads` analyses them in parallel while this thread turns each
+        finished analysis into statistics (results come back in order).
+        """
+        verdicts: list[str | None] = []
+        waiting: list[int] = []
+        heads: list[str] = []
+        for index, text in enumerate(texts):
+            text = text.strip()
+            reason = self._reason_before_kiwi(text)
+            verdicts.append(reason)
+            if reason is _NEEDS_KIWI:
+                waiting.append(index)
+                heads.append(_head(text, self.config.kiwi_max_chars))
+        if heads:
+            if self.threads:  # a list goes to Kiwi's thread pool, which analyses ahead of this loop
+                analyses = self._kiwi.split_into_sents(heads, return_tokens=True)
+            else:  # no pool (Kiwi's batch API needs one): one document at a time
+                analyses = (self._kiwi.split_into_sents(head, return_tokens=True) for head in heads)
+            for index, sentences in zip(waiting, analyses):
+                verdicts[index] = self._kiwi_reason(self._statistics_of(sentences))
+        return verdicts
 
     def judge(self, text: str) -> str | None:
+        return self.judge_batch([text])[0]
+
+    def _reason_before_kiwi(self, text: str) -> str | None:
+        """Every check but Kiwi's: a reason, None (keep: not Korean), or _NEEDS_KIWI."""
         config = self.config
-        text = text.strip()
         if len(text) < config.min_chars:
             return "too_short"
         if len(text) > config.max_chars:
@@ -300,7 +332,7 @@ class QualityFilter:
             return "low_hangul_ratio"
         if self._line_punctuation_ratio(text) < config.min_line_punctuation_ratio:
             return "low_line_punctuation"
-        return self._kiwi_reason(self.kiwi_statistics(text))
+        return _NEEDS_KIWI
 
     # Language-agnostic checks, cheapest first.
     def _cheap_reason(self, text: str, non_space: int) -> str | None:
@@ -361,7 +393,10 @@ class QualityFilter:
         "Korean morphemes" are tokens whose tag is not S* (punctuation, numbers, Latin, Hanja),
         W_* (URL, emoji, ...) or Z_*; sentences without one ("2024.03.15", "ㅋㅋ") are not counted.
         """
-        sentences = self._kiwi.split_into_sents(_head(text, self.config.kiwi_max_chars), return_tokens=True)
+        return self._statistics_of(self._kiwi.split_into_sents(_head(text, self.config.kiwi_max_chars),
+                                                               return_tokens=True))
+
+    def _statistics_of(self, sentences) -> dict:
         stop = self._stop_morphemes
         tokens = alphabetic = korean = particles_endings = korean_chars = 0
         korean_sentences = final_sentences = 0
