@@ -102,12 +102,15 @@ def test_nothing_is_normalized(tokenizer):
 
 
 def test_pretokenization_is_korean_and_code_aware(tokenizer):
-    pieces = [p for p, _ in tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str("2024년 한국어abc는, x==y")]
+    pieces = [p for p, _ in tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str(
+        "2024년 한국어abc는, x==y 했다. (주)")]
     # ByteLevel maps bytes to printable chars; decode each piece back to read it.
     from tokenizers import decoders
 
     words = [decoders.ByteLevel().decode([p]) for p in pieces]
-    assert words == ["2", "0", "2", "4", "년", " 한국어", "abc", "는", ",", " x", "==", "y"]
+    # Digits split, scripts apart, one sentence mark may close a Hangul run ("는," "했다."), other
+    # punctuation stands apart, code operators stay together.
+    assert words == ["2", "0", "2", "4", "년", " 한국어", "abc", "는,", " x", "==", "y", " 했다.", " (", "주", ")"]
 
 
 def test_digits_are_single_tokens(tokenizer):
