@@ -40,6 +40,9 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.training_args import apply_fast_defaults
 
+    # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
+    # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.data.tokenizer_path)
     dataset = load_prepared(prepared_dir, args.data.mode)
