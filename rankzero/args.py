@@ -4,9 +4,9 @@
 ours are grouped by concern (data preparation, model). A first positional `*.yaml` file is a
 recipe: its keys become flags, and flags given on the command line after it win.
 
-`--tokenize_only` with nothing but data flags skips importing torch/transformers.TrainingArguments
-(~3 s of start-up on a small machine); any other flag falls back to the full parser so a typo is
-still an error, never silently ignored.
+`--tokenize_only` with nothing but data flags (and `--seed`) is parsed by plain argparse built from
+DataArguments (`prep_only_parser`), without importing transformers or torch (~1-3 s of start-up);
+any other flag falls back to the full parser, so a typo is still an error, never silently ignored.
 """
 
 from __future__ import annotations
@@ -292,8 +292,3 @@ def _flag_env_default(flag_value: int | None, env_name: str, default: int) -> in
     if value < 1:
         raise ValueError(f"environment variable {env_name}={raw!r}: must be at least 1")
     return value
-
-
-def dataclass_flags(*classes) -> list[str]:
-    """All flag names our dataclasses define (used by the test that every flag is read)."""
-    return [f"--{f.name}" for cls in classes for f in fields(cls)]

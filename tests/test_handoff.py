@@ -150,3 +150,30 @@ def test_two_concurrent_jobs_share_one_build(tmp_path, tokenizer_dir, corpus):
     assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
     assert len({prepared_dir(out) for _, out, _, _ in results}) == 1
     assert sum(err.count("[prepare] published") for _, _, err, _ in results) == 1
+
+
+def test_prep_scope_overrides_detection_and_single_node_needs_no_probe(tmp_path, tokenizer_dir, corpus):
+    from datautil import data_args
+    from rankzero.data.handoff import elect_scope
+    from rankzero.runtime import Runtime
+
+    node1 = Runtime(rank=2, world_size=4, local_rank=0, local_world_size=2, node_rank=1, hostname="n1")
+    forced = data_args(tokenizer_dir, tmp_path, [corpus], prep_scope="node")
+    assert elect_scope(forced, node1, tmp_path) == "node"  # no probe wait: the flag decides
+    one_node = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
+    assert elect_scope(data_args(tokenizer_dir, tmp_path, [corpus]), one_node, tmp_path) == "global"
+    assert not list(tmp_path.glob(".probe-*"))
+
+
+def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, corpus):
+    from datautil import data_args
+    from rankzero.data.handoff import wait_for_builder
+    from rankzero.errors import BuilderFailed
+    from rankzero.runtime import Runtime
+
+    args = data_args(tokenizer_dir, tmp_path, [corpus], prep_timeout_s=1.5)
+    waiter = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
+    started = time.monotonic()
+    with pytest.raises(BuilderFailed, match="--prep_timeout_s"):
+        wait_for_builder(args, waiter, tmp_path, "fp", "job", "rank 0")
+    assert time.monotonic() - started < 5

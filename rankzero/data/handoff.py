@@ -40,7 +40,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from rankzero.data.pipeline import FORMAT_VERSION, build_dataset
+from rankzero.data.pipeline import FORMAT_VERSION, build_dataset, quality_config
 from rankzero.data.sources import resolve_source
 from rankzero.data.tokenize import load_tokenizer
 from rankzero.errors import BuilderFailed, RankzeroError
@@ -62,12 +62,7 @@ CLOCK_SLACK_S = 5.0
 
 def fingerprint_inputs(data_args, seed: int, sources, tokenizer) -> dict:
     """Everything that changes the prepared output — and nothing that doesn't (workers, batch sizes)."""
-    quality = None
-    if data_args.quality_filter != "none":
-        from rankzero.data.quality import QualityConfig
-
-        config = QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
-        quality = config.to_dict()
+    quality = quality_config(data_args)
     return {
         "format_version": FORMAT_VERSION,
         "sources": [{"identity": s.identity(), "weight": s.weight} for s in sources],
@@ -78,7 +73,7 @@ def fingerprint_inputs(data_args, seed: int, sources, tokenizer) -> dict:
         "text_column": data_args.text_column,
         "txt_sample_by": data_args.txt_sample_by,
         "quality_filter": data_args.quality_filter,
-        "quality_settings": quality,
+        "quality_settings": quality.to_dict() if quality else None,
         "skip_bad_records": data_args.skip_bad_records,
         "on_decode_error": data_args.on_decode_error,
         "seed": seed,

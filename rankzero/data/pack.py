@@ -75,11 +75,10 @@ class Packer:
         cuts = np.union1d(edges, ends[ends <= cut])
         pieces = np.diff(cuts).astype(np.int32)
         pieces_per_row = np.searchsorted(cuts, edges)
-        row_offsets = edges
         return Blocks(
-            input_ids=_lists(row_offsets, ids[:cut]),
+            input_ids=_lists(edges, ids[:cut]),
             document_lengths=_lists(pieces_per_row, pieces),
-            labels=_lists(row_offsets, labels[:cut]) if labels is not None else None,
+            labels=_lists(edges, labels[:cut]) if labels is not None else None,
         )
 
     def _split_documents(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> Blocks:

@@ -260,13 +260,13 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     stats = [SourceStats(s.spec, s.weight) for s in sources]
     staging = out_dir / "_staging"
     staging.mkdir(parents=True, exist_ok=True)
-    quality_config = _quality_config(data_args)
+    quality = quality_config(data_args)
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in sources]
     progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
     seconds = Counter()
-    staged = _encode_sources(data_args, sources, tokenizer, quality_config, stats, staging, progress, seconds)
+    staged = _encode_sources(data_args, sources, tokenizer, quality, stats, staging, progress, seconds)
     t_encode = time.perf_counter()
 
     with_labels = data_args.mode == "sft"
@@ -317,11 +317,11 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         "columns": ["input_ids", "document_lengths"] + (["labels"] if with_labels else []),
         "tail_tokens_dropped": tail_tokens,
         "seed": seed,
-        "sources": [_source_manifest(s, src, tokens_out + tail_tokens) for s, src in zip(stats, sources)],
+        "sources": [_source_manifest(s, tokens_out + tail_tokens) for s in stats],
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
                       "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
         "quality_filter": data_args.quality_filter,
-        "quality_settings": quality_config.to_dict() if quality_config else None,
+        "quality_settings": quality.to_dict() if quality else None,
         "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
                      "skip_bad_records": data_args.skip_bad_records, "on_decode_error": data_args.on_decode_error,
                      "num_proc": data_args.dataset_num_proc, "batch_size": data_args.dataset_batch_size,
@@ -335,7 +335,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     }
 
 
-def _quality_config(data_args):
+def quality_config(data_args):
     if data_args.quality_filter == "none":
         return None
     from rankzero.data.quality import QualityConfig
@@ -579,12 +579,11 @@ def _write_dataset_metadata(out_dir: Path, features, shards: int, fingerprint: s
     shutil.rmtree(template_dir)
 
 
-def _source_manifest(stat: SourceStats, source: Source, total_tokens_out: int) -> dict:
+def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
     entry = {k: v for k, v in asdict(stat).items() if k != "dropped"}
     entry["dropped"] = dict(stat.dropped)
     entry["ratio"] = round(stat.ratio, 6)
     entry["share_of_output_tokens"] = round(stat.tokens_out / total_tokens_out, 6) if total_tokens_out else None
-    entry["identity"] = source.identity()
     return entry
 
 

@@ -149,7 +149,6 @@ class ChunkDocuments:
     bad_records: int = 0
     empty: int = 0
     replaced_lines: int = 0
-    bytes_in: int = 0
 
 
 def _decode(chunk, on_decode_error: str) -> tuple[str, int]:
@@ -210,7 +209,7 @@ def _iter_line_records(chunk, text: str, skip_bad_records: bool, counts: ChunkDo
 def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, with_masks: bool = False,
                     skip_bad_records: bool = False, on_decode_error: str = "error") -> ChunkDocuments:
     """Parse one chunk into documents; errors name the file and line (or record number)."""
-    out = ChunkDocuments(bytes_in=chunk.nbytes)
+    out = ChunkDocuments()
     if chunk.fmt == "records":
         records = enumerate(chunk.payload, start=chunk.first_line)
         where = "record"

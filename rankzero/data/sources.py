@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import csv
 import glob
-import hashlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,6 @@ class Chunk:
     first_line: int  # 1-based line (line formats) or record number (records) of the first item
     byte_offset: int = 0  # offset of payload[0] in the file (line formats)
     nbytes: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 def _file_identity(path: str) -> dict[str, Any]:
@@ -279,11 +277,3 @@ def iter_texts(specs: list[str], text_column: str | None = None, txt_sample_by: 
         for chunk in iter_chunks(source, index, batch_size=256, txt_sample_by=txt_sample_by):
             for segments in chunk_documents(chunk, text_column, renderer).documents:
                 yield "".join(text for text, _ in segments)
-
-
-def content_hash(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
