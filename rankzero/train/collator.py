@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-IGNORE_INDEX = -100
+from rankzero.data.tokenize import IGNORE_INDEX
 
 
 def document_position_ids(document_lengths, row_length: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """TrainingArguments: Hugging Face's class with device set-up deferred, and our fast defaults.
 
     training = TrainingArguments(output_dir="runs/x")           # no process group yet
-    training, applied, warnings = apply_fast_defaults(training, given, runtime, workers=...)
+    training, applied, warnings = apply_fast_defaults(training, given, runtime)
 
 Why defer: `transformers.TrainingArguments.__post_init__` reads `self.device`, which builds
 accelerate's `PartialState` and, under torchrun, initialises the process group. `train.py` parses
@@ -49,7 +49,7 @@ class TrainingArguments(transformers.TrainingArguments):
 
 
 def apply_fast_defaults(
-    training: TrainingArguments, given: frozenset[str], runtime: Runtime, needs_columns: bool = True
+    training: TrainingArguments, given: frozenset[str], runtime: Runtime
 ) -> tuple[TrainingArguments, dict[str, str], list[str]]:
     """Fill in what makes training fast here; return (new args, {field: "value (why)"}, warnings)."""
     import torch
@@ -92,7 +92,7 @@ def apply_fast_defaults(
             warnings.append("--dataloader_persistent_workers is ignored: it needs --dataloader_num_workers > 0")
             changes["dataloader_persistent_workers"] = False
 
-    if needs_columns and training.remove_unused_columns:
+    if training.remove_unused_columns:
         if "remove_unused_columns" in given:
             warnings.append("--remove_unused_columns is ignored: the collator needs document_lengths and labels")
         changes["remove_unused_columns"] = False
