@@ -11,8 +11,13 @@ exists; the other ranks wait on its marker file, so a long preparation never tri
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+
+# numpy's bundled OpenBLAS starts one thread per core at import, and they spin for ~0.1 CPU-s each
+# before sleeping; nothing here calls numpy's BLAS (torch brings its own MKL/cuBLAS).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv: list[str] | None = None) -> int:

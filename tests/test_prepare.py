@@ -54,6 +54,32 @@ def test_cli_contract_and_no_token_lost(tmp_path, tokenizer_dir, corpus):
     assert all(sum(lengths) == 64 for lengths in dataset["document_lengths"])
 
 
+@pytest.mark.parametrize("columns", [["input_ids", "document_lengths"], ["input_ids", "document_lengths", "labels"]])
+def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
+    """The output's metadata is written without importing datasets: it must equal datasets' own."""
+    import datasets
+    import pyarrow as pa
+
+    from rankzero.data.pipeline import _write_dataset_metadata, output_features, output_schema
+
+    features = datasets.Features({name: datasets.List(datasets.Value("int32")) for name in columns})
+    assert output_features(columns) == features.to_dict()
+    assert output_schema(columns).equals(features.arrow_schema, check_metadata=True)
+    reference = tmp_path / "reference"
+    datasets.Dataset.from_dict({name: [[1, 2]] for name in columns}, features=features).save_to_disk(str(reference))
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    _write_dataset_metadata(ours, columns, 1, "f" * 16)
+    for name in ("state.json", "dataset_info.json"):
+        expected, got = (json.loads((d / name).read_text()) for d in (reference, ours))
+        expected.pop("_fingerprint", None), got.pop("_fingerprint", None)
+        assert got == expected, name
+    with pa.ipc.new_stream(str(ours / "data-00000-of-00001.arrow"), output_schema(columns)) as writer:
+        writer.write_table(pa.table({name: [[1, 2]] for name in columns}, schema=output_schema(columns)))
+    loaded = datasets.load_from_disk(str(ours))
+    assert loaded.features == features and loaded[0] == {name: [1, 2] for name in columns}
+
+
 def test_output_does_not_depend_on_workers_or_batch_sizes(tmp_path, tokenizer_dir, corpus):
     import datasets
 
@@ -228,3 +254,18 @@ def test_quality_filter_in_the_pipeline_counts_every_reason(tmp_path, tokenizer_
     clean = sum(r["label"] == "clean" for r in sample)
     assert clean * 0.95 <= manifest["docs_kept"] <= clean + 0.05 * (len(sample) - clean)
     assert len(dropped) >= 5, dropped  # many kinds of junk, each counted under its own reason
+
+
+def test_prepare_path_imports_no_heavy_library(tmp_path, tokenizer_dir, corpus):
+    """torch + transformers cost ~3 s to import, datasets ~0.7 CPU-s, pandas ~0.4 s; preparing data needs none."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['train.py', '--tokenize_only', '--dataset', {str(corpus)!r}, '--tokenizer_path', "
+            f"{str(tokenizer_dir)!r}, '--max_seq_length', '64', '--cache_dir', {str(tmp_path / 'cache')!r}]\n"
+            "try:\n    runpy.run_path('train.py', run_name='__main__')\nexcept SystemExit as exit:\n    assert not exit.code\n"
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'pandas') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "HEAVY []", result.stdout

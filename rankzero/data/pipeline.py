@@ -20,8 +20,8 @@ C. *Shuffle and publish*. Each bucket (~16 MB) is loaded, permuted and appended 
 
 from __future__ import annotations
 
+import gc
 import hashlib
-import importlib
 import json
 import logging
 import math
@@ -30,7 +30,6 @@ import platform
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -41,7 +40,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import Packer
+from rankzero.data.pack import Packer, arrow_array, list_array, numpy_view
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.sources import Source, iter_chunks, resolve_source
 from rankzero.data.tokenize import DocumentEncoder, TokenizerInfo, load_tokenizer
@@ -160,9 +159,6 @@ def _start_pool(workers: int, quality_config):
             os.environ.setdefault("RAYON_RS_NUM_THREADS", "1")
             return None, None
         os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
-        # Stage C needs `datasets` (~0.7 s to import); import it now, while the GIL is mostly free. Only
-        # here: with a process pool, a fork during an import in another thread is asking for trouble.
-        threading.Thread(target=importlib.import_module, args=("datasets",), name="rankzero-import", daemon=True).start()
         return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode"), None
     from rankzero.data.quality import QualityFilter
 
@@ -266,7 +262,15 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     sizes = [s.total_bytes() for s in sources]
     progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
     seconds = Counter()
-    staged = _encode_sources(data_args, sources, tokenizer, quality, stats, staging, progress, seconds)
+    # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
+    # reference cycles; the cyclic GC's passes over them cost ~0.3 CPU-s per 50 MiB, for nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        staged = _encode_sources(data_args, sources, tokenizer, quality, stats, staging, progress, seconds)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     t_encode = time.perf_counter()
 
     with_labels = data_args.mode == "sft"
@@ -422,10 +426,10 @@ class StagedWriter:
     def write(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
         if len(lengths) == 0:
             return
-        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-        columns = [pa.ListArray.from_arrays(offsets, pa.array(ids))]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        columns = [list_array(offsets, ids)]
         if labels is not None:
-            columns.append(pa.ListArray.from_arrays(offsets, pa.array(labels)))
+            columns.append(list_array(offsets, labels))
         self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
     def close(self) -> None:
@@ -437,13 +441,13 @@ def _read_staged(path: Path):
     with pa.OSFile(str(path)) as handle:
         for batch in pa.ipc.open_stream(handle):
             column = batch.column("input_ids")
-            offsets = column.offsets.to_numpy()
+            offsets = numpy_view(column.offsets)
             lengths = np.diff(offsets).astype(np.int64)
             base = offsets[0]
-            ids = column.values.to_numpy()[base:offsets[-1]]
+            ids = numpy_view(column.values)[base:offsets[-1]]
             labels = None
             if "labels" in batch.schema.names:
-                labels = batch.column("labels").values.to_numpy()[base:offsets[-1]]
+                labels = numpy_view(batch.column("labels").values)[base:offsets[-1]]
             yield ids, lengths, labels
 
 
@@ -478,7 +482,7 @@ def _pack_and_scatter(data_args, staged: list[Path], stats: list[SourceStats], b
         targets = rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
         order = np.argsort(targets, kind="stable")
         per_bucket = np.bincount(targets, minlength=buckets)
-        batch = batch.take(pa.array(order))
+        batch = batch.take(arrow_array(order))
         start = 0
         for bucket, count in enumerate(per_bucket.tolist()):
             if count:
@@ -518,13 +522,8 @@ def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: n
     Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
     is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory.
     """
-    import datasets
-
-    features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
-                                  "document_lengths": datasets.List(datasets.Value("int32"))})
-    if with_labels:
-        features["labels"] = datasets.List(datasets.Value("int32"))
-    schema = features.arrow_schema  # the Arrow types plus the features metadata datasets reads back
+    columns = ["input_ids", "document_lengths"] + (["labels"] if with_labels else [])
+    schema = output_schema(columns)
     shard_paths: list[Path] = []
     writer, written = None, 0
     try:
@@ -534,7 +533,7 @@ def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: n
             path = bucket_dir / f"bucket-{bucket:05d}.arrow"
             with pa.OSFile(str(path)) as handle:
                 table = pa.ipc.open_stream(handle).read_all()
-            table = table.take(pa.array(rng.permutation(len(table)))).select(schema.names)
+            table = table.take(arrow_array(rng.permutation(len(table)))).select(schema.names)
             if writer is None or written >= SHARD_BYTES:
                 if writer is not None:
                     writer.close()
@@ -551,32 +550,36 @@ def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: n
     shards = len(shard_paths)
     for index, path in enumerate(shard_paths):
         path.rename(out_dir / f"data-{index:05d}-of-{shards:05d}.arrow")
-    _write_dataset_metadata(out_dir, features, shards, fingerprint)
+    _write_dataset_metadata(out_dir, columns, shards, fingerprint)
     return shards
 
 
-def _write_dataset_metadata(out_dir: Path, features, shards: int, fingerprint: str) -> None:
-    """state.json + dataset_info.json as datasets' own save_to_disk writes them, for our shard list.
+# The save_to_disk format, written with pyarrow alone. `datasets` would write the same files, but
+# importing it costs ~0.7 CPU-s (about a tenth of preparing 50 MiB on 2 cores, bench/RESULTS.md)
+# and the prepare path uses nothing else from it. tests/test_prepare.py checks these files against
+# the ones the installed `datasets` writes, so a format change there fails a test, not a load.
+_INT32_LIST_FEATURE = {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "List"}  # datasets >= 4.0
 
-    The files come from saving an empty dataset with the same features (so they follow the
-    installed datasets version), with the shard list replaced by ours.
-    """
-    import datasets
 
-    template_dir = out_dir / "_template"
-    bars_were_enabled = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        datasets.Dataset.from_dict({name: [] for name in features}, features=features).save_to_disk(str(template_dir))
-    finally:
-        if bars_were_enabled:
-            datasets.enable_progress_bars()
-    state = json.loads((template_dir / "state.json").read_text())
-    state["_data_files"] = [{"filename": f"data-{i:05d}-of-{shards:05d}.arrow"} for i in range(shards)]
-    state["_fingerprint"] = fingerprint
+def output_features(columns: list[str]) -> dict:
+    """The `datasets.Features` of the output, as datasets serialises them (every column list<int32>)."""
+    return {name: _INT32_LIST_FEATURE for name in columns}
+
+
+def output_schema(columns: list[str]) -> pa.Schema:
+    """The shards' Arrow schema, with the features metadata `datasets` reads back."""
+    metadata = {"huggingface": json.dumps({"info": {"features": output_features(columns)}})}
+    return pa.schema([(name, pa.list_(pa.int32())) for name in columns], metadata=metadata)
+
+
+def _write_dataset_metadata(out_dir: Path, columns: list[str], shards: int, fingerprint: str) -> None:
+    """state.json and dataset_info.json, as `Dataset.save_to_disk` writes them, for our shard list."""
+    state = {"_data_files": [{"filename": f"data-{i:05d}-of-{shards:05d}.arrow"} for i in range(shards)],
+             "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {}, "_format_type": None,
+             "_output_all_columns": False, "_split": None}
+    info = {"citation": "", "description": "", "features": output_features(columns), "homepage": "", "license": ""}
     (out_dir / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
-    shutil.copyfile(template_dir / "dataset_info.json", out_dir / "dataset_info.json")
-    shutil.rmtree(template_dir)
+    (out_dir / "dataset_info.json").write_text(json.dumps(info, indent=2, sort_keys=True))
 
 
 def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
