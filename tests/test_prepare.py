@@ -93,6 +93,23 @@ def test_output_does_not_depend_on_workers_or_batch_sizes(tmp_path, tokenizer_di
     assert first["input_ids"] == second["input_ids"] and first["document_lengths"] == second["document_lengths"]
 
 
+def test_direct_and_staged_packing_give_the_same_blocks(tmp_path, tokenizer_dir, corpus, monkeypatch):
+    """Unweighted sources of known size are packed as they are encoded; others are staged first.
+    Both must emit exactly the same blocks (only the shuffle's bucket count may differ)."""
+    import datasets
+
+    from rankzero.data.sources import Source
+
+    direct = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "direct", [corpus]), SINGLE, 0)
+    monkeypatch.setattr(Source, "total_bytes", lambda self: None)  # as for a hub source: size unknown
+    staged = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "staged", [corpus]), SINGLE, 0)
+    first, second = (datasets.load_from_disk(str(out)) for out in (direct, staged))
+    assert sorted(zip(map(tuple, first["input_ids"]), map(tuple, first["document_lengths"]))) == \
+        sorted(zip(map(tuple, second["input_ids"]), map(tuple, second["document_lengths"])))
+    manifests = [json.loads((out / "manifest.json").read_text()) for out in (direct, staged)]
+    assert manifests[0]["tokens"] == manifests[1]["tokens"] and manifests[0]["sequences"] == manifests[1]["sequences"]
+
+
 def test_seed_changes_only_the_order(tmp_path, tokenizer_dir, corpus):
     import datasets
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from itertools import chain
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,13 +48,15 @@ def main() -> None:
     block_size = args.block_size
 
     def group_texts(examples):
-        # Concatenate every column of the batch, then keep only whole blocks: the batch's tail is
-        # dropped, which is the recipe's known loss (and what makes it cheap).
-        concatenated = {key: [value for row in examples[key] for value in row] for key in examples}
-        total = len(concatenated["input_ids"]) // block_size * block_size
+        # As run_clm.py writes it: chain each column of the batch, keep only whole blocks (the batch's
+        # tail is dropped, the recipe's known loss), labels a shallow copy of input_ids.
+        concatenated = {key: list(chain(*examples[key])) for key in examples}
+        total = len(concatenated["input_ids"])
+        if total >= block_size:
+            total = total // block_size * block_size
         blocks = {key: [values[i:i + block_size] for i in range(0, total, block_size)]
                   for key, values in concatenated.items()}
-        blocks["labels"] = [list(block) for block in blocks["input_ids"]]
+        blocks["labels"] = blocks["input_ids"].copy()
         return blocks
 
     grouped = tokenized.map(group_texts, batched=True, num_proc=args.num_proc,

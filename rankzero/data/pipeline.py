@@ -9,10 +9,12 @@ A. *Encode* (parallel). The parent cuts sources into chunks; workers parse, conv
    tokenizer and Kiwi are built once in the parent and shared copy-on-write), threads on one Rust
    tokenizer pool otherwise (see `_start_pool`). At most `2 × workers` chunks are in flight, results are
    consumed in submission order (so the output never depends on worker count or timing), exact
-   duplicates are dropped globally, and each source's documents are appended to a staging file.
-B. *Mix and pack*. With per-source token counts known, `SPEC@WEIGHT` ratios are exact: a source
-   above its natural share is read again (repeats), below it is subsampled (seeded). Documents are
-   packed into blocks, and each block is scattered to a random bucket file.
+   duplicates are dropped globally.
+B. *Mix and pack*. Documents are packed into blocks, and each block is scattered to a random
+   bucket file. Without weights this happens as stage A's results arrive. With `SPEC@WEIGHT`,
+   stage A stages each source's documents in a file; once per-source token counts are known the
+   ratios are exact: a source above its natural share is read again (repeats), below it is
+   subsampled (seeded).
 C. *Shuffle and publish*. Each bucket (~16 MB) is loaded, permuted and appended to the
    `save_to_disk`-format shards (~256 MB each), so the whole dataset is a uniform seeded shuffle of
    the blocks while memory stays at one bucket, whatever the corpus size.
@@ -20,6 +22,8 @@ C. *Shuffle and publish*. Each bucket (~16 MB) is loaded, permuted and appended 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -48,7 +52,7 @@ from rankzero.errors import RankzeroError
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1  # bump when the output of the same inputs changes
+FORMAT_VERSION = 2  # bump when the output of the same inputs changes
 BUCKET_BYTES = 16 << 20  # stage C holds about two buckets: memory does not grow with the corpus ...
 MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
 SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
@@ -254,39 +258,59 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     sources = sources or [resolve_source(spec) for spec in data_args.dataset]
     tokenizer = tokenizer or load_tokenizer(data_args.tokenizer_path)
     stats = [SourceStats(s.spec, s.weight) for s in sources]
-    staging = out_dir / "_staging"
-    staging.mkdir(parents=True, exist_ok=True)
     quality = quality_config(data_args)
+    with_labels = data_args.mode == "sft"
+    rng = np.random.default_rng(seed)
+    bucket_dir = out_dir / "_buckets"
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in sources]
     progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
     seconds = Counter()
-    # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
-    # reference cycles; the cyclic GC's passes over them cost ~0.3 CPU-s per 50 MiB, for nothing.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        staged = _encode_sources(data_args, sources, tokenizer, quality, stats, staging, progress, seconds)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    t_encode = time.perf_counter()
+    # Without weights every document goes out exactly once, so blocks are packed and scattered as the
+    # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
+    # weights the ratios need every source's token count first: documents are staged per source,
+    # then read again (stage B).
+    direct = all(s.weight is None for s in sources) and progress.total_bytes is not None
+    with contextlib.ExitStack() as cleanup:
+        if direct:
+            scatter = cleanup.enter_context(
+                BlockScatter(data_args, _bucket_count(progress.total_bytes, with_labels), bucket_dir, rng))
+            sinks = [functools.partial(scatter.add, stat=stat) for stat in stats]
+        else:
+            staging = out_dir / "_staging"
+            staging.mkdir(parents=True, exist_ok=True)
+            writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", with_labels))
+                       for i in range(len(sources))]
+            sinks = [writer.write for writer in writers]
+        # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
+        # reference cycles; the cyclic GC's passes over them cost ~0.3 CPU-s per 50 MiB, for nothing.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            _encode_sources(data_args, sources, tokenizer, quality, stats, sinks, progress, seconds)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        t_encode = time.perf_counter()
 
-    with_labels = data_args.mode == "sft"
-    docs_kept = sum(s.docs_kept for s in stats)
-    if docs_kept == 0:
-        raise RankzeroError(_nothing_left_message(stats, data_args))
-    _mixing_ratios(stats)
-    progress.stage = "pack and shuffle"
-    progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
-    total_out_tokens = sum(s.tokens * s.ratio for s in stats)
-    buckets = min(MAX_BUCKETS, max(1, math.ceil(total_out_tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES)))
-    rng = np.random.default_rng(seed)
-    bucket_dir = out_dir / "_buckets"
-    bucket_counts, tail_tokens = _pack_and_scatter(data_args, staged, stats, buckets, bucket_dir, rng, with_labels)
+        if sum(s.docs_kept for s in stats) == 0:
+            raise RankzeroError(_nothing_left_message(stats, data_args))
+        progress.stage = "pack and shuffle"
+        progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
+        if not direct:
+            for writer in writers:
+                writer.close()
+            _mixing_ratios(stats)
+            total_out_tokens = sum(s.tokens * s.ratio for s in stats)
+            scatter = cleanup.enter_context(
+                BlockScatter(data_args, _bucket_count(total_out_tokens, with_labels), bucket_dir, rng))
+            _feed_staged(scatter, [w.path for w in writers], stats, rng)
+            shutil.rmtree(staging)
+        tail_tokens = scatter.finish()
+        bucket_counts = scatter.counts
     t_pack = time.perf_counter()
-    shutil.rmtree(staging)
+    docs_kept = sum(s.docs_kept for s in stats)
 
     sequences = int(sum(bucket_counts))
     if sequences == 0:
@@ -347,13 +371,12 @@ def quality_config(data_args):
     return QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
 
 
-def _encode_sources(data_args, sources, tokenizer, quality_config, stats, staging: Path, progress: Progress,
-                    seconds: Counter) -> list[Path]:
+def _encode_sources(data_args, sources, tokenizer, quality_config, stats, sinks: list[Callable], progress: Progress,
+                    seconds: Counter) -> None:
+    """Stage A: every source's documents, tokenized, to `sinks[source_index](ids, lengths, labels)`."""
     global _PROCESSOR
     _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer)
     workers = data_args.dataset_num_proc
-    staged = [staging / f"source-{i:03d}.arrow" for i in range(len(sources))]
-    writers = [StagedWriter(path, data_args.mode == "sft") for path in staged]
     seen: set[int] = set()
 
     def consume(result: ChunkResult) -> None:
@@ -371,7 +394,8 @@ def _encode_sources(data_args, sources, tokenizer, quality_config, stats, stagin
                 token_mask = np.repeat(keep, lengths)
                 ids, lengths = ids[token_mask], lengths[keep]
                 labels = labels[token_mask] if labels is not None else None
-        writers[result.source_index].write(ids, lengths, labels)
+        if len(lengths):
+            sinks[result.source_index](ids, lengths, labels)
         stat.docs_in += result.docs_in
         stat.docs_kept += len(lengths)
         stat.bytes_in += result.bytes_in
@@ -407,11 +431,8 @@ def _encode_sources(data_args, sources, tokenizer, quality_config, stats, stagin
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
-        for writer in writers:
-            writer.close()
         _PROCESSOR = None
     progress.report()
-    return staged
 
 
 class StagedWriter:
@@ -424,8 +445,6 @@ class StagedWriter:
         self._writer = pa.ipc.new_stream(str(path), self.schema)
 
     def write(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
-        if len(lengths) == 0:
-            return
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         columns = [list_array(offsets, ids)]
         if labels is not None:
@@ -433,7 +452,15 @@ class StagedWriter:
         self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
     def close(self) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _read_staged(path: Path):
@@ -468,51 +495,74 @@ def _mixing_ratios(stats: list[SourceStats]) -> None:
         s.ratio = (s.weight / weight_sum) * total / s.tokens
 
 
-def _pack_and_scatter(data_args, staged: list[Path], stats: list[SourceStats], buckets: int, bucket_dir: Path,
-                      rng: np.random.Generator, with_labels: bool) -> tuple[np.ndarray, int]:
-    bucket_dir.mkdir(parents=True, exist_ok=True)
-    packer = Packer(data_args.max_seq_length, data_args.packing)
-    writers: list = [None] * buckets
-    counts = np.zeros(buckets, dtype=np.int64)
+def _bucket_count(tokens: float, with_labels: bool) -> int:
+    """Buckets of about BUCKET_BYTES for this many tokens (int32 ids, and labels in SFT mode)."""
+    return min(MAX_BUCKETS, max(1, math.ceil(tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES)))
 
-    def scatter(blocks) -> None:
+
+class BlockScatter:
+    """Stage B: packs documents into blocks and appends each block to a uniformly random bucket file."""
+
+    def __init__(self, data_args, buckets: int, bucket_dir: Path, rng: np.random.Generator):
+        bucket_dir.mkdir(parents=True, exist_ok=True)
+        self.packer = Packer(data_args.max_seq_length, data_args.packing)
+        self.bucket_dir = bucket_dir
+        self.rng = rng
+        self.writers: list = [None] * buckets
+        self.counts = np.zeros(buckets, dtype=np.int64)
+
+    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, stat: SourceStats) -> None:
+        stat.tokens_out += int(lengths.sum())
+        stat.documents_out += len(lengths)
+        blocks = self.packer.add(ids, lengths, labels)
         if blocks is None:
             return
         batch = blocks.to_record_batch()
-        targets = rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
-        order = np.argsort(targets, kind="stable")
-        per_bucket = np.bincount(targets, minlength=buckets)
-        batch = batch.take(arrow_array(order))
+        buckets = len(self.writers)
+        targets = self.rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
+        batch = batch.take(arrow_array(np.argsort(targets, kind="stable")))
         start = 0
-        for bucket, count in enumerate(per_bucket.tolist()):
+        for bucket, count in enumerate(np.bincount(targets, minlength=buckets).tolist()):
             if count:
-                if writers[bucket] is None:
-                    writers[bucket] = pa.ipc.new_stream(str(bucket_dir / f"bucket-{bucket:05d}.arrow"), batch.schema)
-                writers[bucket].write_batch(batch.slice(start, count))
+                if self.writers[bucket] is None:
+                    path = self.bucket_dir / f"bucket-{bucket:05d}.arrow"
+                    self.writers[bucket] = pa.ipc.new_stream(str(path), batch.schema)
+                self.writers[bucket].write_batch(batch.slice(start, count))
+                self.counts[bucket] += count
                 start += count
-        counts[:] += per_bucket
 
-    try:
-        for path, stat in zip(staged, stats):
-            passes = math.ceil(stat.ratio - 1e-9)
-            for repeat in range(passes):
-                keep_share = min(1.0, stat.ratio - repeat)
-                for ids, lengths, labels in _read_staged(path):
-                    if keep_share < 1.0:
-                        keep = rng.random(len(lengths)) < keep_share
-                        token_mask = np.repeat(keep, lengths)
-                        ids, lengths = ids[token_mask], lengths[keep]
-                        labels = labels[token_mask] if labels is not None else None
-                    stat.tokens_out += int(lengths.sum())
-                    stat.documents_out += len(lengths)
-                    scatter(packer.add(ids, lengths, labels))
-                pa.default_memory_pool().release_unused()
-        tail = packer.finish()
-    finally:
-        for writer in writers:
+    def finish(self) -> int:
+        """Close the buckets; return the tokens of the final partial block (left out)."""
+        self.close()
+        return self.packer.finish()
+
+    def close(self) -> None:
+        for index, writer in enumerate(self.writers):
             if writer is not None:
                 writer.close()
-    return counts, tail
+                self.writers[index] = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator) -> None:
+    """Weighted mixing: each source's staged documents, `ratio` times over (the last pass a random subset)."""
+    for path, stat in zip(staged, stats):
+        passes = math.ceil(stat.ratio - 1e-9)
+        for repeat in range(passes):
+            keep_share = min(1.0, stat.ratio - repeat)
+            for ids, lengths, labels in _read_staged(path):
+                if keep_share < 1.0:
+                    keep = rng.random(len(lengths)) < keep_share
+                    token_mask = np.repeat(keep, lengths)
+                    ids, lengths = ids[token_mask], lengths[keep]
+                    labels = labels[token_mask] if labels is not None else None
+                scatter.add(ids, lengths, labels, stat)
+            pa.default_memory_pool().release_unused()
 
 
 def _shuffle_buckets(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: np.random.Generator,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,7 @@ class DocumentEncoder:
         self.backend = info.backend
         self.bos = list(info.bos_ids)
         self.eos = info.eos_id
+        self.eos_tail = (info.eos_id,)
         self.dtype = np.int32
 
     def encode(self, documents: list[list[tuple[str, bool]]], with_labels: bool = False):
@@ -118,17 +120,13 @@ class DocumentEncoder:
         if not with_labels:
             texts = [segments[0][0] if len(segments) == 1 else "".join(t for t, _ in segments) for segments in documents]
             encodings = self.backend.encode_batch_fast(texts, add_special_tokens=False)
-            # Growing one Python list and converting once is ~4x faster than per-document numpy writes.
-            flat: list[int] = []
-            lengths = np.empty(len(encodings), dtype=np.int64)
-            for index, encoding in enumerate(encodings):
-                piece = encoding.ids
-                flat += self.bos
-                flat += piece
-                flat.append(self.eos)
-                lengths[index] = len(piece)
-            lengths += len(self.bos) + 1
-            return np.array(flat, dtype=self.dtype), lengths, None
+            # The ids only leave Rust as one Python list per document. Streaming them through
+            # `np.fromiter` converts each list as it is made and frees it at once: ~2x cheaper than
+            # collecting one list of every id, which also keeps ~9 MB of int objects alive per chunk
+            # that the allocator hands back to the OS and faults in again for the next one.
+            lengths = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings)) + (len(self.bos) + 1)
+            stream = chain.from_iterable(part for encoding in encodings for part in (self.bos, encoding.ids, self.eos_tail))
+            return np.fromiter(stream, dtype=self.dtype, count=int(lengths.sum())), lengths, None
         flat = [text for segments in documents for text, _ in segments]
         encodings = self.backend.encode_batch_fast(flat, add_special_tokens=False)
         all_ids, all_labels, lengths = [], [], []
