@@ -59,7 +59,7 @@ def numpy_view(array: pa.Array) -> np.ndarray:
 
 
 def list_array(offsets: np.ndarray, values: np.ndarray) -> pa.ListArray:
-    """Rows `values[offsets[i]:offsets[i + 1]]` as an Arrow list<int32> column (zero-copy values)."""
+    """Rows `values[offsets[i]:offsets[i + 1]]` as an Arrow list column (int32 offsets, zero-copy values)."""
     return pa.ListArray.from_arrays(arrow_array(offsets.astype(np.int32)), arrow_array(values))
 
 
