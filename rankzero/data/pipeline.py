@@ -11,8 +11,9 @@ A. *Encode* (parallel). The parent cuts sources into chunks; workers parse, conv
    consumed in submission order (so the output never depends on worker count or timing), exact
    duplicates are dropped globally.
 B. *Mix and pack*. Documents are packed into blocks, and each block is scattered to a random
-   bucket file. Without weights this happens as stage A's results arrive. With `SPEC@WEIGHT`,
-   stage A stages each source's documents in a file; once per-source token counts are known the
+   bucket file. Without weights this happens as stage A's results arrive (when every source's size
+   is known: hub sources are staged too). With `SPEC@WEIGHT`, stage A stages each source's
+   documents in a file; once per-source token counts are known the
    ratios are exact: a source above its natural share is read again (repeats), below it is
    subsampled (seeded).
 C. *Shuffle and publish*. Each bucket (~16 MB) is loaded, permuted and appended to the
@@ -294,7 +295,8 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
                 gc.enable()
         t_encode = time.perf_counter()
 
-        if sum(s.docs_kept for s in stats) == 0:
+        docs_kept = sum(s.docs_kept for s in stats)
+        if docs_kept == 0:
             raise RankzeroError(_nothing_left_message(stats, data_args))
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
@@ -310,7 +312,6 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         tail_tokens = scatter.finish()
         bucket_counts = scatter.counts
     t_pack = time.perf_counter()
-    docs_kept = sum(s.docs_kept for s in stats)
 
     sequences = int(sum(bucket_counts))
     if sequences == 0:
@@ -391,9 +392,7 @@ def _encode_sources(data_args, sources, tokenizer, quality_config, stats, sinks:
                     seen.add(digest)
             if not keep.all():
                 result.dropped["duplicate"] += int((~keep).sum())
-                token_mask = np.repeat(keep, lengths)
-                ids, lengths = ids[token_mask], lengths[keep]
-                labels = labels[token_mask] if labels is not None else None
+                ids, lengths, labels = _select_documents(ids, lengths, labels, keep)
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
         stat.docs_in += result.docs_in
@@ -478,6 +477,12 @@ def _read_staged(path: Path):
             yield ids, lengths, labels
 
 
+def _select_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, keep: np.ndarray):
+    """The documents where `keep` is true, from flat ids (and labels) and per-document lengths."""
+    token_mask = np.repeat(keep, lengths)
+    return ids[token_mask], lengths[keep], (labels[token_mask] if labels is not None else None)
+
+
 def _mixing_ratios(stats: list[SourceStats]) -> None:
     """weight = share of output tokens; output total = natural total; ratio = target / natural."""
     weights = [s.weight for s in stats]
@@ -558,9 +563,7 @@ def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceSt
             for ids, lengths, labels in _read_staged(path):
                 if keep_share < 1.0:
                     keep = rng.random(len(lengths)) < keep_share
-                    token_mask = np.repeat(keep, lengths)
-                    ids, lengths = ids[token_mask], lengths[keep]
-                    labels = labels[token_mask] if labels is not None else None
+                    ids, lengths, labels = _select_documents(ids, lengths, labels, keep)
                 scatter.add(ids, lengths, labels, stat)
             pa.default_memory_pool().release_unused()
 
