@@ -44,5 +44,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     from rankzero.errors import run_cli
+    from rankzero.malloc import reexec_preloaded
 
-    sys.exit(run_cli(main))
+    # First thing: re-execute under mimalloc when it is installed (rankzero/malloc.py says why); this
+    # returns only when the process is not replaced.
+    status = run_cli(reexec_preloaded)
+    sys.exit(status or run_cli(main))

@@ -367,6 +367,28 @@ def check_env_settings() -> list[Check]:
     return checks
 
 
+def check_malloc() -> Check:
+    """The malloc train.py will run under (rankzero/malloc.py): mimalloc tokenizes ~25% faster than glibc's."""
+    from rankzero import malloc
+
+    choice = os.environ.get(malloc.ENV, "auto")
+    data = {"setting": choice}
+    try:
+        library = malloc.resolve(choice)
+    except malloc.MallocError as error:
+        return Check("malloc", FAIL, str(error), f"train.py will refuse it: unset {malloc.ENV}", data)
+    if malloc.preloaded():
+        return Check("malloc", OK, f"{malloc.preloaded()} (already in LD_PRELOAD)", "", {**data, "library": None})
+    if library is not None:
+        return Check("malloc", OK, f"{library} (train.py preloads it)", "", {**data, "library": str(library)})
+    if choice.strip() == "system":
+        return Check("malloc", INFO, f"glibc ({malloc.ENV}=system)", "", {**data, "library": None})
+    if sys.platform != "linux":
+        return Check("malloc", INFO, "system malloc (preloading is Linux only)", "", {**data, "library": None})
+    return Check("malloc", WARN, "glibc: no mimalloc, tcmalloc or jemalloc found",
+                 f"tokenizing takes ~1.3x the CPU under glibc malloc: {malloc.INSTALL_HINT}", {**data, "library": None})
+
+
 # --- packages, Kiwi, GPU ---------------------------------------------------------------------
 
 def check_packages() -> list[Check]:
@@ -478,6 +500,7 @@ def run_checks(tokenizer_path: str | None, cache_dir: str) -> list[Check]:
     checks += check_cache_dir(cache_dir)
     checks.append(check_shm())
     checks += check_env_settings()
+    checks.append(check_malloc())
     checks += check_packages()
     checks.append(check_kiwi())
     checks += check_accelerator()

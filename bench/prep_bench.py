@@ -13,9 +13,15 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (d) rankzero + filter   (a) with --quality_filter ko
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
   (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
+train.py runs under mimalloc when it is installed (rankzero/malloc.py), and (a) is measured as a user
+runs it. Three more modes show what that malloc is worth, each against its own baseline:
+  (a0) rankzero under glibc malloc    (a) with RANKZERO_MALLOC=system
+  (b+) run_clm recipe under the malloc    (b) with the library train.py preloads in LD_PRELOAD
+  (c+) Rust tokenizer under the malloc    (c) likewise
 Runs go in rounds (every mode once, back to back, per round) and each time ratio is the median of
 the per-round ratios, so the VM's drift over minutes hits both sides of a ratio alike.
-Targets (issue 2): b/a >= 2.5, a/c <= 1.3, PSS(a@4x)/PSS(a) <= 1.2, throughput(d)/throughput(e) >= 0.8.
+Targets (issue 2): b/a >= 2.5, a/c <= 1.3, PSS(a@4x)/PSS(a) <= 1.2, throughput(d)/throughput(e) >= 0.8;
+b+/a, a/c+ and a0/a are reported beside them, with no target.
 The markdown printed at the end is ready to paste into bench/RESULTS.md.
 """
 
@@ -40,12 +46,18 @@ sys.path.insert(0, str(BENCH))
 from _measure import machine_info, run_measured  # noqa: E402
 from make_corpus import generate  # noqa: E402
 
+sys.path.insert(0, str(REPO))
+from rankzero import malloc  # noqa: E402
+
 MODES = {
     "a": "rankzero prepare (packing, 2048)",
     "b": "run_clm.py recipe (datasets.map + group_texts + save_to_disk)",
     "c": "Rust tokenizer alone (encode_batch_fast)",
     "d": "rankzero prepare + --quality_filter ko",
     "e": "Kiwi analysis alone (split_into_sents)",
+    "a0": "rankzero prepare under glibc malloc (RANKZERO_MALLOC=system)",
+    "b+": "run_clm.py recipe under the malloc train.py preloads",
+    "c+": "Rust tokenizer alone under the malloc train.py preloads",
 }
 SEQUENCE_LENGTH = 2048
 TOKENIZER_VOCAB = 32000
@@ -56,7 +68,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size_mb", type=float, default=50, help="corpus size in MiB (issue 2 asks >= 50)")
     parser.add_argument("--runs", type=int, default=1, help="runs per mode; the median is reported")
-    parser.add_argument("--only", default="a,b,c,d,e", help="comma-separated modes out of a,b,c,d,e")
+    parser.add_argument("--only", default="a,b,c,d,e", help=f"comma-separated modes out of {','.join(MODES)}")
     parser.add_argument("--scale", type=int, default=4,
                         help="also run (a) on a corpus this many times larger, for peak memory (1 = skip)")
     parser.add_argument("--tokenizer", type=Path, default=None,
@@ -82,6 +94,9 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--scale {args.scale}: must be at least 1 (1 skips the scaled run)")
     if args.tokenizer and not (args.tokenizer / "tokenizer.json").is_file():
         problems.append(f"--tokenizer {args.tokenizer}: no tokenizer.json there")
+    if {"b+", "c+"} & set(modes) and preloaded_malloc() is None:
+        problems.append(f"--only {args.only}: (b+) and (c+) preload the malloc train.py uses, and none is installed "
+                        f"here ({malloc.INSTALL_HINT})")
     if problems:
         parser.error("\n  ".join(problems))
     args.modes = modes
@@ -162,11 +177,23 @@ def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str
 # --- runs ---------------------------------------------------------------------------------------------
 
 
+def preloaded_malloc() -> Path | None:
+    """The library train.py preloads under its default setting (RANKZERO_MALLOC=auto), or None."""
+    return malloc.resolve("auto")
+
+
 def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, num_proc: int | None) -> tuple[list, dict]:
     python = sys.executable
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("TOKENIZERS_PARALLELISM", None)  # each tool decides for itself
-    if mode in ("a", "d"):
+    for name in ("LD_PRELOAD", malloc.ENV):  # (a) and (d) as train.py chooses; the baselines under glibc
+        env.pop(name, None)
+    if mode == "a0":
+        env[malloc.ENV] = "system"
+    elif mode.endswith("+"):
+        env["LD_PRELOAD"] = str(preloaded_malloc())
+        mode = mode[0]
+    if mode in ("a", "a0", "d"):
         cmd = [python, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer),
                "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir", str(scratch / "cache")]
         if mode == "d":
@@ -200,13 +227,13 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
         print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
         result = run_measured(cmd, env=env, cwd=str(REPO), timeout_s=args.timeout_s)
         ok, details = result["returncode"] == 0, {}
-        if ok and mode in ("a", "d"):
+        if ok and mode in ("a", "a0", "d"):
             ok, details = check_prepared(result["stdout"])
         if not ok:
             print(f"[{label}] FAILED (exit {result['returncode']}):\n{result['stderr'][-2000:]}", file=sys.stderr)
             return {"cmd": cmd, "failure": {"returncode": result["returncode"], "stdout_tail": result["stdout"][-2000:],
                                             "stderr_tail": result["stderr"][-4000:]}}
-        if mode not in ("a", "d"):
+        if mode not in ("a", "a0", "d"):
             details = {"summary": result["stdout"].strip().splitlines()[-1] if result["stdout"].strip() else ""}
         print(f"[{label}] {result['wall_s']:.1f} s, peak PSS {result['peak_pss_mb']:.0f} MB", file=sys.stderr)
         return {"cmd": cmd, "wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"], **details}
@@ -242,6 +269,7 @@ def check_prepared(stdout: str) -> tuple[bool, dict]:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     for key in ("docs_in", "docs_kept", "dropped", "tokens", "sequences"):
         details[key] = manifest.get(key)
+    details["malloc"] = manifest.get("versions", {}).get("malloc")
     return True, details
 
 
@@ -267,18 +295,25 @@ def compute_ratios(results: dict) -> list[dict]:
     """Wall-time ratios are the median of the per-round ratios; the memory ratio is of the medians."""
     a, b, c, d, e = (results.get(mode) for mode in "abcde")
     scaled = next((entry for label, entry in results.items() if label.startswith("a@")), None)
+    a0, b_malloc, c_malloc = (results.get(mode) for mode in ("a0", "b+", "c+"))
     rows = [
         # Same corpus for (d) and (e), so throughput(d) / throughput(e) = wall(e) / wall(d).
         ("speed-up over the run_clm recipe, b / a", (b, a), ">= 2.5", lambda v: v >= 2.5),
         ("time against the Rust tokenizer alone, a / c", (a, c), "<= 1.3", lambda v: v <= 1.3),
         ("throughput with the filter against Kiwi alone, d / e", (e, d), ">= 0.8", lambda v: v >= 0.8),
+        # Beside the targets: each baseline under the same malloc, and what the malloc gives rankzero.
+        ("speed-up over the run_clm recipe under the same malloc, b+ / a", (b_malloc, a), "—", None),
+        ("time against the Rust tokenizer under the same malloc, a / c+", (a, c_malloc), "—", None),
+        ("rankzero under glibc malloc against (a), a0 / a", (a0, a), "—", None),
     ]
     out = []
     for name, (numerator, denominator), target, met in rows:
         per_round = paired_ratios(numerator, denominator)
         value = statistics.median(per_round) if per_round else ratio(numerator, denominator, "wall_s")
+        if numerator is None and denominator is None or met is None and value is None:
+            continue  # neither mode was run, or an informational ratio without its modes
         out.append({"name": name, "value": value, "per_round": per_round, "target": target,
-                    "met": None if value is None else bool(met(value))})
+                    "met": None if value is None or met is None else bool(met(value))})
     value = ratio(scaled, a, "peak_pss_mb")
     out.append({"name": f"peak PSS {scaled['label'] if scaled else 'a@Nx'} / a", "value": value, "per_round": [],
                 "target": "<= 1.2", "met": None if value is None else value <= 1.2})
@@ -326,7 +361,7 @@ def markdown(report: dict) -> str:
         notes = ""
         if entry.get("tokens") is not None:
             notes = (f"docs {entry.get('docs_kept')}/{entry.get('docs_in')} kept, {entry['tokens']:,} tokens, "
-                     f"{entry.get('sequences')} blocks")
+                     f"{entry.get('sequences')} blocks; malloc {entry.get('malloc')}")
         elif entry.get("summary"):
             notes = entry["summary"]
         size = f" ({entry['corpus_bytes'] / 2**20:.0f} MiB)" if label.startswith("a@") else ""
@@ -338,7 +373,7 @@ def markdown(report: dict) -> str:
     for row in report["ratios"]:
         value = "n/a" if row["value"] is None else f"{row['value']:.2f}"
         rounds = ", ".join(f"{r:.2f}" for r in row["per_round"])
-        met = "n/a" if row["met"] is None else ("yes" if row["met"] else "**no**")
+        met = ("—" if row["target"] == "—" else "n/a") if row["met"] is None else ("yes" if row["met"] else "**no**")
         lines.append(f"| {row['name']} | {value} | {rounds} | {row['target']} | {met} |")
     return "\n".join(lines)
 

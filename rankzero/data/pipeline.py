@@ -658,7 +658,9 @@ def _nothing_left_message(stats: list[SourceStats], data_args) -> str:
 def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    found = {"python": platform.python_version()}
+    from rankzero import malloc
+
+    found = {"python": platform.python_version(), "malloc": malloc.active()}
     for package in ("rankzero", "datasets", "tokenizers", "pyarrow", "numpy", "kiwipiepy"):
         try:
             found[package] = version(package)
