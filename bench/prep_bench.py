@@ -18,10 +18,11 @@ runs it. Three more modes show what that malloc is worth, each against its own b
   (a0) rankzero under glibc malloc    (a) with RANKZERO_MALLOC=system
   (b+) run_clm recipe under the malloc    (b) with the library train.py preloads in LD_PRELOAD
   (c+) Rust tokenizer under the malloc    (c) likewise
+  (e+) Kiwi alone under the malloc        (e) likewise
 Runs go in rounds (every mode once, back to back, per round) and each time ratio is the median of
 the per-round ratios, so the VM's drift over minutes hits both sides of a ratio alike.
 Targets (issue 2): b/a >= 2.5, a/c <= 1.3, PSS(a@4x)/PSS(a) <= 1.2, throughput(d)/throughput(e) >= 0.8;
-b+/a, a/c+ and a0/a are reported beside them, with no target.
+b+/a, a/c+, a0/a and d/e+ are reported beside them, with no target.
 The markdown printed at the end is ready to paste into bench/RESULTS.md.
 """
 
@@ -58,6 +59,7 @@ MODES = {
     "a0": "rankzero prepare under glibc malloc (RANKZERO_MALLOC=system)",
     "b+": "run_clm.py recipe under the malloc train.py preloads",
     "c+": "Rust tokenizer alone under the malloc train.py preloads",
+    "e+": "Kiwi analysis alone under the malloc train.py preloads",
 }
 SEQUENCE_LENGTH = 2048
 TOKENIZER_VOCAB = 32000
@@ -79,6 +81,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=BENCH / "out" / "prep",
                         help="where corpora, the tokenizer and per-run scratch dirs go")
     parser.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
+    parser.add_argument("--malloc", default="auto",
+                        help="RANKZERO_MALLOC for (a) and (d), and the library (b+), (c+), (e+) preload "
+                             "(auto, mimalloc, tcmalloc, jemalloc or a path; default auto, as train.py)")
     parser.add_argument("--timeout_s", type=float, default=3600, help="give up on one run after this long")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.only.split(",") if mode.strip()]
@@ -94,9 +99,16 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--scale {args.scale}: must be at least 1 (1 skips the scaled run)")
     if args.tokenizer and not (args.tokenizer / "tokenizer.json").is_file():
         problems.append(f"--tokenizer {args.tokenizer}: no tokenizer.json there")
-    if {"b+", "c+"} & set(modes) and preloaded_malloc() is None:
-        problems.append(f"--only {args.only}: (b+) and (c+) preload the malloc train.py uses, and none is installed "
-                        f"here ({malloc.INSTALL_HINT})")
+    try:
+        args.malloc_library = malloc.resolve(args.malloc)
+    except malloc.MallocError as error:
+        problems.append(f"--malloc {args.malloc}: {error}")
+        args.malloc_library = None
+    if args.malloc == "system":
+        problems.append("--malloc system: that is (a0); give a library to compare with")
+    elif {"b+", "c+", "e+"} & set(modes) and args.malloc_library is None and not problems:
+        problems.append(f"--only {args.only}: (b+), (c+) and (e+) preload the malloc train.py uses, and none is "
+                        f"installed here ({malloc.INSTALL_HINT})")
     if problems:
         parser.error("\n  ".join(problems))
     args.modes = modes
@@ -177,12 +189,8 @@ def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str
 # --- runs ---------------------------------------------------------------------------------------------
 
 
-def preloaded_malloc() -> Path | None:
-    """The library train.py preloads under its default setting (RANKZERO_MALLOC=auto), or None."""
-    return malloc.resolve("auto")
-
-
-def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, num_proc: int | None) -> tuple[list, dict]:
+def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: argparse.Namespace) -> tuple[list, dict]:
+    num_proc = args.num_proc
     python = sys.executable
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("TOKENIZERS_PARALLELISM", None)  # each tool decides for itself
@@ -190,8 +198,10 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, num_pro
         env.pop(name, None)
     if mode == "a0":
         env[malloc.ENV] = "system"
+    elif mode in ("a", "d"):
+        env[malloc.ENV] = args.malloc
     elif mode.endswith("+"):
-        env["LD_PRELOAD"] = str(preloaded_malloc())
+        env["LD_PRELOAD"] = str(args.malloc_library)
         mode = mode[0]
     if mode in ("a", "a0", "d"):
         cmd = [python, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer),
@@ -223,7 +233,7 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
     """One measured run of one mode, in a fresh scratch dir: {wall_s, peak_pss_mb, ...} or {failure}."""
     scratch = Path(tempfile.mkdtemp(prefix=f"run-{label}-", dir=args.workdir))
     try:
-        cmd, env = command_for(mode, corpus, tokenizer, scratch, args.num_proc)
+        cmd, env = command_for(mode, corpus, tokenizer, scratch, args)
         print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
         result = run_measured(cmd, env=env, cwd=str(REPO), timeout_s=args.timeout_s)
         ok, details = result["returncode"] == 0, {}
@@ -295,7 +305,7 @@ def compute_ratios(results: dict) -> list[dict]:
     """Wall-time ratios are the median of the per-round ratios; the memory ratio is of the medians."""
     a, b, c, d, e = (results.get(mode) for mode in "abcde")
     scaled = next((entry for label, entry in results.items() if label.startswith("a@")), None)
-    a0, b_malloc, c_malloc = (results.get(mode) for mode in ("a0", "b+", "c+"))
+    a0, b_malloc, c_malloc, e_malloc = (results.get(mode) for mode in ("a0", "b+", "c+", "e+"))
     rows = [
         # Same corpus for (d) and (e), so throughput(d) / throughput(e) = wall(e) / wall(d).
         ("speed-up over the run_clm recipe, b / a", (b, a), ">= 2.5", lambda v: v >= 2.5),
@@ -305,6 +315,7 @@ def compute_ratios(results: dict) -> list[dict]:
         ("speed-up over the run_clm recipe under the same malloc, b+ / a", (b_malloc, a), "—", None),
         ("time against the Rust tokenizer under the same malloc, a / c+", (a, c_malloc), "—", None),
         ("rankzero under glibc malloc against (a), a0 / a", (a0, a), "—", None),
+        ("throughput with the filter against Kiwi alone under the same malloc, d / e+", (e_malloc, d), "—", None),
     ]
     out = []
     for name, (numerator, denominator), target, met in rows:
@@ -314,6 +325,8 @@ def compute_ratios(results: dict) -> list[dict]:
             continue  # neither mode was run, or an informational ratio without its modes
         out.append({"name": name, "value": value, "per_round": per_round, "target": target,
                     "met": None if value is None or met is None else bool(met(value))})
+    if a is None and scaled is None:
+        return out
     value = ratio(scaled, a, "peak_pss_mb")
     out.append({"name": f"peak PSS {scaled['label'] if scaled else 'a@Nx'} / a", "value": value, "per_round": [],
                 "target": "<= 1.2", "met": None if value is None else value <= 1.2})
