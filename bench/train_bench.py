@@ -9,7 +9,14 @@
    (truncated to seq), padded per batch to the longest (DataCollatorForLanguageModeling), default
    TrainingArguments and DataLoader. Compared on real (non-padding) tokens per second.
 
-Tokens/s are measured after `--warmup` steps, real tokens only. Prints one JSON line per system.
+3. **rankzero under glibc malloc** — train.py with `RANKZERO_MALLOC=system`: train.py runs under
+   mimalloc when it is installed (rankzero/malloc.py), the in-process baselines under glibc.
+
+Tokens/s are measured after `--warmup` steps, real tokens only. Every system runs in a fresh process
+(the baselines as `--system bare` / `--system run_clm` children), so none inherits another's warm
+state. This VM's speed drifts by ±10% within a minute, so `--rounds` runs every system back to back
+per round and each ratio is the median of the per-round ratios. Prints one JSON line per system and
+round, then the medians.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,25 +45,31 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps")
+    parser.add_argument("--rounds", type=int, default=3, help="every system once per round; ratios are medians")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps, 1 round")
     parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--system", choices=("all", "bare", "run_clm"), default="all",
+                        help="run one baseline in this process and print its JSON line (used by the main run)")
     args = parser.parse_args()
     if args.smoke:
-        args.seq, args.steps, args.warmup = 128, 30, 5
+        args.seq, args.steps, args.warmup, args.rounds = 128, 30, 5, 1
     return args
 
 
-def rankzero_run(args, work: Path) -> dict:
-    """train.py itself, in a subprocess; tokens/s from trainer_state.json after warm-up."""
-    out = work / "rankzero"
+def rankzero_run(args, work: Path, malloc: str = "auto") -> dict:
+    """train.py itself, in a subprocess (RANKZERO_MALLOC=`malloc`); tokens/s from trainer_state.json after warm-up."""
+    out = work / f"rankzero-{malloc}"
+    shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
                "--logging_steps", str(args.warmup), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    subprocess.run(command, check=True, capture_output=True, text=True, env={**env, "RANKZERO_MALLOC": malloc})
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
     after = logs[1:] or logs  # the first interval holds start-up
-    return {"system": "rankzero train.py", "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
+    name = "rankzero train.py" + (" under glibc malloc" if malloc == "system" else "")
+    return {"system": name, "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
             **({"mfu": after[-1]["mfu"]} if "mfu" in after[-1] else {})}
 
 
@@ -139,35 +154,66 @@ def run_clm_style(args, documents) -> dict:
             "tokens_per_second": Clock.tokens / (time.perf_counter() - Clock.started)}
 
 
-def main() -> None:
-    args = parse()
-    work = Path(args.work_dir or tempfile.mkdtemp(prefix="train_bench-"))
+def prepare_data(args, work: Path) -> tuple[str, str]:
+    """The tokenizer (trained once into `work`) and the packed and unpacked datasets (cached in `work`)."""
     if args.tokenizer_path is None:
         args.tokenizer_path = str(work / "tokenizer")
         if not (work / "tokenizer" / "tokenizer.json").is_file():
             subprocess.run([sys.executable, str(REPO / "scripts/train_tokenizer.py"), "--dataset", *args.dataset,
                             "--vocab_size", "2048", "--output_dir", args.tokenizer_path], check=True, capture_output=True)
-    prepared = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", *args.dataset,
-                               "--tokenizer_path", args.tokenizer_path, "--max_seq_length", str(args.seq),
-                               "--cache_dir", str(work / "cache")], check=True, capture_output=True, text=True)
-    prepared_dir = prepared.stdout.strip().splitlines()[-1].split("prepared: ", 1)[1]
-    from datasets import load_from_disk
+    prepared = []
+    for extra, seq in (([], args.seq), (["--no_packing"], 100000)):
+        result = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", *extra, "--dataset",
+                                 *args.dataset, "--tokenizer_path", args.tokenizer_path, "--max_seq_length", str(seq),
+                                 "--cache_dir", str(work / "cache")], check=True, capture_output=True, text=True)
+        prepared.append(result.stdout.strip().splitlines()[-1].split("prepared: ", 1)[1])
+    return prepared[0], prepared[1]
 
-    blocks = load_from_disk(prepared_dir)["input_ids"]
-    unpacked = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--no_packing", "--dataset",
-                               *args.dataset, "--tokenizer_path", args.tokenizer_path, "--max_seq_length", "100000",
-                               "--cache_dir", str(work / "cache")], check=True, capture_output=True, text=True)
-    documents = load_from_disk(unpacked.stdout.strip().splitlines()[-1].split("prepared: ", 1)[1])["input_ids"]
+
+def baseline_run(args, work: Path, system: str) -> dict:
+    """One baseline in a fresh child process (`--system`), on the data this run prepared."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--system", system, "--work_dir", str(work),
+               "--model_config", args.model_config, "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
+               "--seq", str(args.seq), "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    result = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    args = parse()
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="train_bench-"))
+    packed, unpacked = prepare_data(args, work)
+    if args.system != "all":
+        from datasets import load_from_disk
+
+        if args.system == "bare":
+            result = bare_loop(args, load_from_disk(packed)["input_ids"])
+        else:
+            result = run_clm_style(args, load_from_disk(unpacked)["input_ids"])
+        print(json.dumps(result), flush=True)
+        return
 
     import torch
 
     machine = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU x{os.cpu_count()}",
                "seq": args.seq, "batch": args.batch, "steps": args.steps, "model_config": Path(args.model_config).name}
-    results = [rankzero_run(args, work), bare_loop(args, blocks), run_clm_style(args, documents)]
-    for result in results:
-        print(json.dumps({**machine, **result}), flush=True)
-    print(json.dumps({"rankzero_vs_bare": round(results[0]["tokens_per_second"] / results[1]["tokens_per_second"], 3),
-                      "rankzero_vs_run_clm": round(results[0]["tokens_per_second"] / results[2]["tokens_per_second"], 3)}))
+    rounds = []
+    for round_index in range(args.rounds):
+        results = [rankzero_run(args, work), rankzero_run(args, work, "system"), baseline_run(args, work, "bare"),
+                   baseline_run(args, work, "run_clm")]
+        for result in results:
+            print(json.dumps({**machine, "round": round_index + 1, **result}), flush=True)
+        rounds.append([r["tokens_per_second"] for r in results])
+
+    def median_ratio(i: int, j: int) -> float:
+        return round(statistics.median(r[i] / r[j] for r in rounds), 3)
+
+    print(json.dumps({"rounds": args.rounds,
+                      "tokens_per_second": {name: round(statistics.median(r[i] for r in rounds))
+                                            for i, name in enumerate(("rankzero", "rankzero_glibc", "bare", "run_clm"))},
+                      "rankzero_vs_bare": median_ratio(0, 2), "rankzero_vs_run_clm": median_ratio(0, 3),
+                      "rankzero_glibc_vs_bare": median_ratio(1, 2), "rankzero_vs_rankzero_glibc": median_ratio(0, 1)}))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
-"""Run train.py under mimalloc (or tcmalloc, jemalloc) instead of glibc malloc, when one is installed.
+"""Run train.py under tcmalloc (or mimalloc, jemalloc) instead of glibc malloc, when one is installed.
 
 The Rust tokenizer makes several small heap allocations per word (normalized strings, their alignment
-tables, BPE words) and frees them at once; glibc malloc spends a quarter of the tokenizer's CPU on
-that. Under mimalloc the same encode takes ~25% less CPU and gives the same ids (bench/RESULTS.md).
+tables, BPE words) and frees them at once, from every Rayon thread; glibc malloc is slow at that.
+Under tcmalloc or mimalloc the same encode takes ~27% less time and gives the same ids (bench/RESULTS.md).
+Training on the CPU is where they differ: tcmalloc keeps freed activation-sized blocks for the next
+step, while glibc, mimalloc and jemalloc hand them back to the kernel and fault them in again (a
+60-step tiny-model run: 0.21M page faults under tcmalloc, 0.82M glibc, 1.18M mimalloc), so tcmalloc
+comes first.
 A malloc can only replace glibc's from a process's first allocation, through LD_PRELOAD, so
 `train.py` re-executes itself once with the library preloaded before it imports anything heavy —
 what PyTorch's CPU performance guide and Intel's PyTorch launcher do for jemalloc and tcmalloc.
 Nothing is installed from Python: no maintained wheel ships one of these libraries, so this module
-looks for a system or conda copy (`apt install libmimalloc2.0`, `conda install -c conda-forge mimalloc`).
+looks for a system or conda copy (`apt install libtcmalloc-minimal4`, `conda install -c conda-forge gperftools`).
 
-    RANKZERO_MALLOC=auto       the first found of mimalloc, tcmalloc, jemalloc; glibc when none (default)
-    RANKZERO_MALLOC=mimalloc   that one, or an error saying how to install it (also tcmalloc, jemalloc)
+    RANKZERO_MALLOC=auto       the first found of tcmalloc, mimalloc, jemalloc; glibc when none (default)
+    RANKZERO_MALLOC=tcmalloc   that one, or an error saying how to install it (also mimalloc, jemalloc)
     RANKZERO_MALLOC=system     glibc malloc, no re-exec
     RANKZERO_MALLOC=/path/lib.so   that library
 
@@ -29,14 +33,15 @@ from rankzero.errors import RankzeroError
 ENV = "RANKZERO_MALLOC"
 _REEXEC_MARK = "RANKZERO_MALLOC_REEXEC"
 
-# Fastest first, measured on the prepare bench: mimalloc ≈ tcmalloc (mimalloc with the smaller RSS) > jemalloc.
+# Preferred first (bench/RESULTS.md): tcmalloc ≈ mimalloc on the prepare and faster than both glibc
+# and mimalloc on CPU training; jemalloc is slower than either on both.
 LIBRARIES = {
-    "mimalloc": ("libmimalloc.so.2", "libmimalloc.so"),
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libtcmalloc_minimal.so", "libtcmalloc.so"),
+    "mimalloc": ("libmimalloc.so.2", "libmimalloc.so"),
     "jemalloc": ("libjemalloc.so.2", "libjemalloc.so"),
 }
-INSTALL_HINT = ("install one: `apt install libmimalloc2.0` (Debian/Ubuntu), `dnf install mimalloc` (Fedora/RHEL), "
-                "or `conda install -c conda-forge mimalloc`")
+INSTALL_HINT = ("install one: `apt install libtcmalloc-minimal4` (Debian/Ubuntu), `dnf install gperftools-libs` "
+                "(Fedora/RHEL), or `conda install -c conda-forge gperftools`")
 
 
 class MallocError(RankzeroError):
@@ -94,19 +99,19 @@ def resolve(choice: str, dirs: list[Path] | None = None) -> Path | None:
 
 
 def name_of(path: str) -> str | None:
-    """'mimalloc' for '/usr/lib/.../libmimalloc.so.2', and so on; None for any other library."""
+    """'tcmalloc' for '/usr/lib/.../libtcmalloc_minimal.so.4', and so on; None for any other library."""
     base = os.path.basename(path)
     return next((name for name in LIBRARIES if base.startswith(f"lib{name}")), None)
 
 
 def preloaded(ld_preload: str | None = None) -> str | None:
-    """The malloc named in LD_PRELOAD (mimalloc, tcmalloc, jemalloc), or None."""
+    """The malloc named in LD_PRELOAD (tcmalloc, mimalloc, jemalloc), or None."""
     entries = (ld_preload if ld_preload is not None else os.environ.get("LD_PRELOAD", "")).replace(":", " ").split()
     return next(filter(None, map(name_of, entries)), None)
 
 
 def active() -> str:
-    """What serves malloc in this process: 'mimalloc (/usr/lib/.../libmimalloc.so.2)' or 'glibc'."""
+    """What serves malloc in this process: 'tcmalloc (/usr/lib/.../libtcmalloc_minimal.so.4)' or 'glibc'."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:

@@ -1,4 +1,4 @@
-"""train.py re-executes itself once under mimalloc (rankzero/malloc.py): which library, when, and that
+"""train.py re-executes itself once under tcmalloc (rankzero/malloc.py): which library, when, and that
 the prepared data is byte-for-byte the same as under glibc malloc."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datautil import REPO, prepare_cli, prepared_dir, write_jsonl
 from rankzero import malloc
 
 INSTALLED = malloc.resolve("auto")
-needs_malloc = pytest.mark.skipif(INSTALLED is None, reason="no mimalloc/tcmalloc/jemalloc installed "
-                                  "(.ci/run installs libmimalloc2.0)")
+needs_malloc = pytest.mark.skipif(INSTALLED is None, reason="no tcmalloc/mimalloc/jemalloc installed "
+                                  "(.ci/run installs libtcmalloc-minimal4)")
 
 
 def libdir(tmp_path: Path, *names: str) -> list[Path]:
@@ -25,22 +25,22 @@ def libdir(tmp_path: Path, *names: str) -> list[Path]:
     return [tmp_path]
 
 
-def test_auto_prefers_mimalloc_then_tcmalloc_then_jemalloc(tmp_path):
+def test_auto_prefers_tcmalloc_then_mimalloc_then_jemalloc(tmp_path):
     dirs = libdir(tmp_path, "libjemalloc.so.2", "libtcmalloc_minimal.so.4", "libmimalloc.so.2")
-    assert malloc.resolve("auto", dirs) == tmp_path / "libmimalloc.so.2"
-    (tmp_path / "libmimalloc.so.2").unlink()
     assert malloc.resolve("auto", dirs) == tmp_path / "libtcmalloc_minimal.so.4"
+    (tmp_path / "libtcmalloc_minimal.so.4").unlink()
+    assert malloc.resolve("auto", dirs) == tmp_path / "libmimalloc.so.2"
     assert malloc.resolve("jemalloc", dirs) == tmp_path / "libjemalloc.so.2"
     assert malloc.resolve("system", dirs) is None
     assert malloc.resolve("auto", [tmp_path / "empty"]) is None
 
 
 def test_a_library_asked_for_that_is_missing_is_an_error_naming_the_variable(tmp_path):
-    with pytest.raises(malloc.MallocError, match=r"RANKZERO_MALLOC=mimalloc: mimalloc not found.*apt install"):
-        malloc.resolve("mimalloc", [tmp_path])
+    with pytest.raises(malloc.MallocError, match=r"RANKZERO_MALLOC=tcmalloc: tcmalloc not found.*apt install"):
+        malloc.resolve("tcmalloc", [tmp_path])
     with pytest.raises(malloc.MallocError, match=r"RANKZERO_MALLOC=/nowhere/libx.so: no such file"):
         malloc.resolve("/nowhere/libx.so", [tmp_path])
-    with pytest.raises(malloc.MallocError, match=r"expected auto, system, mimalloc"):
+    with pytest.raises(malloc.MallocError, match=r"expected auto, system, tcmalloc, mimalloc"):
         malloc.resolve("fast", [tmp_path])
 
 
@@ -89,7 +89,7 @@ def test_train_py_refuses_a_missing_library_before_any_work(tmp_path, tokenizer_
 
 
 @needs_malloc
-def test_prepared_data_is_the_same_under_mimalloc_and_glibc(tmp_path, tokenizer_dir):
+def test_prepared_data_is_the_same_under_the_preloaded_malloc_and_glibc(tmp_path, tokenizer_dir):
     from conftest import SAMPLE_TEXTS
 
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in SAMPLE_TEXTS * 20])
