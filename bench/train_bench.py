@@ -9,8 +9,9 @@
    (truncated to seq), padded per batch to the longest (DataCollatorForLanguageModeling), default
    TrainingArguments and DataLoader. Compared on real (non-padding) tokens per second.
 
-3. **rankzero under glibc malloc** — train.py with `RANKZERO_MALLOC=system`: train.py runs under
-   mimalloc when it is installed (rankzero/malloc.py), the in-process baselines under glibc.
+3. **rankzero under each malloc** in `--mallocs` (default `auto,system`): train.py runs under tcmalloc
+   when it is installed (rankzero/malloc.py), the baselines under glibc; `system` is train.py under
+   glibc too. The page faults of each train.py process tree are reported beside its tokens/s.
 
 Tokens/s are measured after `--warmup` steps, real tokens only. Every system runs in a fresh process
 (the baselines as `--system bare` / `--system run_clm` children), so none inherits another's warm
@@ -24,8 +25,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--mallocs", default="auto,system",
+                        help="RANKZERO_MALLOC settings train.py runs under, the first one compared with the baselines")
     parser.add_argument("--rounds", type=int, default=3, help="every system once per round; ratios are medians")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps, 1 round")
     parser.add_argument("--work_dir", default=None)
@@ -58,18 +62,20 @@ def parse() -> argparse.Namespace:
 
 def rankzero_run(args, work: Path, malloc: str = "auto") -> dict:
     """train.py itself, in a subprocess (RANKZERO_MALLOC=`malloc`); tokens/s from trainer_state.json after warm-up."""
-    out = work / f"rankzero-{malloc}"
+    out = work / f"rankzero-{malloc.replace('/', '_')}"
     shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
                "--logging_steps", str(args.warmup), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     subprocess.run(command, check=True, capture_output=True, text=True, env={**env, "RANKZERO_MALLOC": malloc})
+    page_faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
     after = logs[1:] or logs  # the first interval holds start-up
-    name = "rankzero train.py" + (" under glibc malloc" if malloc == "system" else "")
-    return {"system": name, "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
+    return {"system": f"rankzero train.py (RANKZERO_MALLOC={malloc})", "page_faults": page_faults,
+            "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
             **({"mfu": after[-1]["mfu"]} if "mfu" in after[-1] else {})}
 
 
@@ -198,10 +204,12 @@ def main() -> None:
 
     machine = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU x{os.cpu_count()}",
                "seq": args.seq, "batch": args.batch, "steps": args.steps, "model_config": Path(args.model_config).name}
+    mallocs = [m.strip() for m in args.mallocs.split(",") if m.strip()]
+    names = [f"rankzero[{m}]" for m in mallocs] + ["bare", "run_clm"]
     rounds = []
     for round_index in range(args.rounds):
-        results = [rankzero_run(args, work), rankzero_run(args, work, "system"), baseline_run(args, work, "bare"),
-                   baseline_run(args, work, "run_clm")]
+        results = [rankzero_run(args, work, m) for m in mallocs]
+        results += [baseline_run(args, work, "bare"), baseline_run(args, work, "run_clm")]
         for result in results:
             print(json.dumps({**machine, "round": round_index + 1, **result}), flush=True)
         rounds.append([r["tokens_per_second"] for r in results])
@@ -209,11 +217,14 @@ def main() -> None:
     def median_ratio(i: int, j: int) -> float:
         return round(statistics.median(r[i] / r[j] for r in rounds), 3)
 
-    print(json.dumps({"rounds": args.rounds,
-                      "tokens_per_second": {name: round(statistics.median(r[i] for r in rounds))
-                                            for i, name in enumerate(("rankzero", "rankzero_glibc", "bare", "run_clm"))},
-                      "rankzero_vs_bare": median_ratio(0, 2), "rankzero_vs_run_clm": median_ratio(0, 3),
-                      "rankzero_glibc_vs_bare": median_ratio(1, 2), "rankzero_vs_rankzero_glibc": median_ratio(0, 1)}))
+    bare, run_clm = len(mallocs), len(mallocs) + 1
+    summary = {"rounds": args.rounds,
+               "tokens_per_second": {name: round(statistics.median(r[i] for r in rounds)) for i, name in enumerate(names)},
+               "rankzero_vs_bare": median_ratio(0, bare), "rankzero_vs_run_clm": median_ratio(0, run_clm)}
+    for i, name in enumerate(names[1:len(mallocs)], start=1):
+        summary[f"{name}_vs_bare"] = median_ratio(i, bare)
+        summary[f"{names[0]}_vs_{name}"] = median_ratio(0, i)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":
