@@ -19,6 +19,7 @@ runs it. Three more modes show what that malloc is worth, each against its own b
   (b+) run_clm recipe under the malloc    (b) with the library train.py preloads in LD_PRELOAD
   (c+) Rust tokenizer under the malloc    (c) likewise
   (e+) Kiwi alone under the malloc        (e) likewise
+  (a:X) rankzero with RANKZERO_MALLOC=X   e.g. --only a:tcmalloc,a:mimalloc to compare allocators
 Runs go in rounds (every mode once, back to back, per round) and each time ratio is the median of
 the per-round ratios, so the VM's drift over minutes hits both sides of a ratio alike.
 Targets (issue 2): b/a >= 2.5, a/c <= 1.3, PSS(a@4x)/PSS(a) <= 1.2, throughput(d)/throughput(e) >= 0.8;
@@ -70,7 +71,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size_mb", type=float, default=50, help="corpus size in MiB (issue 2 asks >= 50)")
     parser.add_argument("--runs", type=int, default=1, help="runs per mode; the median is reported")
-    parser.add_argument("--only", default="a,b,c,d,e", help=f"comma-separated modes out of {','.join(MODES)}")
+    parser.add_argument("--only", default="a,b,c,d,e",
+                        help=f"comma-separated modes out of {','.join(MODES)}, or a:X for (a) under RANKZERO_MALLOC=X")
     parser.add_argument("--scale", type=int, default=4,
                         help="also run (a) on a corpus this many times larger, for peak memory (1 = skip)")
     parser.add_argument("--tokenizer", type=Path, default=None,
@@ -87,7 +89,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout_s", type=float, default=3600, help="give up on one run after this long")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.only.split(",") if mode.strip()]
-    unknown = [mode for mode in modes if mode not in MODES]
+    unknown = [mode for mode in modes if mode not in MODES and not mode.startswith("a:")]
     problems = []
     if unknown:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
@@ -97,6 +99,12 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--runs {args.runs}: must be at least 1")
     if args.scale < 1:
         problems.append(f"--scale {args.scale}: must be at least 1 (1 skips the scaled run)")
+    for mode in modes:
+        if mode.startswith("a:"):
+            try:
+                malloc.resolve(mode[2:])
+            except malloc.MallocError as error:
+                problems.append(f"--only {mode}: {error}")
     if args.tokenizer and not (args.tokenizer / "tokenizer.json").is_file():
         problems.append(f"--tokenizer {args.tokenizer}: no tokenizer.json there")
     try:
@@ -189,6 +197,14 @@ def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str
 # --- runs ---------------------------------------------------------------------------------------------
 
 
+def is_rankzero(mode: str) -> bool:
+    return mode in ("a", "a0", "d") or mode.startswith("a:")
+
+
+def describe(mode: str) -> str:
+    return f"rankzero prepare under RANKZERO_MALLOC={mode[2:]}" if mode.startswith("a:") else MODES[mode]
+
+
 def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: argparse.Namespace) -> tuple[list, dict]:
     num_proc = args.num_proc
     python = sys.executable
@@ -198,12 +214,14 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
         env.pop(name, None)
     if mode == "a0":
         env[malloc.ENV] = "system"
+    elif mode.startswith("a:"):
+        env[malloc.ENV] = mode[2:]
     elif mode in ("a", "d"):
         env[malloc.ENV] = args.malloc
     elif mode.endswith("+"):
         env["LD_PRELOAD"] = str(args.malloc_library)
         mode = mode[0]
-    if mode in ("a", "a0", "d"):
+    if is_rankzero(mode):
         cmd = [python, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer),
                "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir", str(scratch / "cache")]
         if mode == "d":
@@ -237,13 +255,13 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
         print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
         result = run_measured(cmd, env=env, cwd=str(REPO), timeout_s=args.timeout_s)
         ok, details = result["returncode"] == 0, {}
-        if ok and mode in ("a", "a0", "d"):
+        if ok and is_rankzero(mode):
             ok, details = check_prepared(result["stdout"])
         if not ok:
             print(f"[{label}] FAILED (exit {result['returncode']}):\n{result['stderr'][-2000:]}", file=sys.stderr)
             return {"cmd": cmd, "failure": {"returncode": result["returncode"], "stdout_tail": result["stdout"][-2000:],
                                             "stderr_tail": result["stderr"][-4000:]}}
-        if mode not in ("a", "a0", "d"):
+        if not is_rankzero(mode):
             details = {"summary": result["stdout"].strip().splitlines()[-1] if result["stdout"].strip() else ""}
         print(f"[{label}] {result['wall_s']:.1f} s, peak PSS {result['peak_pss_mb']:.0f} MB", file=sys.stderr)
         return {"cmd": cmd, "wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"], **details}
@@ -253,7 +271,7 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
 
 def summarize(mode: str, label: str, corpus: Path, corpus_bytes: int, runs: list[dict]) -> dict:
     """Medians over a mode's runs (or the first failure)."""
-    entry = {"mode": mode, "label": label, "what": MODES[mode], "corpus": str(corpus), "corpus_bytes": corpus_bytes,
+    entry = {"mode": mode, "label": label, "what": describe(mode), "corpus": str(corpus), "corpus_bytes": corpus_bytes,
              "cmd": runs[-1]["cmd"], "walls_s": [r["wall_s"] for r in runs if "wall_s" in r],
              "peak_pss_mbs": [r["peak_pss_mb"] for r in runs if "peak_pss_mb" in r]}
     entry.update({k: v for k, v in runs[-1].items() if k not in ("cmd", "wall_s", "peak_pss_mb")})
@@ -317,6 +335,8 @@ def compute_ratios(results: dict) -> list[dict]:
         ("rankzero under glibc malloc against (a), a0 / a", (a0, a), "—", None),
         ("throughput with the filter against Kiwi alone under the same malloc, d / e+", (e_malloc, d), "—", None),
     ]
+    rows += [(f"rankzero under RANKZERO_MALLOC={label[2:]} against (a), {label} / a", (entry, a), "—", None)
+             for label, entry in results.items() if label.startswith("a:")]
     out = []
     for name, (numerator, denominator), target, met in rows:
         per_round = paired_ratios(numerator, denominator)
