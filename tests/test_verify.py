@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CLEARED = ("DATASET_NUM_PROC", "DATASET_BATCH_SIZE", "DATASET_WRITER_BATCH_SIZE", "TOKENIZERS_PARALLELISM",
-           "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "RANKZERO_CACHE")
+           "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "RANKZERO_CACHE", "RANKZERO_MALLOC", "LD_PRELOAD")
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,24 @@ def test_failures_exit_non_zero_naming_each_problem(tmp_path):
     assert report["checks"]["tokenizer"]["status"] == "fail"
     assert str(missing) in result.stderr and "DATASET_NUM_PROC" in result.stderr  # all problems, together
     assert len(report["problems"]) == 2
+
+
+def test_malloc_check_says_what_train_py_will_preload(verify, monkeypatch, tmp_path):
+    from rankzero import malloc
+
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.setattr(malloc, "search_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("RANKZERO_MALLOC", "auto")
+    check = verify.check_malloc()
+    assert check.status == verify.WARN and "apt install libtcmalloc-minimal4" in check.advice
+    (tmp_path / "libtcmalloc_minimal.so.4").write_bytes(b"")
+    check = verify.check_malloc()
+    assert check.status == verify.OK and str(tmp_path / "libtcmalloc_minimal.so.4") in check.value
+    monkeypatch.setenv("RANKZERO_MALLOC", "system")
+    assert verify.check_malloc().status == verify.INFO
+    monkeypatch.setenv("RANKZERO_MALLOC", str(tmp_path / "libnone.so"))
+    check = verify.check_malloc()
+    assert check.status == verify.FAIL and "no such file" in check.value
 
 
 def test_tokenizer_dir_without_tokenizer_json_fails(verify, tmp_path):
