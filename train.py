@@ -46,7 +46,7 @@ if __name__ == "__main__":
     from rankzero.errors import run_cli
     from rankzero.malloc import reexec_preloaded
 
-    # First thing: re-execute under mimalloc when it is installed (rankzero/malloc.py says why); this
+    # First thing: re-execute under tcmalloc when it is installed (rankzero/malloc.py says why); this
     # returns only when the process is not replaced.
     status = run_cli(reexec_preloaded)
     sys.exit(status or run_cli(main))

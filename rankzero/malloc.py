@@ -5,8 +5,9 @@ tables, BPE words) and frees them at once, from every Rayon thread; glibc malloc
 Under tcmalloc or mimalloc the same encode takes ~27% less time and gives the same ids (bench/RESULTS.md).
 Training on the CPU is where they differ: tcmalloc keeps freed activation-sized blocks for the next
 step, while glibc, mimalloc and jemalloc hand them back to the kernel and fault them in again (a
-60-step tiny-model run: 0.21M page faults under tcmalloc, 0.82M glibc, 1.18M mimalloc), so tcmalloc
-comes first.
+60-step tiny-model run, bench/train_bench.py: 0.20M page faults under tcmalloc, 0.77-0.91M glibc,
+1.17M mimalloc; 1.35x the tokens/s of glibc), so tcmalloc comes first.
+
 A malloc can only replace glibc's from a process's first allocation, through LD_PRELOAD, so
 `train.py` re-executes itself once with the library preloaded before it imports anything heavy —
 what PyTorch's CPU performance guide and Intel's PyTorch launcher do for jemalloc and tcmalloc.
