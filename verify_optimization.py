@@ -377,8 +377,9 @@ def check_malloc() -> Check:
         library = malloc.resolve(choice)
     except malloc.MallocError as error:
         return Check("malloc", FAIL, str(error), f"train.py will refuse it: unset {malloc.ENV}", data)
-    if malloc.preloaded():
-        return Check("malloc", OK, f"{malloc.preloaded()} (already in LD_PRELOAD)", "", {**data, "library": None})
+    already = malloc.preloaded()
+    if already:
+        return Check("malloc", OK, f"{already} (already in LD_PRELOAD)", "", {**data, "library": None})
     if library is not None:
         return Check("malloc", OK, f"{library} (train.py preloads it)", "", {**data, "library": str(library)})
     if choice.strip() == "system":
@@ -386,7 +387,7 @@ def check_malloc() -> Check:
     if sys.platform != "linux":
         return Check("malloc", INFO, "system malloc (preloading is Linux only)", "", {**data, "library": None})
     return Check("malloc", WARN, "glibc: no tcmalloc, mimalloc or jemalloc found",
-                 f"tokenizing takes ~1.37x the time under glibc malloc: {malloc.INSTALL_HINT}", {**data, "library": None})
+                 f"preparing data takes ~1.4x the time under glibc malloc: {malloc.INSTALL_HINT}", {**data, "library": None})
 
 
 # --- packages, Kiwi, GPU ---------------------------------------------------------------------

@@ -212,12 +212,8 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
     env.pop("TOKENIZERS_PARALLELISM", None)  # each tool decides for itself
     for name in ("LD_PRELOAD", malloc.ENV):  # (a) and (d) as train.py chooses; the baselines under glibc
         env.pop(name, None)
-    if mode == "a0":
-        env[malloc.ENV] = "system"
-    elif mode.startswith("a:"):
-        env[malloc.ENV] = mode[2:]
-    elif mode in ("a", "d"):
-        env[malloc.ENV] = args.malloc
+    if is_rankzero(mode):  # (a0) is (a:system); (a) and (d) run under --malloc (default auto, as train.py)
+        env[malloc.ENV] = "system" if mode == "a0" else mode[2:] if mode.startswith("a:") else args.malloc
     elif mode.endswith("+"):
         env["LD_PRELOAD"] = str(args.malloc_library)
         mode = mode[0]

@@ -60,6 +60,11 @@ def parse() -> argparse.Namespace:
     return args
 
 
+def environment_without_preload() -> dict:
+    """This environment minus LD_PRELOAD: each system runs under the malloc the bench gives it, not ours."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def rankzero_run(args, work: Path, malloc: str = "auto") -> dict:
     """train.py itself, in a subprocess (RANKZERO_MALLOC=`malloc`); tokens/s from trainer_state.json after warm-up."""
     out = work / f"rankzero-{malloc.replace('/', '_')}"
@@ -68,7 +73,7 @@ def rankzero_run(args, work: Path, malloc: str = "auto") -> dict:
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
                "--logging_steps", str(args.warmup), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = environment_without_preload()
     faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     subprocess.run(command, check=True, capture_output=True, text=True, env={**env, "RANKZERO_MALLOC": malloc})
     page_faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before
@@ -181,7 +186,7 @@ def baseline_run(args, work: Path, system: str) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--system", system, "--work_dir", str(work),
                "--model_config", args.model_config, "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--seq", str(args.seq), "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = environment_without_preload()
     result = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
