@@ -31,7 +31,8 @@ TRAINING_ALIASES = {
 
 @dataclass
 class DataArguments:
-    """What to prepare, and how. Everything here except the worker/batch knobs enters the fingerprint."""
+    """What to prepare, and how. Everything here except the worker/batch knobs and the tokenizer engine
+    enters the fingerprint."""
 
     dataset: list[str] = field(
         default_factory=list,
@@ -59,6 +60,12 @@ class DataArguments:
         default="pretrain",
         metadata={"help": "pretrain: learn every token; sft: mask prompt tokens (labels -100).",
                   "choices": ["pretrain", "sft"]},
+    )
+    tokenizer_engine: str = field(
+        default="auto",
+        metadata={"help": "Who encodes: fastokens when installed and it gives the HF tokenizer's ids on a check "
+                  "(auto), always fastokens (an error if it cannot), or the HF tokenizer (hf). Never changes the output.",
+                  "choices": ["auto", "fastokens", "hf"]},
     )
     quality_filter: str = field(
         default="none", metadata={"help": "Quality filter.", "choices": ["none", "ko"]}
@@ -259,6 +266,11 @@ def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -
         problems.append(f"--tokenizer_path {data.tokenizer_path}: no such directory")
     if data.max_seq_length < 2:
         problems.append(f"--max_seq_length {data.max_seq_length}: must be at least 2")
+    if data.tokenizer_engine == "fastokens":
+        from rankzero.data.tokenize import fastokens_installed
+
+        if not fastokens_installed():
+            problems.append("--tokenizer_engine fastokens: the fastokens package is not installed (pip install fastokens)")
     if data.quality_config and not Path(data.quality_config).is_file():
         problems.append(f"--quality_config {data.quality_config}: no such file")
     for name in ("dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size"):

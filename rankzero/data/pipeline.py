@@ -48,7 +48,7 @@ import pyarrow as pa
 from rankzero.data.pack import Packer, arrow_array, list_array, numpy_view
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.sources import Source, iter_chunks, resolve_source
-from rankzero.data.tokenize import DocumentEncoder, TokenizerInfo, load_tokenizer
+from rankzero.data.tokenize import SAMPLE_CHARS, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer, select_engine
 from rankzero.errors import RankzeroError
 
 logger = logging.getLogger(__name__)
@@ -79,16 +79,16 @@ class ChunkResult:
 
 
 class ChunkProcessor:
-    """Everything a worker needs, built once in the parent before the fork (the Kiwi filter excepted:
-    see `_start_pool`)."""
+    """Everything the per-chunk work needs: built once in this process, or in each worker process
+    from the same arguments (see `_start_pool`)."""
 
-    def __init__(self, data_args, tokenizer: TokenizerInfo):
+    def __init__(self, data_args, tokenizer: TokenizerInfo, engine=None):
         self.text_column = data_args.text_column
         self.with_labels = data_args.mode == "sft"
         self.skip_bad_records = data_args.skip_bad_records
         self.on_decode_error = data_args.on_decode_error
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
-        self.encoder = DocumentEncoder(tokenizer)
+        self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = None
 
     def __call__(self, chunk) -> ChunkResult:
@@ -120,13 +120,16 @@ class ChunkProcessor:
 _PROCESSOR: ChunkProcessor | None = None
 
 
-def _worker_init(quality_config=None, kiwi_threads: int = 0) -> None:
-    # The parent may have used the Rust thread pool; a forked child must not (it would deadlock).
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    if quality_config is not None:
-        from rankzero.data.quality import QualityFilter
+def _worker_init(data_args, engine_name: str, quality_config, kiwi_threads: int) -> None:
+    """A fresh (spawned) worker builds its own tokenizer, engine and Kiwi from paths: nothing with a
+    thread pool crosses a fork (a forked Kiwi pool hangs, and so does fastokens' Rayon pool)."""
+    global _PROCESSOR
+    from rankzero.data.quality import QualityFilter
 
-        _PROCESSOR.quality_filter = QualityFilter(quality_config, threads=kiwi_threads)
+    set_rust_threads(kiwi_threads)
+    tokenizer = load_tokenizer(data_args.tokenizer_path)
+    _PROCESSOR = ChunkProcessor(data_args, tokenizer, build_engine(engine_name, tokenizer))
+    _PROCESSOR.quality_filter = QualityFilter(quality_config, threads=kiwi_threads)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -145,36 +148,40 @@ def _process_in_worker(chunk) -> ChunkResult:
 KIWI_THREADS_PER_PROCESS = 2
 
 
-def _start_pool(workers: int, quality_config):
+def set_rust_threads(threads: int) -> None:
+    """Size the Rayon pools of `tokenizers` and fastokens; each reads its variable once, when it starts."""
+    os.environ.setdefault("RAYON_RS_NUM_THREADS", str(threads))  # tokenizers
+    os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # fastokens
+
+
+def _start_pool(workers: int, data_args, engine_name: str, quality_config):
     """Where the per-chunk work runs; returns (executor or None for inline, the parent's quality filter).
 
-    Without the Kiwi filter the work is the Rust tokenizer: threads in this process whose
-    `encode_batch_fast` calls release the GIL and share one Rust thread pool of `workers` threads,
-    while another thread parses the next chunk. That uses 18% less CPU than one single-threaded
-    tokenizer per process (bench/RESULTS.md) and ships no data between processes.
+    Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
+    release the GIL and share one Rust thread pool of `workers` threads, while another thread parses
+    the next chunk. Nothing is shipped between processes.
 
     With it, Kiwi dominates. Each process runs Kiwi's own thread pool over a chunk's Korean documents
     (C++, no GIL) while its Python thread turns finished analyses into statistics; processes add
-    Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each. A process
-    builds its Kiwi after the fork — a forked Kiwi thread pool hangs. On a 2-core machine that is one
-    process: this one, no fork at all.
+    Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
+    fresh (spawn) and building their own tokenizer and Kiwi. On a 2-core machine that is one
+    process: this one, with no second process at all.
     """
     if quality_config is None:
+        set_rust_threads(max(workers, 1))
         if workers <= 1:
-            os.environ.setdefault("RAYON_RS_NUM_THREADS", "1")
             return None, None
-        os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))  # read once, when the Rust pool starts
         return ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode"), None
     from rankzero.data.quality import QualityFilter
 
     processes = workers // KIWI_THREADS_PER_PROCESS
     if processes <= 1:
-        os.environ.setdefault("RAYON_RS_NUM_THREADS", str(workers))
+        set_rust_threads(workers)
         return None, QualityFilter(quality_config, threads=workers)
     import multiprocessing
 
-    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init,
-                               initargs=(quality_config, KIWI_THREADS_PER_PROCESS)), None
+    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                               initargs=(data_args, engine_name, quality_config, KIWI_THREADS_PER_PROCESS)), None
 
 
 class _Ready:
@@ -260,6 +267,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     tokenizer = tokenizer or load_tokenizer(data_args.tokenizer_path)
     stats = [SourceStats(s.spec, s.weight) for s in sources]
     quality = quality_config(data_args)
+    engine = select_engine(tokenizer, data_args.tokenizer_engine, corpus_sample(data_args, sources, tokenizer))
     with_labels = data_args.mode == "sft"
     rng = np.random.default_rng(seed)
     bucket_dir = out_dir / "_buckets"
@@ -289,7 +297,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(data_args, sources, tokenizer, quality, stats, sinks, progress, seconds)
+            _encode_sources(data_args, sources, tokenizer, engine.engine, quality, stats, sinks, progress, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -349,6 +357,7 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
         "sources": [_source_manifest(s, tokens_out + tail_tokens) for s in stats],
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
                       "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
+        "tokenizer_engine": engine.describe(),
         "quality_filter": data_args.quality_filter,
         "quality_settings": quality.to_dict() if quality else None,
         "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
@@ -372,11 +381,36 @@ def quality_config(data_args):
     return QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
 
 
-def _encode_sources(data_args, sources, tokenizer, quality_config, stats, sinks: list[Callable], progress: Progress,
-                    seconds: Counter) -> None:
+def corpus_sample(data_args, sources: list[Source], tokenizer: TokenizerInfo) -> list[str]:
+    """Texts from the start of every source (~SAMPLE_CHARS in all), as the pipeline would encode them,
+    for the tokenizer-engine check. Bad records are skipped here: the build itself reports them."""
+    renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
+    budget = max(SAMPLE_CHARS // max(len(sources), 1), 16 << 10)
+    sample = []
+    for index, source in enumerate(sources):
+        chunks = iter_chunks(source, index, 64, data_args.txt_sample_by)
+        try:
+            parsed = chunk_documents(next(chunks), data_args.text_column, renderer, with_masks=data_args.mode == "sft",
+                                     skip_bad_records=True, on_decode_error="replace")
+        except (StopIteration, RankzeroError):
+            continue
+        finally:
+            chunks.close()
+        taken = 0
+        for segments in parsed.documents:
+            for text, _ in segments:
+                sample.append(text[:budget - taken])
+                taken += len(sample[-1])
+            if taken >= budget:
+                break
+    return sample
+
+
+def _encode_sources(data_args, sources, tokenizer, engine, quality_config, stats, sinks: list[Callable],
+                    progress: Progress, seconds: Counter) -> None:
     """Stage A: every source's documents, tokenized, to `sinks[source_index](ids, lengths, labels)`."""
     global _PROCESSOR
-    _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer)
+    _PROCESSOR = processor = ChunkProcessor(data_args, tokenizer, engine)
     workers = data_args.dataset_num_proc
     seen: set[int] = set()
 
@@ -408,7 +442,7 @@ def _encode_sources(data_args, sources, tokenizer, quality_config, stats, sinks:
     chunks = (chunk for index, source in enumerate(sources)
               for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
     # With a process pool the workers build their own filters (see _worker_init); this one stays None.
-    pool, processor.quality_filter = _start_pool(workers, quality_config)
+    pool, processor.quality_filter = _start_pool(workers, data_args, engine.name, quality_config)
     in_flight: deque = deque()
     try:
         for chunk in chunks:
@@ -661,7 +695,7 @@ def _versions() -> dict:
     from rankzero import malloc
 
     found = {"python": platform.python_version(), "malloc": malloc.active()}
-    for package in ("rankzero", "datasets", "tokenizers", "pyarrow", "numpy", "kiwipiepy"):
+    for package in ("rankzero", "datasets", "tokenizers", "fastokens", "pyarrow", "numpy", "kiwipiepy"):
         try:
             found[package] = version(package)
         except PackageNotFoundError:
