@@ -10,6 +10,8 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (a) rankzero        train.py --tokenize_only --packing --max_seq_length 2048 --cache_dir FRESH
   (b) run_clm recipe  bench/baselines/runclm_recipe.py: datasets.map(tokenizer(...)), group_texts, save_to_disk
   (c) Rust tokenizer  bench/baselines/rust_tokenizer_only.py: encode_batch_fast on all cores, nothing written
+  (c2) fastokens      bench/baselines/fastokens_only.py: encode_batch_flat on all cores, nothing written
+  (ah) rankzero on the HF tokenizer   (a) with --tokenizer_engine hf
   (d) rankzero + filter   (a) with --quality_filter ko
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
   (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
@@ -55,6 +57,8 @@ MODES = {
     "a": "rankzero prepare (packing, 2048)",
     "b": "run_clm.py recipe (datasets.map + group_texts + save_to_disk)",
     "c": "Rust tokenizer alone (encode_batch_fast)",
+    "c2": "fastokens alone (encode_batch_flat)",
+    "ah": "rankzero prepare with --tokenizer_engine hf",
     "d": "rankzero prepare + --quality_filter ko",
     "e": "Kiwi analysis alone (split_into_sents)",
     "a0": "rankzero prepare under glibc malloc (RANKZERO_MALLOC=system)",
@@ -198,7 +202,7 @@ def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str
 
 
 def is_rankzero(mode: str) -> bool:
-    return mode in ("a", "a0", "d") or mode.startswith("a:")
+    return mode in ("a", "a0", "ah", "d") or mode.startswith("a:")
 
 
 def describe(mode: str) -> str:
@@ -216,12 +220,14 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
         env[malloc.ENV] = "system" if mode == "a0" else mode[2:] if mode.startswith("a:") else args.malloc
     elif mode.endswith("+"):
         env["LD_PRELOAD"] = str(args.malloc_library)
-        mode = mode[0]
+        mode = mode[:-1]
     if is_rankzero(mode):
         cmd = [python, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer),
                "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir", str(scratch / "cache")]
         if mode == "d":
             cmd += ["--quality_filter", "ko"]
+        if mode == "ah":
+            cmd += ["--tokenizer_engine", "hf"]
         if num_proc:
             env["DATASET_NUM_PROC"] = str(num_proc)
     elif mode == "b":
@@ -229,10 +235,11 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
                "--tokenizer_path", str(tokenizer), "--block_size", str(SEQUENCE_LENGTH),
                "--num_proc", str(num_proc or usable_cores()), "--output_dir", str(scratch / "grouped")]
         env["HF_DATASETS_CACHE"] = str(scratch / "hf_datasets_cache")  # fresh: no map() result is reused
-    elif mode == "c":
-        cmd = [python, str(BENCH / "baselines" / "rust_tokenizer_only.py"), str(corpus), str(tokenizer)]
+    elif mode in ("c", "c2"):
+        script = "rust_tokenizer_only.py" if mode == "c" else "fastokens_only.py"
+        cmd = [python, str(BENCH / "baselines" / script), str(corpus), str(tokenizer)]
         if num_proc:
-            env["RAYON_NUM_THREADS"] = str(num_proc)
+            env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_THREADS"] = str(num_proc)
     else:
         cmd = [python, str(BENCH / "baselines" / "kiwi_only.py"), str(corpus),
                "--num_workers", str(num_proc or usable_cores())]

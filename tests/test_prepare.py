@@ -60,7 +60,7 @@ def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
     import datasets
     import pyarrow as pa
 
-    from rankzero.data.pipeline import _write_dataset_metadata, output_features, output_schema
+    from rankzero.data.shards import output_features, output_schema, write_dataset_metadata
 
     features = datasets.Features({name: datasets.List(datasets.Value("int32")) for name in columns})
     assert output_features(columns) == features.to_dict()
@@ -69,7 +69,7 @@ def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
     datasets.Dataset.from_dict({name: [[1, 2]] for name in columns}, features=features).save_to_disk(str(reference))
     ours = tmp_path / "ours"
     ours.mkdir()
-    _write_dataset_metadata(ours, columns, 1, "f" * 16)
+    write_dataset_metadata(ours, columns, ["data-00000-of-00001.arrow"], "f" * 16)
     for name in ("state.json", "dataset_info.json"):
         expected, got = (json.loads((d / name).read_text()) for d in (reference, ours))
         expected.pop("_fingerprint", None), got.pop("_fingerprint", None)

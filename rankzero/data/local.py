@@ -1,0 +1,286 @@
+"""The local build engine: one builder process (plus its threads or worker processes) on one machine.
+
+    manifest = build_local(plan, out_dir, on_progress)     # called by pipeline.build_dataset
+
+A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`stage.py`) parses,
+   converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
+   work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
+   (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
+   order, so the output never depends on worker count or timing; exact duplicates are dropped
+   globally, first one wins.
+B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
+   stage A's results arrive (when every source's size is known: hub sources are staged too). With
+   `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
+   known the ratios are exact: a source above its natural share is read again (repeats), below it is
+   subsampled (seeded).
+C. *Shuffle*. Each bucket (~16 MB) is loaded, permuted and appended to the output shards (~256 MB),
+   so the dataset is a uniform seeded shuffle of the blocks while memory stays at one bucket,
+   whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import shutil
+import signal
+import time
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from rankzero.data.pack import Packer
+from rankzero.data.plan import Plan
+from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
+from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
+                                  select_documents, write_dataset_metadata, write_shuffled_shards)
+from rankzero.data.sources import iter_chunks
+from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
+from rankzero.errors import RankzeroError
+
+KIWI_THREADS_PER_PROCESS = 2
+
+
+def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
+    t_start = time.perf_counter()
+    data_args = plan.data_args
+    engine = plan.choose_engine()
+    stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
+    rng = np.random.default_rng(plan.seed)
+    bucket_dir = out_dir / "_buckets"
+    packer = Packer(data_args.max_seq_length, data_args.packing)
+    t_setup = time.perf_counter()
+
+    sizes = [s.total_bytes() for s in plan.sources]
+    progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
+    seconds = Counter()
+    # Without weights every document goes out exactly once, so blocks are packed and scattered as the
+    # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
+    # weights the ratios need every source's token count first: documents are staged per source,
+    # then read again (stage B).
+    direct = all(s.weight is None for s in plan.sources) and progress.total_bytes is not None
+    with contextlib.ExitStack() as cleanup:
+        if direct:
+            scatter = cleanup.enter_context(
+                BlockScatter(packer, bucket_count(progress.total_bytes, plan.with_labels), bucket_dir, rng))
+            sinks = [_counting_sink(scatter, stat) for stat in stats]
+        else:
+            staging = out_dir / "_staging"
+            staging.mkdir(parents=True, exist_ok=True)
+            writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", plan.with_labels))
+                       for i in range(len(plan.sources))]
+            sinks = [writer.write for writer in writers]
+        # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
+        # reference cycles; the cyclic GC's passes over them cost ~0.3 CPU-s per 50 MiB, for nothing.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            _encode_sources(plan, engine.engine, stats, sinks, progress, seconds)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        t_encode = time.perf_counter()
+
+        if sum(s.docs_kept for s in stats) == 0:
+            raise RankzeroError(nothing_left_message(stats, data_args))
+        progress.stage = "pack and shuffle"
+        progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
+        if not direct:
+            for writer in writers:
+                writer.close()
+            mixing_ratios(stats)
+            total_out_tokens = sum(s.tokens * s.ratio for s in stats)
+            scatter = cleanup.enter_context(
+                BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
+            _feed_staged(scatter, [w.path for w in writers], stats, rng)
+            shutil.rmtree(staging)
+        tail_tokens = scatter.finish()
+        bucket_counts = scatter.counts
+    t_pack = time.perf_counter()
+
+    sequences = int(sum(bucket_counts))
+    if sequences == 0:
+        raise RankzeroError(
+            f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
+            f"{data_args.max_seq_length}; add data or lower --max_seq_length")
+    names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, plan.columns,
+                                  data_args.dataset_writer_batch_size)
+    shutil.rmtree(bucket_dir)
+    data_files = name_data_files(out_dir, names)
+    write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    t_write = time.perf_counter()
+
+    timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
+               "shuffle_write_s": t_write - t_pack, "total_s": t_write - t_start}
+    return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+                          timings=timings, worker_seconds=seconds)
+
+
+def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
+    def add(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
+        stat.tokens_out += int(lengths.sum())
+        stat.documents_out += len(lengths)
+        scatter.add(ids, lengths, labels)
+
+    return add
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage A: where the per-chunk work runs
+
+
+_STAGE: Stage | None = None  # the stage of this process: the builder's, or a worker's own
+
+
+def _worker_init(data_args, engine_name: str, quality_config, threads: int) -> None:
+    global _STAGE
+    _STAGE = Stage.in_worker(data_args, engine_name, quality_config, threads)
+    # The builder turns SIGTERM into a failure marker; its workers just stop.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_stage(chunk) -> ChunkResult:
+    return _STAGE(chunk)
+
+
+def _start_pool(plan: Plan, engine, workers: int):
+    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage).
+
+    Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
+    release the GIL and share one Rust thread pool of `workers` threads, while another thread parses
+    the next chunk. Nothing is shipped between processes.
+
+    With it, Kiwi dominates. Each process runs Kiwi's own thread pool over a chunk's Korean documents
+    (C++, no GIL) while its Python thread turns finished analyses into statistics; processes add
+    Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
+    fresh (spawn) and building their own stage. On a 2-core machine that is one process: this one.
+    """
+    if plan.quality is None:
+        set_rust_threads(max(workers, 1))
+        stage = Stage(plan.data_args, plan.tokenizer, engine)
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
+        return pool, stage
+    processes = workers // KIWI_THREADS_PER_PROCESS
+    if processes <= 1:
+        from rankzero.data.quality import QualityFilter
+
+        set_rust_threads(workers)
+        return None, Stage(plan.data_args, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                               initargs=(plan.data_args, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS))
+    return pool, None
+
+
+class _Ready:
+    """A finished result with the Future interface, for the inline (one worker) path."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def result(self):
+        return self._value
+
+
+def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable], progress: Progress,
+                    seconds: Counter) -> None:
+    """Stage A: every source's documents, tokenized, to `sinks[source_index](ids, lengths, labels)`."""
+    global _STAGE
+    data_args = plan.data_args
+    workers = data_args.dataset_num_proc
+    seen: set[int] = set()
+
+    def consume(result: ChunkResult) -> None:
+        ids, lengths, labels = result.ids, result.lengths, result.labels
+        if result.hashes is not None:  # exact duplicates, across chunks and sources, first one wins
+            keep = np.ones(len(lengths), dtype=bool)
+            for index, digest in enumerate(result.hashes.tolist()):
+                if digest in seen:
+                    keep[index] = False
+                else:
+                    seen.add(digest)
+            if not keep.all():
+                result.dropped["duplicate"] += int((~keep).sum())
+                ids, lengths, labels = select_documents(ids, lengths, labels, keep)
+        if len(lengths):
+            sinks[result.source_index](ids, lengths, labels)
+        stats[result.source_index].add_chunk(result, len(lengths), len(ids))
+        seconds.update(result.seconds)
+        progress.update(result.docs_in, len(lengths), result.bytes_in, len(ids))
+
+    chunks = (chunk for index, source in enumerate(plan.sources)
+              for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
+    pool, _STAGE = _start_pool(plan, engine, workers)
+    in_flight: deque = deque()
+    try:
+        for chunk in chunks:
+            in_flight.append(pool.submit(_run_stage, chunk) if pool else _Ready(_STAGE(chunk)))
+            while len(in_flight) > 2 * workers:
+                consume(in_flight.popleft().result())
+        while in_flight:
+            consume(in_flight.popleft().result())
+    except BaseException:
+        if isinstance(pool, ProcessPoolExecutor):
+            # Stop now rather than after the chunks already queued (Python >= 3.14 has
+            # pool.terminate_workers(); before it, the worker processes are only reachable privately).
+            workers_alive = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in workers_alive:
+                process.terminate()
+            pool = None
+        raise
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+        _STAGE = None
+    progress.report()
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage B with weights
+
+
+def mixing_ratios(stats: list[SourceStats]) -> None:
+    """weight = share of output tokens; output total = natural total; ratio = target / natural."""
+    weights = [s.weight for s in stats]
+    if all(w is None for w in weights):
+        return
+    missing = [s.spec for s in stats if s.weight is None]
+    if missing:
+        raise RankzeroError(f"--dataset: give every source a weight (SPEC@WEIGHT) or none; missing for {missing}")
+    empty = [s.spec for s in stats if s.tokens == 0]
+    if empty:
+        raise RankzeroError(f"--dataset: sources {empty} have a weight but no tokens left after filtering")
+    total = sum(s.tokens for s in stats)
+    weight_sum = sum(weights)
+    for s in stats:
+        s.ratio = (s.weight / weight_sum) * total / s.tokens
+
+
+def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator) -> None:
+    """Weighted mixing: each source's staged documents, `ratio` times over (the last pass a random subset)."""
+    for path, stat in zip(staged, stats):
+        sink = _counting_sink(scatter, stat)
+        passes = math.ceil(stat.ratio - 1e-9)
+        for repeat in range(passes):
+            keep_share = min(1.0, stat.ratio - repeat)
+            for ids, lengths, labels in read_staged(path):
+                if keep_share < 1.0:
+                    keep = rng.random(len(lengths)) < keep_share
+                    ids, lengths, labels = select_documents(ids, lengths, labels, keep)
+                sink(ids, lengths, labels)
+            pa.default_memory_pool().release_unused()

@@ -1,0 +1,171 @@
+"""What a build tells people: progress while it runs, the manifest and summary when it is done.
+
+    progress = Progress(total_bytes, on_progress)      # prints docs, MB, MB/s, kept %, ETA every ~5 s
+    progress.update(docs, kept, nbytes, tokens)
+    stats = [SourceStats(spec, weight) ...]            # per-source counts the engines fill in
+    manifest = build_manifest(plan, stats, engine, ...)
+
+Both build engines report through these, so a prepare looks the same on one machine and on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from rankzero.data.plan import FORMAT_VERSION
+
+PROGRESS_EVERY_S = 5.0
+
+
+class Progress:
+    """Prints items done, rate and ETA every few seconds; feeds the heartbeat waiters read."""
+
+    def __init__(self, total_bytes: int | None, on_progress: Callable[[dict], None] | None):
+        self.total_bytes = total_bytes
+        self.on_progress = on_progress
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.docs = self.kept = self.bytes = self.tokens = 0
+        self.stage = "encode"
+
+    def update(self, docs: int, kept: int, nbytes: int, tokens: int) -> None:
+        self.docs += docs
+        self.kept += kept
+        self.bytes += nbytes
+        self.tokens += tokens
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self.report()
+
+    def snapshot(self) -> dict:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.bytes / elapsed
+        eta = (self.total_bytes - self.bytes) / rate if self.total_bytes and rate > 0 else None
+        return {"stage": self.stage, "docs": self.docs, "kept": self.kept, "bytes": self.bytes, "tokens": self.tokens,
+                "elapsed_s": round(elapsed, 1), "mb_per_s": round(rate / 1e6, 2),
+                "docs_per_s": round(self.docs / elapsed, 1), "eta_s": round(eta, 1) if eta is not None else None,
+                "percent": round(100 * self.bytes / self.total_bytes, 1) if self.total_bytes else None}
+
+    def report(self) -> None:
+        snap = self.snapshot()
+        kept = 100 * self.kept / self.docs if self.docs else 100.0
+        eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
+        done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
+        print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
+              f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%, "
+              f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)
+        if self.on_progress:
+            self.on_progress(snap)
+
+
+@dataclass
+class SourceStats:
+    spec: str
+    weight: float | None
+    docs_in: int = 0
+    docs_kept: int = 0
+    bytes_in: int = 0
+    tokens: int = 0
+    ratio: float = 1.0
+    tokens_out: int = 0
+    documents_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    def add_chunk(self, result, kept: int, tokens: int) -> None:
+        """Count a ChunkResult of this source, of which `kept` documents and `tokens` tokens go on."""
+        self.docs_in += result.docs_in
+        self.docs_kept += kept
+        self.bytes_in += result.bytes_in
+        self.tokens += tokens
+        self.dropped.update(result.dropped)
+        if result.replaced_lines:
+            self.dropped["lines_with_replaced_bytes (kept)"] += result.replaced_lines
+
+
+def total_dropped(stats: list[SourceStats]) -> Counter:
+    dropped = Counter()
+    for s in stats:
+        dropped.update(s.dropped)
+    return dropped
+
+
+def nothing_left_message(stats: list[SourceStats], data_args) -> str:
+    docs_in = sum(s.docs_in for s in stats)
+    if docs_in == 0:
+        return f"sources: the sources {data_args.dataset} yielded no documents (empty files?)"
+    dropped = total_dropped(stats)
+    stage = "quality filter" if any(r not in ("bad_record", "empty", "duplicate") for r in dropped) else "records→text"
+    top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
+    return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
+
+
+def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
+                   timings: dict, worker_seconds: Counter, extra: dict | None = None) -> dict:
+    """The manifest of a finished build (the handoff adds who built it and writes it last)."""
+    data_args = plan.data_args
+    tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
+    total_bytes = sum(s.bytes_in for s in stats)
+    total_s = max(timings["total_s"], 1e-9)
+    timings = {**timings, "encode_stage_seconds_summed_over_workers": {k: round(v, 3) for k, v in worker_seconds.items()}}
+    tokenizer = plan.tokenizer
+    return {
+        "fingerprint": plan.fingerprint,
+        "format_version": FORMAT_VERSION,
+        "docs_in": sum(s.docs_in for s in stats),
+        "docs_kept": sum(s.docs_kept for s in stats),
+        "dropped": dict(sorted(total_dropped(stats).items())),
+        "tokens": tokens_out,
+        "sequences": sequences,
+        "shards": shards,
+        "max_seq_length": data_args.max_seq_length,
+        "packing": data_args.packing,
+        "mode": data_args.mode,
+        "columns": plan.columns,
+        "tail_tokens_dropped": tail_tokens,
+        "seed": plan.seed,
+        "sources": [_source_manifest(s, tokens_out + tail_tokens) for s in stats],
+        "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
+                      "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
+        "tokenizer_engine": engine.describe(),
+        "quality_filter": data_args.quality_filter,
+        "quality_settings": plan.quality.to_dict() if plan.quality else None,
+        "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
+                     "skip_bad_records": data_args.skip_bad_records, "on_decode_error": data_args.on_decode_error,
+                     "num_proc": data_args.dataset_num_proc, "batch_size": data_args.dataset_batch_size,
+                     "writer_batch_size": data_args.dataset_writer_batch_size},
+        "timings": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in timings.items()},
+        "throughput": {"mb_per_s": round(total_bytes / 1e6 / total_s, 2), "tokens_per_s": round(tokens_out / total_s),
+                       "docs_per_s": round(sum(s.docs_in for s in stats) / total_s, 1)},
+        "bytes_in": total_bytes,
+        "versions": versions(),
+        **(extra or {}),
+    }
+
+
+def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
+    entry = {k: v for k, v in asdict(stat).items() if k != "dropped"}
+    entry["dropped"] = dict(stat.dropped)
+    entry["ratio"] = round(stat.ratio, 6)
+    entry["share_of_output_tokens"] = round(stat.tokens_out / total_tokens_out, 6) if total_tokens_out else None
+    return entry
+
+
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rankzero import malloc
+
+    found = {"python": platform.python_version(), "malloc": malloc.active()}
+    for package in ("rankzero", "datasets", "tokenizers", "fastokens", "pyarrow", "numpy", "kiwipiepy"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found

@@ -1,0 +1,206 @@
+"""Blocks on disk: staging files, the bucket scatter, shuffled output shards, save_to_disk metadata.
+
+    with BlockScatter(packer, buckets, bucket_dir, rng) as scatter:    # pack, send each block to a bucket
+        scatter.add(ids, lengths, labels)
+    tail = scatter.finish()
+    names = write_shuffled_shards(bucket_dir, scatter.counts, out_dir, rng, columns, batch_rows)
+    write_dataset_metadata(out_dir, columns, names, fingerprint)        # state.json, dataset_info.json
+
+The output is `Dataset.save_to_disk`'s format (Arrow IPC stream files plus two JSON files), written
+with pyarrow alone: `datasets` would write the same files, but importing it costs ~0.7 CPU-s and the
+prepare path uses nothing else from it. tests/test_prepare.py checks these files against the ones the
+installed `datasets` writes, so a format change there fails a test, not a load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rankzero.data.pack import Packer, arrow_array, list_array, numpy_view
+
+BUCKET_BYTES = 16 << 20  # the shuffle holds about one bucket: memory does not grow with the corpus ...
+MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
+SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
+
+
+# ---------------------------------------------------------------------------------------------
+# Staged documents (one row per document), for weighted mixing and for two-pass builds
+
+
+class StagedWriter:
+    """Appends tokenized documents (one row each) to an Arrow stream file."""
+
+    def __init__(self, path: Path, with_labels: bool):
+        fields = [("input_ids", pa.list_(pa.int32()))] + ([("labels", pa.list_(pa.int32()))] if with_labels else [])
+        self.schema = pa.schema(fields)
+        self.path = path
+        self._writer = pa.ipc.new_stream(str(path), self.schema)
+
+    def write(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        columns = [list_array(offsets, ids)]
+        if labels is not None:
+            columns.append(list_array(offsets, labels))
+        self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_staged(path: Path):
+    """Yield (ids, lengths, labels) per record batch of a staging file, without memory-mapping it."""
+    with pa.OSFile(str(path)) as handle:
+        for batch in pa.ipc.open_stream(handle):
+            column = batch.column("input_ids")
+            offsets = numpy_view(column.offsets)
+            lengths = np.diff(offsets).astype(np.int64)
+            base = offsets[0]
+            ids = numpy_view(column.values)[base:offsets[-1]]
+            labels = None
+            if "labels" in batch.schema.names:
+                labels = numpy_view(batch.column("labels").values)[base:offsets[-1]]
+            yield ids, lengths, labels
+
+
+def select_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, keep: np.ndarray):
+    """The documents where `keep` is true, from flat ids (and labels) and per-document lengths."""
+    token_mask = np.repeat(keep, lengths)
+    return ids[token_mask], lengths[keep], (labels[token_mask] if labels is not None else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pack and scatter, then shuffle each bucket into the output shards
+
+
+def bucket_count(tokens: float, with_labels: bool) -> int:
+    """Buckets of about BUCKET_BYTES for this many tokens (int32 ids, and labels in SFT mode)."""
+    return min(MAX_BUCKETS, max(1, math.ceil(tokens * 4 * (2 if with_labels else 1) / BUCKET_BYTES)))
+
+
+class BlockScatter:
+    """Packs documents into blocks and appends each block to a uniformly random bucket file."""
+
+    def __init__(self, packer: Packer, buckets: int, bucket_dir: Path, rng: np.random.Generator):
+        bucket_dir.mkdir(parents=True, exist_ok=True)
+        self.packer = packer
+        self.bucket_dir = bucket_dir
+        self.rng = rng
+        self.writers: list = [None] * buckets
+        self.counts = np.zeros(buckets, dtype=np.int64)
+
+    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
+        blocks = self.packer.add(ids, lengths, labels)
+        if blocks is None:
+            return
+        batch = blocks.to_record_batch()
+        buckets = len(self.writers)
+        targets = self.rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
+        batch = batch.take(arrow_array(np.argsort(targets, kind="stable")))
+        start = 0
+        for bucket, count in enumerate(np.bincount(targets, minlength=buckets).tolist()):
+            if count:
+                if self.writers[bucket] is None:
+                    path = self.bucket_dir / f"bucket-{bucket:05d}.arrow"
+                    self.writers[bucket] = pa.ipc.new_stream(str(path), batch.schema)
+                self.writers[bucket].write_batch(batch.slice(start, count))
+                self.counts[bucket] += count
+                start += count
+
+    def finish(self) -> int:
+        """Close the buckets; return the tokens of the final partial block (left out)."""
+        self.close()
+        return self.packer.finish()
+
+    def close(self) -> None:
+        for index, writer in enumerate(self.writers):
+            if writer is not None:
+                writer.close()
+                self.writers[index] = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: np.random.Generator,
+                          columns: list[str], batch_rows: int, prefix: str = "shard") -> list[str]:
+    """Permute each bucket in memory and append it to output shards; return the shard file names.
+
+    Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
+    is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory.
+    """
+    schema = output_schema(columns)
+    names: list[str] = []
+    writer, written = None, 0
+    try:
+        for bucket, count in enumerate(counts.tolist()):
+            if not count:
+                continue
+            path = bucket_dir / f"bucket-{bucket:05d}.arrow"
+            with pa.OSFile(str(path)) as handle:
+                table = pa.ipc.open_stream(handle).read_all()
+            table = table.take(arrow_array(rng.permutation(len(table)))).select(schema.names)
+            if writer is None or written >= SHARD_BYTES:
+                if writer is not None:
+                    writer.close()
+                names.append(f"{prefix}-{len(names):05d}.arrow")
+                writer, written = pa.ipc.new_stream(str(out_dir / names[-1]), schema), 0
+            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema), max_chunksize=batch_rows)
+            written += table.nbytes
+            del table
+            path.unlink()
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed buffers otherwise
+    finally:
+        if writer is not None:
+            writer.close()
+    return names
+
+
+def name_data_files(out_dir: Path, names: list[str]) -> list[str]:
+    """Rename shards to save_to_disk's `data-XXXXX-of-NNNNN.arrow`, in the given order."""
+    final = [f"data-{index:05d}-of-{len(names):05d}.arrow" for index in range(len(names))]
+    for old, new in zip(names, final):
+        (out_dir / old).rename(out_dir / new)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------
+# The save_to_disk format
+
+_INT32_LIST_FEATURE = {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "List"}  # datasets >= 4.0
+
+
+def output_features(columns: list[str]) -> dict:
+    """The `datasets.Features` of the output, as datasets serialises them (every column list<int32>)."""
+    return {name: _INT32_LIST_FEATURE for name in columns}
+
+
+def output_schema(columns: list[str]) -> pa.Schema:
+    """The shards' Arrow schema, with the features metadata `datasets` reads back."""
+    metadata = {"huggingface": json.dumps({"info": {"features": output_features(columns)}})}
+    return pa.schema([(name, pa.list_(pa.int32())) for name in columns], metadata=metadata)
+
+
+def write_dataset_metadata(out_dir: Path, columns: list[str], data_files: list[str], fingerprint: str) -> None:
+    """state.json and dataset_info.json, as `Dataset.save_to_disk` writes them, for these data files."""
+    state = {"_data_files": [{"filename": name} for name in data_files],
+             "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {}, "_format_type": None,
+             "_output_all_columns": False, "_split": None}
+    info = {"citation": "", "description": "", "features": output_features(columns), "homepage": "", "license": ""}
+    (out_dir / "state.json").write_text(json.dumps(state, indent=2, sort_keys=True))
+    (out_dir / "dataset_info.json").write_text(json.dumps(info, indent=2, sort_keys=True))
