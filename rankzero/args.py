@@ -31,8 +31,8 @@ TRAINING_ALIASES = {
 
 @dataclass
 class DataArguments:
-    """What to prepare, and how. Everything here except the worker/batch knobs and the tokenizer engine
-    enters the fingerprint."""
+    """What to prepare, and how. Everything here except the worker/batch knobs and the engines (tokenizer and
+    prepare: how, not what) enters the fingerprint."""
 
     dataset: list[str] = field(
         default_factory=list,
@@ -94,6 +94,15 @@ class DataArguments:
     )
     dataset_writer_batch_size: int | None = field(
         default=None, metadata={"help": "Rows per Arrow record batch written (env DATASET_WRITER_BATCH_SIZE; default 1000)."}
+    )
+    prep_engine: str = field(
+        default="local",
+        metadata={"help": "Where the builder prepares: this machine (local), or every CPU of a Ray cluster (ray: "
+                  "--ray_address, else RAY_ADDRESS, else a local cluster; needs pip install 'rankzero[ray]').",
+                  "choices": ["local", "ray"]},
+    )
+    ray_address: str | None = field(
+        default=None, metadata={"help": "Ray cluster to join with --prep_engine ray (default: RAY_ADDRESS, else start one)."}
     )
     prep_scope: str = field(
         default="auto",
@@ -271,6 +280,13 @@ def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -
 
         if not fastokens_installed():
             problems.append("--tokenizer_engine fastokens: the fastokens package is not installed (pip install fastokens)")
+    if data.prep_engine == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            problems.append("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')")
+    elif data.ray_address:
+        problems.append(f"--ray_address {data.ray_address}: only used with --prep_engine ray")
     if data.quality_config and not Path(data.quality_config).is_file():
         problems.append(f"--quality_config {data.quality_config}: no such file")
     for name in ("dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size"):

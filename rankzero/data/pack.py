@@ -115,6 +115,12 @@ class Packer:
             labels=list_array(offsets, labels) if labels is not None else None,
         )
 
+    def remainder(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The carried tokens not yet in a block, as (ids, piece lengths, labels): the first piece may be
+        the end of a document whose start went into the last block."""
+        lengths = np.diff(np.concatenate([[0], self._ends])).astype(np.int64)
+        return self._ids, lengths, self._labels
+
     def finish(self) -> int:
         """End of stream: the tokens of the final partial block, which are left out (0 without packing)."""
         tail = len(self._ids)

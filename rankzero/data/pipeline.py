@@ -4,13 +4,15 @@
 
 The pieces, in the order data flows through them:
 
-    plan.py      sources, tokenizer, quality settings and fingerprint, resolved once; the tokenizer
-                 engine (fastokens or HF) chosen by checking its ids on a sample
-    stage.py     the per-chunk stage, the same on every engine: records → text → quality → tokens
-    local.py     the local engine: threads or worker processes on this machine, exact dedup, mixing,
-                 packing into blocks and a uniform seeded shuffle into shards
-    shards.py    staging files, bucket scatter, shuffled shards and save_to_disk metadata
-    report.py    progress while it runs, the manifest when it is done
+    plan.py        sources, tokenizer, quality settings and fingerprint, resolved once; the tokenizer
+                   engine (fastokens or HF) chosen by checking its ids on a sample
+    stage.py       the per-chunk stage, the same on every engine: records → text → quality → tokens
+    local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,
+                   packing into blocks and a uniform seeded shuffle into shards
+    ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's
+    ray_tasks.py   actor pool (ray_tasks.py: how sources become tasks, what one task does)
+    shards.py      staging files, bucket scatter, shuffled shards and save_to_disk metadata
+    report.py      progress while it runs, the manifest when it is done
 
 The handoff (`handoff.py`) decides which rank builds, gives it a private directory and publishes it
 atomically under the fingerprint once `build_dataset` returns.
@@ -33,4 +35,8 @@ def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sour
     if plan.fingerprint != fingerprint:  # a source changed between the fingerprint and the build
         raise RankzeroError(f"the inputs changed while the build started (fingerprint {fingerprint} became "
                             f"{plan.fingerprint}); run again")
+    if data_args.prep_engine == "ray":
+        from rankzero.data.ray_engine import build_ray
+
+        return build_ray(plan, out_dir, on_progress)
     return build_local(plan, out_dir, on_progress)

@@ -144,18 +144,53 @@ def _check_suffix(path: Path, spec: str) -> None:
 def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
     if source.kind == "files":
         for path in source.files:
-            suffix = Path(path).suffix.lower()
-            if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
-                fmt = LINE_FORMATS.get(suffix, "jsonl")
-                if fmt == "txt":
-                    fmt = f"txt-{txt_sample_by}"
-                yield from _line_chunks(path, source_index, fmt, batch_size)
-            else:
-                yield from _record_chunks(path, source_index, _iter_file_records(path, suffix), batch_size)
+            yield from iter_file_chunks(path, source_index, batch_size, txt_sample_by)
     elif source.kind == "saved":
         yield from _record_chunks(source.location, source_index, _iter_saved_records(source.location), batch_size)
     else:
         yield from _record_chunks(source.location, source_index, _iter_hub_records(source), batch_size)
+
+
+def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
+                     end: int | None = None) -> Iterator[Chunk]:
+    """One file's chunks; for line formats optionally only bytes [start, end) (see `line_ranges`)."""
+    fmt = line_format(path, txt_sample_by)
+    if fmt is not None:
+        yield from _line_chunks(path, source_index, fmt, batch_size, start, end)
+    else:
+        yield from _record_chunks(path, source_index, _iter_file_records(path, Path(path).suffix.lower()), batch_size)
+
+
+def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about `target_bytes` covering the file, each starting at a line start
+    (after a blank line with `paragraphs`), so ranges can be read independently."""
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as handle:
+        while starts[-1] + target_bytes < size:
+            handle.seek(starts[-1] + target_bytes)
+            handle.readline()  # to the next line start
+            if paragraphs:
+                while (line := handle.readline()) and line.strip():
+                    pass
+            position = handle.tell()
+            if position >= size:
+                break
+            starts.append(position)
+    return list(zip(starts, starts[1:] + [size]))
+
+
+def lines_before(path: str, offset: int) -> int:
+    """How many lines end before byte `offset` (to turn a range's line numbers into the file's)."""
+    count, done = 0, 0
+    with open(path, "rb") as handle:
+        while done < offset:
+            block = handle.read(min(1 << 24, offset - done))
+            if not block:
+                break
+            count += block.count(b"\n")
+            done += len(block)
+    return count
 
 
 def _is_json_array(path: str) -> bool:
@@ -164,16 +199,30 @@ def _is_json_array(path: str) -> bool:
     return head.startswith(b"[")
 
 
-def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int) -> Iterator[Chunk]:
-    """Cut a file into chunks of whole lines (or whole paragraphs / the whole file) as raw bytes."""
+def line_format(path: str, txt_sample_by: str) -> str | None:
+    """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
+    suffix = Path(path).suffix.lower()
+    if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
+        fmt = LINE_FORMATS.get(suffix, "jsonl")
+        return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
+    return None
+
+
+def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0,
+                 end: int | None = None) -> Iterator[Chunk]:
+    """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
+    paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line)."""
     with open(path, "rb") as handle:
         if fmt == "txt-document":
             payload = handle.read()
             yield Chunk(source_index, path, fmt, payload, 1, 0, len(payload))
             return
+        handle.seek(start)
         lines: list[bytes] = []
-        first_line, line_no, offset, chunk_offset, docs = 1, 0, 0, 0, 0
+        first_line, line_no, offset, chunk_offset, docs = 1, 0, start, start, 0
         for line in handle:
+            if end is not None and offset >= end:
+                break
             line_no += 1
             lines.append(line)
             offset += len(line)

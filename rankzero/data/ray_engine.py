@@ -1,0 +1,289 @@
+"""The Ray engine: the same stage on every CPU of a Ray cluster, published under the same protocol.
+
+    manifest = build_ray(plan, out_dir, on_progress)     # pipeline.build_dataset with --prep_engine ray
+
+The driver (the rank that builds) joins the cluster named by --ray_address or RAY_ADDRESS, or starts
+a local one, cuts the sources into tasks (ray_tasks.py) and runs them on a Ray Data actor pool: every
+actor builds its tokenizer and Kiwi from paths in its own process and declares its memory, so Kiwi's
+~500 MB caps the actors per node. Tasks write Arrow files straight into a work dir on the shared
+filesystem, `FP.ray-work/` beside the build dir; only counts come back to the driver.
+
+    no filter, no weights   one pass: each task packs its documents into blocks, permutes them, and
+                            writes one shard plus its unpacked tail
+    --quality_filter ko     two passes: tasks stage their documents and hashes; the driver finds the
+    or SPEC@WEIGHT          exact duplicates over the whole corpus (first one wins, in source and file
+                            order, as the local engine does) and the mixing ratios; then each task
+                            packs what is left
+
+The driver packs the tails (each shorter than a block) into one last shard, so the number of full
+blocks equals the local engine's, lists the shards in a seeded random order, writes the save_to_disk
+metadata and returns; the handoff writes the manifest last and publishes. Shuffle trade-off: blocks are
+permuted within a task's shard and shards are ordered at random, not one uniform permutation of all
+blocks as the local engine does; the Trainer's sampler shuffles uniformly anyway.
+
+The work dir outlives a crashed driver: a rerun with the same fingerprint and task list keeps the
+tasks whose meta file exists and runs the rest (`tasks.json` says which list it was made for).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rankzero.data.local import mixing_ratios
+from rankzero.data.pack import Packer
+from rankzero.data.ray_tasks import (TASK_BYTES, Job, TaskRunner, plan_tasks, read_json, task_file, task_rows,
+                                     write_json_atomic, write_npz_atomic)
+from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
+from rankzero.data.shards import name_data_files, write_dataset_metadata
+from rankzero.errors import RankzeroError
+
+logger = logging.getLogger(__name__)
+
+KIWI_THREADS_PER_ACTOR = 2
+ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its model is ~500 MB)
+
+
+def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
+    t_start = time.perf_counter()
+    data_args = plan.data_args
+    tasks = plan_tasks(plan, TASK_BYTES)
+    engine = plan.choose_engine()
+    work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
+    stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
+    progress = Progress(sum(t.nbytes for t in tasks), on_progress)
+    two_pass = plan.quality is not None or any(s.weight is not None for s in plan.sources)
+    t_setup = time.perf_counter()
+
+    with ray_session(data_args.ray_address, data_args.dataset_num_proc) as cluster:
+        t_ray = time.perf_counter()
+        threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
+        job = Job(data_args, engine.engine.name, plan.quality, threads, str(work), "stage" if two_pass else "single",
+                  plan.seed, plan.columns)
+        first = "stage.json" if two_pass else "pack.json"
+        reused = [t for t in tasks if task_file(work, t.index, first).exists()]
+        _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
+        t_encode = time.perf_counter()
+        if two_pass:
+            encoded = [read_json(task_file(work, t.index, "stage.json")) for t in tasks]
+            _count_encoded(encoded, stats)
+            _drop_duplicates(work, tasks, encoded, stats)
+            if sum(s.docs_kept for s in stats) == 0:
+                raise RankzeroError(nothing_left_message(stats, data_args))
+            mixing_ratios(stats)
+            progress.report()
+            job.phase, job.ratios = "pack", {str(i): s.ratio for i, s in enumerate(stats)}
+            packing = Progress(progress.total_bytes, on_progress)
+            packing.stage = "pack"
+            todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
+            _run_phase(job, todo, cluster, packing, [t for t in tasks if t not in todo])
+        packed = [read_json(task_file(work, t.index, "pack.json")) for t in tasks]
+        t_stop = time.perf_counter()
+    if not two_pass:
+        encoded = packed
+        _count_encoded(encoded, stats)
+    for meta in packed:
+        stats[meta["source_index"]].tokens_out += meta["tokens_out"]
+        stats[meta["source_index"]].documents_out += meta["documents_out"]
+    if sum(s.docs_kept for s in stats) == 0:
+        raise RankzeroError(nothing_left_message(stats, data_args))
+    t_pack = time.perf_counter()
+
+    names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
+    rng = np.random.default_rng([plan.seed, 3])
+    data_files = name_data_files(out_dir, [names[i] for i in rng.permutation(len(names))])
+    write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    shutil.rmtree(work)
+    t_write = time.perf_counter()
+    timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
+               "pack_s": t_stop - t_encode, "ray_stop_s": t_pack - t_stop, "shuffle_write_s": t_write - t_pack,
+               "total_s": t_write - t_start}
+    worker_seconds = Counter()
+    for meta in encoded:
+        worker_seconds.update(meta.get("seconds", {}))
+    extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": TASK_BYTES,
+                             "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
+                             "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
+                                        "random order",
+                             "dedup_scope": "global (exact, first one wins in source order)"}}
+    return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+                          timings=timings, worker_seconds=worker_seconds, extra=extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster
+
+
+class _Cluster:
+    def __init__(self, ray, started_here: bool):
+        self.ray = ray
+        self.started_here = started_here
+        resources = ray.cluster_resources()
+        self.cpus = int(resources.get("CPU", 1))
+        self.describe = {"address": "local" if started_here else "existing", "nodes": len(ray.nodes()),
+                         "cpus": self.cpus, "ray": ray.__version__}
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, local_cpus: int):
+    """Join the cluster at `address` (or RAY_ADDRESS), else start a local one; always leave nothing behind."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise RankzeroError("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')") from None
+    started_here = False
+    if not ray.is_initialized():
+        import os
+
+        local = not (address or os.environ.get("RAY_ADDRESS"))
+        options = {"num_cpus": local_cpus, "object_store_memory": 256 << 20} if local else {}
+        where = "starting a local cluster" if local else f"joining {address or os.environ['RAY_ADDRESS']}"
+        print(f"[prepare] ray: {where}", file=sys.stderr, flush=True)
+        ray.init(address=address, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                 configure_logging=True, **options)
+        started_here = True
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # the driver prints rankzero's own progress
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    try:
+        yield _Cluster(ray, started_here)
+    finally:
+        if started_here:
+            ray.shutdown()  # a local cluster stops with it; on a shared cluster our actors go with the job
+
+
+def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reused: list) -> None:
+    """Run `todo` on an actor pool, counting progress as tasks finish; a failing task fails the build."""
+    import ray.data
+
+    for task in reused:
+        progress.update(0, 0, task.nbytes, 0)
+    if not todo:
+        return
+    work = Path(job.work)
+    for stale in work.glob("task-*.error.json"):
+        stale.unlink()
+    cpus_per_actor = job.threads
+    max_actors = max(1, min(len(todo), cluster.cpus // cpus_per_actor))
+    dataset = ray.data.from_items(task_rows(todo), override_num_blocks=len(todo))
+    results = dataset.map_batches(
+        TaskRunner, fn_constructor_kwargs={"job": job}, batch_size=1,
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors),
+        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.quality is not None and job.phase != "pack"])
+    try:
+        for row in results.iter_rows():
+            progress.update(int(row["docs"]), int(row["kept"]), int(row["bytes"]), int(row["tokens"]))
+    except Exception as error:  # Ray passes on a formatted traceback; the task wrote its own words down
+        failures = sorted(work.glob("task-*.error.json"))
+        if not failures:
+            raise RankzeroError(f"the Ray job failed before any task reported an error: {error}") from error
+        failure = read_json(failures[0])
+        if failure["user_error"]:
+            raise RankzeroError(failure["error"]) from None
+        logger.error("Ray task %s (%s from byte %s) failed:\n%s", failure["task"], failure["path"], failure["start"],
+                     failure["traceback"])
+        raise RankzeroError(f"Ray task {failure['task']} ({failure['path']}) failed: {failure['error']}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver's share
+
+
+def _work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
+    """The work dir for this task list: reused after a crash when it was made for the same one."""
+    signature = {"fingerprint": fingerprint, "tasks": task_rows(tasks)}
+    if work.is_symlink() or (work.exists() and not work.is_dir()):
+        raise RankzeroError(f"{work} is not a directory rankzero made; remove it")
+    if work.is_dir():
+        if read_json(work / "tasks.json") == signature:
+            done = len(list(work.glob("task-*.pack.json"))) + len(list(work.glob("task-*.stage.json")))
+            if done:
+                print(f"[prepare] ray: reusing {work} from an earlier run that did not finish", file=sys.stderr)
+            return work
+        print(f"[prepare] ray: {work} was made for another task list (different inputs or task size); starting over",
+              file=sys.stderr)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_json_atomic(work / "tasks.json", signature)
+    return work
+
+
+def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
+    for meta in metas:
+        stat = stats[meta["source_index"]]
+        stat.docs_in += meta["docs_in"]
+        stat.docs_kept += meta["docs_kept"]
+        stat.bytes_in += meta["bytes_in"]
+        stat.tokens += meta["tokens"]
+        stat.dropped.update(meta["dropped"])
+        if meta["replaced_lines"]:
+            stat.dropped["lines_with_replaced_bytes (kept)"] += meta["replaced_lines"]
+
+
+def _drop_duplicates(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]) -> None:
+    """Exact duplicates over the whole corpus: the first occurrence in task order wins, as in the local
+    engine. Costs ~16 bytes per kept document on the driver (hashes plus their order)."""
+    staged = [np.load(task_file(work, t.index, "hashes.npz")) for t in tasks]
+    hashes = [files["hashes"] for files in staged]
+    keep = np.ones(sum(map(len, hashes)), dtype=bool)
+    if len(keep):
+        keep[:] = False
+        keep[np.unique(np.concatenate(hashes), return_index=True)[1]] = True
+    offset = 0
+    for task, meta, files, task_hashes in zip(tasks, metas, staged, hashes):
+        lost = np.flatnonzero(~keep[offset:offset + len(task_hashes)])
+        offset += len(task_hashes)
+        write_npz_atomic(task_file(work, task.index, "drop.npz"), indices=lost)
+        if len(lost):
+            stat = stats[meta["source_index"]]
+            stat.docs_kept -= len(lost)
+            stat.tokens -= int(files["lengths"][lost].sum())
+            stat.dropped["duplicate"] += len(lost)
+
+
+def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path) -> tuple[list[str], int, int]:
+    """Move the tasks' shards into the build dir and pack their tails into one last shard."""
+    names, sequences = [], 0
+    for task, meta in zip(tasks, packed):
+        if meta["rows"]:
+            name = f"task-{task.index:06d}.arrow"
+            task_file(work, task.index, "shard.arrow").rename(out_dir / name)
+            names.append(name)
+            sequences += meta["rows"]
+    packer = Packer(plan.data_args.max_seq_length, plan.data_args.packing)
+    batches = []
+    for task in tasks:
+        tail = np.load(task_file(work, task.index, "tail.npz"))
+        if len(tail["ids"]):
+            blocks = packer.add(tail["ids"], tail["lengths"], tail["labels"] if "labels" in tail else None)
+            if blocks is not None:
+                batches.append(blocks.to_record_batch())
+    tail_tokens = packer.finish()
+    if batches:
+        import pyarrow as pa
+
+        from rankzero.data.pack import arrow_array
+        from rankzero.data.shards import output_schema
+
+        schema = output_schema(plan.columns)
+        table = pa.Table.from_batches(batches).select(schema.names)
+        table = table.take(arrow_array(np.random.default_rng([plan.seed, 4]).permutation(len(table))))
+        with pa.ipc.new_stream(str(out_dir / "tails.arrow"), schema) as writer:
+            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema),
+                               max_chunksize=plan.data_args.dataset_writer_batch_size)
+        names.append("tails.arrow")
+        sequences += len(table)
+    if sequences == 0:
+        raise RankzeroError(f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
+                            f"{plan.data_args.max_seq_length}; add data or lower --max_seq_length")
+    return names, sequences, tail_tokens

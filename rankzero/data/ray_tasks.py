@@ -1,0 +1,281 @@
+"""The Ray engine's tasks: how the sources are cut into tasks, and what one task does on an actor.
+
+    tasks = plan_tasks(plan)                      # on the driver: byte ranges of line files, whole files else
+    runner = TaskRunner(job)                      # on an actor: builds its own stage from paths
+    runner({"index": [...], ...})                 # runs tasks, writes their files into the work dir
+
+A task is one byte range of a line-oriented file (cut at line starts, ~TASK_BYTES each) or one
+whole record file (parquet, csv, JSON array, arrow) or saved dataset. It writes its outputs into the
+shared work dir, each file under a temporary name renamed when complete and its JSON meta last, so a
+retried task overwrites instead of duplicating and a rerun after a driver crash can tell which tasks
+are done. Phases (see ray_engine.py):
+
+    single   stage → pack → one shard of blocks (permuted) + the unpacked tail      (no dedup, no weights)
+    stage    stage → staged documents + their hashes                                (dedup or weights)
+    pack     staged documents − duplicates, × the mixing ratio → pack → shard + tail
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import traceback
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rankzero.data.pack import Packer, arrow_array
+from rankzero.data.shards import StagedWriter, output_schema, read_staged, select_documents
+from rankzero.data.sources import Source, iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
+from rankzero.data.stage import Stage
+from rankzero.errors import RankzeroError
+
+# A task's share of a line file: large enough to amortise a task (~1 s of work), small enough to balance
+# the load and to bound an actor's memory. RANKZERO_RAY_TASK_BYTES overrides it (the tests use small tasks).
+TASK_BYTES = int(os.environ.get("RANKZERO_RAY_TASK_BYTES", 64 << 20))
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    source_index: int
+    kind: str  # "files" | "saved"
+    path: str
+    start: int  # byte range of a line file; 0, -1 for a whole file
+    end: int
+    nbytes: int
+
+
+def plan_tasks(plan, task_bytes: int = TASK_BYTES) -> list[Task]:
+    """Every source cut into tasks, in source and file order (which is also the dedup order)."""
+    tasks: list[Task] = []
+    for source_index, source in enumerate(plan.sources):
+        if source.kind == "hub":
+            raise RankzeroError(f"--dataset {source.spec}: --prep_engine ray reads files every node can see; "
+                                "download the hub dataset to the shared filesystem first, or use --prep_engine local")
+        if source.kind == "saved":
+            tasks.append(Task(len(tasks), source_index, "saved", source.location, 0, -1, source.total_bytes()))
+            continue
+        for path in source.files:
+            fmt = line_format(path, plan.data_args.txt_sample_by)
+            if fmt is None or fmt == "txt-document":
+                tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, os.path.getsize(path)))
+                continue
+            for start, end in line_ranges(path, task_bytes, paragraphs=fmt == "txt-paragraph"):
+                tasks.append(Task(len(tasks), source_index, "files", path, start, end, end - start))
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Files in the work dir
+
+
+def task_file(work: Path, index: int, what: str) -> Path:
+    return work / f"task-{index:06d}.{what}"
+
+
+def write_atomic(path: Path, write) -> None:
+    """`write(tmp_path)` into a fresh temporary name next to `path` (O_EXCL), then rename over it."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(payload), encoding="utf-8"))
+
+
+def write_npz_atomic(path: Path, **arrays) -> None:
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **{k: v for k, v in arrays.items() if v is not None})
+
+    write_atomic(path, write)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The actor
+
+
+@dataclass
+class Job:
+    """What every task of one phase needs; small and picklable (paths and settings, no tokenizer)."""
+
+    data_args: object
+    engine_name: str
+    quality: object | None
+    threads: int
+    work: str
+    phase: str  # "single" | "stage" | "pack"
+    seed: int
+    columns: list
+    ratios: dict | None = None  # source index → mixing ratio, for "pack"
+
+
+class TaskRunner:
+    """A Ray Data callable class: one instance per actor, its stage built once, in the actor's process."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.work = Path(job.work)
+        self.stage = None if job.phase == "pack" else Stage.in_worker(job.data_args, job.engine_name, job.quality,
+                                                                      job.threads)
+        self.packer_args = (job.data_args.max_seq_length, job.data_args.packing)
+
+    def __call__(self, batch: dict) -> dict:
+        done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
+        for row in range(len(batch["index"])):
+            task = Task(**{name: _plain(batch[name][row]) for name in Task.__dataclass_fields__})
+            try:
+                meta = self.run(task)
+            except Exception as error:
+                # Ray hands the driver only a formatted traceback; the task's own words go in a file.
+                user = isinstance(error, RankzeroError)
+                write_json_atomic(task_file(self.work, task.index, "error.json"), {
+                    "error": str(error) if user else f"{type(error).__name__}: {error}", "user_error": user,
+                    "task": task.index, "path": task.path, "start": task.start,
+                    "traceback": traceback.format_exc()})
+                raise
+            done["index"].append(task.index)
+            done["docs"].append(meta.get("docs_in", 0))
+            done["kept"].append(meta.get("docs_kept", 0))
+            done["bytes"].append(task.nbytes)
+            done["tokens"].append(meta.get("tokens", 0))
+        return done
+
+    def run(self, task: Task) -> dict:
+        if self.job.phase == "pack":
+            return self._pack(task, self._staged_documents(task))
+        documents, meta = self._encode(task)
+        if self.job.phase == "stage":
+            return self._stage_files(task, documents, meta)
+        return self._pack(task, documents, meta)
+
+    def _encode(self, task: Task):
+        """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes) and counts."""
+        source = Source(task.path, task.kind, task.path)
+        data_args = self.job.data_args
+        if task.kind == "saved":
+            chunks = iter_chunks(source, task.source_index, data_args.dataset_batch_size)
+        else:
+            chunks = iter_file_chunks(task.path, task.source_index, data_args.dataset_batch_size,
+                                      data_args.txt_sample_by, task.start, None if task.end < 0 else task.end)
+        documents, dropped, seconds = [], Counter(), Counter()
+        meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
+        for chunk in chunks:
+            try:
+                result = self.stage(chunk)
+            except RankzeroError:
+                if task.start > 0:  # say where in the file, not where in the task's range
+                    chunk.first_line += lines_before(task.path, task.start)
+                    self.stage(chunk)  # raises again, with the file's own line numbers
+                raise
+            documents.append((result.ids, result.lengths, result.labels, result.hashes))
+            dropped.update(result.dropped)
+            seconds.update(result.seconds)
+            meta["docs_in"] += result.docs_in
+            meta["bytes_in"] += result.bytes_in
+            meta["replaced_lines"] += result.replaced_lines
+        meta.update(dropped=dict(dropped), seconds=dict(seconds))
+        return documents, meta
+
+    def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:
+        with_labels = self.job.data_args.mode == "sft"
+        path = task_file(self.work, task.index, "stage.arrow")
+
+        def write(tmp):
+            with StagedWriter(Path(tmp), with_labels) as writer:
+                for ids, lengths, labels, _ in documents:
+                    writer.write(ids, lengths, labels)
+
+        write_atomic(path, write)
+        hashes = [h for *_, h in documents if h is not None]
+        lengths = [lengths for _, lengths, _, _ in documents]
+        write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
+                         hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
+                         lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64))
+        meta.update(docs_kept=sum(len(lengths) for _, lengths, _, _ in documents),
+                    tokens=sum(len(ids) for ids, *_ in documents))
+        write_json_atomic(task_file(self.work, task.index, "stage.json"), meta)
+        return meta
+
+    def _staged_documents(self, task: Task) -> list:
+        drop_path = task_file(self.work, task.index, "drop.npz")
+        drop = np.load(drop_path)["indices"] if drop_path.exists() else np.empty(0, np.int64)
+        ratio = (self.job.ratios or {}).get(str(task.source_index), 1.0)
+        staged = list(read_staged(task_file(self.work, task.index, "stage.arrow")))
+        documents, offset = [], 0
+        for ids, lengths, labels in staged:
+            keep = np.ones(len(lengths), dtype=bool)
+            inside = drop[(drop >= offset) & (drop < offset + len(lengths))] - offset
+            keep[inside] = False
+            offset += len(lengths)
+            documents.append(select_documents(ids, lengths, labels, keep) + (None,))
+        # Mixing: ceil(ratio) passes over the task's documents, the last a seeded random subset.
+        rng = np.random.default_rng([self.job.seed, task.index, 1])
+        mixed, passes = [], int(np.ceil(ratio - 1e-9))
+        for repeat in range(passes):
+            share = min(1.0, ratio - repeat)
+            for ids, lengths, labels, _ in documents:
+                if share < 1.0:
+                    ids, lengths, labels = select_documents(ids, lengths, labels, rng.random(len(lengths)) < share)
+                mixed.append((ids, lengths, labels, None))
+        return mixed
+
+    def _pack(self, task: Task, documents: list, meta: dict | None = None) -> dict:
+        """Pack the task's documents, permute its blocks, write its shard and its unpacked tail."""
+        packer = Packer(*self.packer_args)
+        batches, tokens_out, documents_out = [], 0, 0
+        for ids, lengths, labels, _ in documents:
+            tokens_out += int(lengths.sum())
+            documents_out += len(lengths)
+            blocks = packer.add(ids, lengths, labels)
+            if blocks is not None:
+                batches.append(blocks.to_record_batch())
+        schema = output_schema(self.job.columns)
+        rows = sum(len(b) for b in batches)
+        if rows:
+            table = pa.Table.from_batches(batches).select(schema.names)
+            order = np.random.default_rng([self.job.seed, task.index, 2]).permutation(rows)
+            table = pa.Table.from_arrays(table.take(arrow_array(order)).columns, schema=schema)
+
+            def write(tmp):
+                with pa.ipc.new_stream(tmp, schema) as writer:
+                    writer.write_table(table, max_chunksize=self.job.data_args.dataset_writer_batch_size)
+
+            write_atomic(task_file(self.work, task.index, "shard.arrow"), write)
+        tail_ids, tail_lengths, tail_labels = packer.remainder()
+        write_npz_atomic(task_file(self.work, task.index, "tail.npz"), ids=tail_ids, lengths=tail_lengths,
+                         labels=tail_labels)
+        meta = dict(meta or {"index": task.index, "source_index": task.source_index, "docs_kept": documents_out,
+                             "tokens": tokens_out})
+        meta.update(rows=rows, tokens_out=tokens_out, documents_out=documents_out)
+        if "docs_kept" not in meta and self.job.phase == "single":
+            meta.update(docs_kept=documents_out, tokens=tokens_out)
+        write_json_atomic(task_file(self.work, task.index, "pack.json"), meta)
+        return meta
+
+
+def _plain(value):
+    """numpy scalars from a Ray Data batch as Python values."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def task_rows(tasks: list[Task]) -> list[dict]:
+    return [asdict(task) for task in tasks]

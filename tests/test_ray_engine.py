@@ -1,0 +1,207 @@
+"""The Ray engine: the same tokens and the same number of full blocks as the local engine, every
+failure reported with its file and line, nothing published or left running after one.
+
+One local Ray cluster serves the whole module (`ray start --head`, 2 CPUs, a small object store);
+builds in this process and in subprocesses join it through RAY_ADDRESS. Tasks are made tiny
+(RANKZERO_RAY_TASK_BYTES) so every corpus here is cut into several.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from rankzero.data import ray_engine
+from rankzero.data.handoff import prepare_or_wait
+from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
+from rankzero.errors import RankzeroError
+from rankzero.runtime import Runtime
+
+ray = pytest.importorskip("ray")
+SINGLE = Runtime(0, 1, 0, 1, 0, "test-host")
+TASK_BYTES = 20_000
+
+
+def _ray_processes() -> set[int]:
+    import psutil
+
+    found = set()
+    for process in psutil.process_iter(["pid", "name", "cmdline"]):
+        command = " ".join(process.info["cmdline"] or []) + " " + (process.info["name"] or "")
+        if any(key in command for key in ("raylet", "gcs_server", "ray::", "default_worker.py")):
+            found.add(process.info["pid"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A local cluster for the module; RAY_ADDRESS points every build at it."""
+    from trainutil import free_port
+
+    port = free_port()
+    temp = tmp_path_factory.mktemp("ray")
+    command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}", "--num-cpus=2",
+               "--include-dashboard=false", "--object-store-memory=120000000", "--disable-usage-stats",
+               f"--temp-dir={temp}"]
+    # Token authentication depends on what ~/.ray holds; a test cluster on loopback does without it.
+    previous = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RANKZERO_RAY_TASK_BYTES", "RAY_AUTH_MODE")}
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    os.environ["RANKZERO_RAY_TASK_BYTES"] = str(TASK_BYTES)
+    try:
+        yield os.environ["RAY_ADDRESS"]
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def small_tasks(monkeypatch):
+    monkeypatch.setattr(ray_engine, "TASK_BYTES", TASK_BYTES)
+
+
+def _build(tmp_path, tokenizer_dir, corpus, engine, **overrides):
+    import datasets
+
+    args = data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine, **overrides)
+    out = prepare_or_wait(args, SINGLE, seed=0)
+    return datasets.load_from_disk(str(out)), json.loads((out / "manifest.json").read_text())
+
+
+def _tokens(dataset) -> Counter:
+    return Counter(np.asarray(dataset["input_ids"], dtype=np.int64).ravel().tolist())
+
+
+def _assert_same_content(local, ray_built, length):
+    (local_rows, local_manifest), (ray_rows, ray_manifest) = local, ray_built
+    assert len(ray_rows) == len(local_rows) and set(map(len, ray_rows["input_ids"])) == {length}
+    for key in ("docs_in", "docs_kept", "dropped", "tokens", "sequences", "tail_tokens_dropped"):
+        assert ray_manifest[key] == local_manifest[key], key
+    # Both outputs are the same token multiset less a final partial block (< one block each).
+    difference = _tokens(local_rows) - _tokens(ray_rows)
+    assert sum(difference.values()) < length and sum((_tokens(ray_rows) - _tokens(local_rows)).values()) < length
+    assert ray_manifest["prep_engine"]["tasks"] >= 3 and ray_manifest["fingerprint"] == local_manifest["fingerprint"]
+
+
+def test_ray_matches_the_local_engine(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    texts = korean_documents(500, seed=3)
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts])
+    local = _build(tmp_path, tokenizer_dir, corpus, "local", max_seq_length=64)
+    ray_built = _build(tmp_path, tokenizer_dir, corpus, "ray", max_seq_length=64)
+    _assert_same_content(local, ray_built, 64)
+    # Exactly the encoded documents' tokens, less the final partial block: none lost, none repeated.
+    info = load_tokenizer(tokenizer_dir)
+    ids, _, _ = DocumentEncoder(info).encode([[(t, True)] for t in texts])
+    everything = Counter(ids.tolist())
+    ray_tokens = _tokens(ray_built[0])
+    assert not ray_tokens - everything and sum((everything - ray_tokens).values()) == ray_built[1]["tail_tokens_dropped"]
+    assert all(sum(lengths) == 64 for lengths in ray_built[0]["document_lengths"])
+
+
+def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    sample = [json.loads(line)["text"] for line in (REPO / "data" / "quality_sample.jsonl").read_text().splitlines()]
+    # Duplicates far apart, so they land in different tasks: dedup must be global, first one wins.
+    records = [{"text": t} for t in sample + korean_documents(60, seed=4) + sample[:40]]
+    corpus = write_jsonl(tmp_path / "mixed.jsonl", records)
+    local = _build(tmp_path, tokenizer_dir, corpus, "local", quality_filter="ko", max_seq_length=32)
+    ray_built = _build(tmp_path, tokenizer_dir, corpus, "ray", quality_filter="ko", max_seq_length=32)
+    assert ray_built[1]["dropped"]["duplicate"] >= 30
+    _assert_same_content(local, ray_built, 32)
+    assert ray_built[1]["prep_engine"]["passes"] == 2
+
+
+def test_ray_sft_rows_carry_labels(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    chat = write_jsonl(tmp_path / "chat.jsonl", [
+        {"messages": [{"role": "user", "content": f"질문 {i} " * 5}, {"role": "assistant", "content": f"답변 {i}입니다."}]}
+        for i in range(300)])
+    local = _build(tmp_path, tokenizer_dir, chat, "local", mode="sft", max_seq_length=16)
+    ray_built = _build(tmp_path, tokenizer_dir, chat, "ray", mode="sft", max_seq_length=16)
+    _assert_same_content(local, ray_built, 16)
+    for ids, labels in zip(ray_built[0]["input_ids"], ray_built[0]["labels"]):
+        assert len(labels) == 16 and all(label in (-100, token) for token, label in zip(ids, labels))
+
+
+def test_a_failing_task_names_file_and_line_publishes_nothing_and_leaves_no_ray_process(tmp_path, tokenizer_dir):
+    """Without RAY_ADDRESS the builder starts its own local cluster; after the failure none of it is left."""
+    lines = [json.dumps({"text": t}, ensure_ascii=False) for t in korean_documents(400, seed=6)]
+    lines[330] = lines[330][:-3]
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = _ray_processes()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RANKZERO_RAY_TASK_BYTES"] = str(TASK_BYTES)
+    command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
+               str(tokenizer_dir), "--max_seq_length", "64", "--cache_dir", str(tmp_path / "cache"),
+               "--prep_engine", "ray", "--dataset_num_proc", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "bad.jsonl:331: malformed JSON" in result.stderr, result.stderr[-3000:]
+    cache = tmp_path / "cache"
+    assert not [p for p in cache.iterdir() if (p / "manifest.json").exists()]
+    assert json.loads(next(cache.glob("*.failed")).read_text())["error"].startswith(f"{corpus}:331")
+    deadline = time.monotonic() + 30
+    while _ray_processes() - before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _ray_processes() - before, "Ray processes outlived the failed build"
+
+
+def test_a_rerun_after_a_driver_crash_reuses_finished_tasks(tmp_path, tokenizer_dir, ray_cluster):
+    import datasets
+
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(1500, seed=8)])
+    cache = tmp_path / "cache"
+    args = ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64, "--cache_dir", cache,
+            "--prep_engine", "ray"]
+    command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)]
+    driver = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(cache.glob("*.ray-work/task-*.pack.json")) and time.monotonic() < deadline:
+            assert driver.poll() is None, "the build finished before it could be interrupted"
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGKILL)
+    finally:
+        driver.wait()
+    finished = len(list(cache.glob("*.ray-work/task-*.pack.json")))
+    assert finished >= 1
+    out = prepared_dir(prepare_cli(*args).stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["prep_engine"]["reused_tasks"] >= finished and not list(cache.glob("*.ray-work"))
+    fresh = prepared_dir(prepare_cli(*args[:-3], tmp_path / "fresh", "--prep_engine", "ray").stdout)
+    first, second = (datasets.load_from_disk(str(d)) for d in (out, fresh))
+    assert sorted(map(tuple, first["input_ids"])) == sorted(map(tuple, second["input_ids"]))
+
+
+def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_cluster):
+    from trainutil import free_port, losses, run, train_flags, write_corpus
+
+    corpus = write_corpus(tmp_path / "docs.jsonl")
+    out = tmp_path / "run"
+    flags = train_flags(corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=10, logging_steps=5,
+                        prep_engine="ray")
+    result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+                  REPO / "train.py", *flags], timeout=400)
+    prepared = [line for line in result.stdout.splitlines() if line.startswith("prepared: ")]
+    assert len(prepared) == 2 and len(set(prepared)) == 1
+    assert result.stderr.count("[prepare] published") == 1
+    assert json.loads((out / "data_manifest.json").read_text())["prep_engine"]["name"] == "ray"
+    assert 10 in losses(out)
+
+
+def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluster):
+    with pytest.raises(RankzeroError, match="--prep_engine ray reads files every node can see"):
+        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), SINGLE, 0)
