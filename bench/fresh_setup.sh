@@ -20,20 +20,21 @@ for name in ${PASS_ENV:-}; do
 done
 
 echo "commit $(git -C "$HERE" rev-parse --short HEAD); environment: ${kept[*]}"
-for which in "${@:-demo test}"; do
-  for each in $which; do
-    command=${COMMANDS[$each]:?"unknown command $each: use demo or test"}
-    clone=$WORK/$each
-    git clone -q "$HERE" "$clone"
-    rm -rf "$WORK/home" && mkdir -p "$WORK/home"
-    for run in 1 2; do
-      log=$WORK/$each-$run.log
-      started=$(date +%s.%N)
-      status=0
-      (cd "$clone" && env -i "${kept[@]}" $command) >"$log" 2>&1 || status=$?
-      seconds=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-      setup=$(grep -o 'ready in [0-9]* s' "$log" || echo "set-up skipped")
-      echo "$each run $run: \`$command\` exit $status, $seconds s ($setup); $(tail -n 1 "$log" | cut -c1-100); log $log"
-    done
+targets=("$@")
+(( $# )) || targets=(demo test)
+for each in "${targets[@]}"; do
+  command=${COMMANDS[$each]:?"unknown command $each: use demo or test"}
+  clone=$WORK/$each
+  git clone -q "$HERE" "$clone"
+  rm -rf "$WORK/home" && mkdir -p "$WORK/home"
+  for run in 1 2; do
+    log=$WORK/$each-$run.log
+    started=$(date +%s.%N)
+    status=0
+    (cd "$clone" && env -i "${kept[@]}" $command) >"$log" 2>&1 || status=$?
+    seconds=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    setup=$(grep -o 'ready in [0-9]* s' "$log" || echo "set-up skipped")
+    outcome=$(grep -E 'passed|failed|^demo model:' "$log" | tail -n 1 | cut -c1-100)
+    echo "$each run $run: \`$command\` exit $status, $seconds s ($setup); $outcome; log $log"
   done
 done
