@@ -53,7 +53,7 @@ fi
 
 mkdir -p "$VENV"
 if command -v flock >/dev/null 2>&1; then  # two launches at once (several nodes, one checkout) set up once
-  exec 9>"$VENV/.setup.lock"
+  exec 9<"$VENV"  # the directory itself: `venv --clear` empties it but keeps it
   flock 9
 fi
 
