@@ -25,7 +25,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VENV=$HERE/.venv
-EXTRAS=test  # every extra in pyproject.toml: the demo and the tests share one environment
+EXTRAS=test,ray  # every extra in pyproject.toml: the demo and the tests share one environment
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 
 say() { echo "venv.sh: $*" >&2; }

@@ -73,7 +73,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
         t_encode = time.perf_counter()
         if two_pass:
-            encoded = [read_json(task_file(work, t.index, "stage.json")) for t in tasks]
+            encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
             _drop_duplicates(work, tasks, encoded, stats)
             if sum(s.docs_kept for s in stats) == 0:
@@ -85,7 +85,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             packing.stage = "pack"
             todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
             _run_phase(job, todo, cluster, packing, [t for t in tasks if t not in todo])
-        packed = [read_json(task_file(work, t.index, "pack.json")) for t in tasks]
+        packed = _read_metas(work, tasks, "pack.json")
         t_stop = time.perf_counter()
     if not two_pass:
         encoded = packed
@@ -216,6 +216,16 @@ def _work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
     work.mkdir(parents=True)
     write_json_atomic(work / "tasks.json", signature)
     return work
+
+
+def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
+    metas = [read_json(task_file(work, t.index, what)) for t in tasks]
+    missing = [t for t, meta in zip(tasks, metas) if meta is None]
+    if missing:
+        raise RankzeroError(f"{len(missing)} Ray task(s) finished but their files are not in {work} (first: task "
+                            f"{missing[0].index}, {missing[0].path}); the cache dir must be on a filesystem that "
+                            "every Ray node shares, at the same path")
+    return metas
 
 
 def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
