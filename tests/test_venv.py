@@ -88,7 +88,8 @@ def test_set_up_once_then_only_what_its_changed_inputs_need(checkout):
     venv = checkout / ".venv"
     result, calls = setup(checkout, *PREFIX, FAKE_PIP_WHEELHOUSE="1")
     assert torch_installs(calls) == [["install", "torch==2.13.0+cpu"]]  # found by pip alone: no index asked
-    assert project_installs(calls) == [["install", "--constraint", calls[-1][2], "-e", f"{checkout}[test]"]]
+    (extras,) = re.findall(r"^EXTRAS=(\S+)", (REPO / "venv.sh").read_text(), re.MULTILINE)
+    assert project_installs(calls) == [["install", "--constraint", calls[-1][2], "-e", f"{checkout}[{extras}]"]]
     assert result.stdout.strip() == str(venv)  # the command ran inside .venv
 
     result, calls = setup(checkout, *PREFIX)
