@@ -285,12 +285,12 @@ def elect_scope(data_args, runtime: Runtime, cache_dir: Path) -> str:
         return data_args.prep_scope
     if runtime.local_world_size >= runtime.world_size:
         return "global"
-    if runtime.node_rank == 0:  # rank 0's own node
-        return "global"
     probe = cache_dir / f".probe-{job_key(runtime, 'global')}"
     if runtime.rank == 0:
         cache_dir.mkdir(parents=True, exist_ok=True)
         _write_json_atomic(probe, {"host": runtime.hostname, "time": time.time()})
+        return "global"
+    if runtime.node_rank == 0:  # rank 0's own node
         return "global"
     deadline = time.monotonic() + float(os.environ.get("RANKZERO_PROBE_S", "10"))
     started = time.time()
