@@ -68,8 +68,9 @@ HEARTBEAT_STALE_S = 5.0
 STARTUP_GRACE_S = 60.0
 CLOCK_SLACK_S = 5.0
 ALWAYS_HASHED_BYTES = 1 << 20  # files this small (state.json, dataset_info.json) are checksummed on every use
-# Free space a build needs, from its input size: prepared ids are int32 (4 bytes a token) and Korean
-# input gives about a token per 3 bytes (2.4-3.7 measured with 1k-16k vocabularies, bench/RESULTS.md).
+# Free space a build needs, from its input size: a prepared token takes 4 bytes (int32 id; 4.05 with the
+# document boundaries, measured) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
+# (bench/handoff_bench.py --space; larger vocabularies make fewer tokens).
 BYTES_PER_TOKEN = 3
 OUTPUT_BYTES_PER_TOKEN = 4
 
@@ -516,10 +517,10 @@ def _check_free_space(cache_dir: Path, needed: int | None, data_args, sources) -
     """Fail before the build when it cannot fit; warn when it might not. Returns the free bytes."""
     free = shutil.disk_usage(cache_dir).free
     if needed is not None and free < needed:
-        # The estimate is generous (a tokenizer with a large vocabulary makes fewer tokens): below half of
-        # it the build cannot fit; between half and all of it, it may.
+        # A tokenizer with a large vocabulary (or ASCII-escaped JSON input) makes fewer tokens per byte than
+        # the estimate assumes; below a third of it, a build would need 9+ input bytes per token to fit.
         message = f"--cache_dir {cache_dir}: {_size(free)} free, and {_needed_text(needed)}"
-        if free < needed / 2:
+        if free < needed / 3:
             raise RankzeroError(f"{message}; free space there, or pass another --cache_dir")
         logger.warning("%s; it may not fit", message)
     return free

@@ -100,7 +100,7 @@ def _file_identity(path: str, content: str = "stat") -> dict[str, Any]:
 
 def content_hash(handle: BinaryIO, size: int, sample_bytes: int | None = None) -> str:
     """xxh3-128 of an open file's bytes, or of its first and last `sample_bytes` when it is larger than both
-    (xxh3 runs at ~20 GiB/s here, blake2b at 0.7: bench/RESULTS.md)."""
+    (xxh3 hashes files 13x faster than blake2b here, at the speed files are read: bench/RESULTS.md)."""
     import xxhash
 
     digest = xxhash.xxh3_128()
