@@ -197,8 +197,9 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
     subprocess.run([sys.executable, str(REPO / "bench/make_corpus.py"), "--size_mb", "1", "--output", str(small)],
                    check=True, capture_output=True)
     common = ["--tokenizer_path", str(work / "tok"), "--max_seq_length", str(seq), "--cache_dir", str(work / "cache")]
-    template = Path(subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(small),
-                                    *common], check=True, capture_output=True, text=True).stdout.split("prepared: ")[-1].strip())
+    built = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(small), *common],
+                           check=True, capture_output=True, text=True)
+    template = Path(built.stdout.split("prepared: ")[-1].strip())
     shards = make_shards(work, template, int(gib * (1 << 30)), seq)
     flags = {mode: ["--dataset", str(inputs), *common, *extra] for mode, extra in MODES.items()}
     published = {mode: fake_published(work / "cache", flags[mode], template, shards) for mode in ("stat", "sample", "full")}
@@ -246,8 +247,10 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
     print(json.dumps({k: round(statistics.median(v), 3) for k, v in figures.items()}))
     print(f"\n| cached re-run, 2 ranks, {data_bytes / 2**30:.2f} GiB published | data ready (slower rank) s | whole job s "
           "| data ready / baseline |\n|---|---:|---:|---:|")
-    labels = {"stat": "cheap checks (default) — the baseline", "verify_data": "--verify_data (every byte checksummed)",
-              "sample": "--fingerprint_content sample (+ cheap checks)", "full": "--fingerprint_content full (+ cheap checks)"}
+    labels = {"stat": "cheap checks (default) — the baseline",
+              "verify_data": "--verify_data (every byte checksummed)",
+              "sample": "--fingerprint_content sample (+ cheap checks)",
+              "full": "--fingerprint_content full (+ cheap checks)"}
     for mode, label in labels.items():
         print(f"| {label} | {statistics.median(figures[mode + '_ready']):.2f} | "
               f"{statistics.median(figures[mode + '_total']):.2f} | {statistics.median(figures[mode + '_ratio']):.2f}x |")
@@ -255,7 +258,8 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
     for key, label in (("verify_cheap", "verify_published, cheap"), ("verify_deep", "verify_published, deep"),
                        ("fingerprint_sample", "fingerprint identity, 16 input files, sample"),
                        ("fingerprint_full", "fingerprint identity, 16 input files, full")):
-        print(f"| {label} | {statistics.median(figures[key + '_hot']):.3f} | {statistics.median(figures[key + '_cold']):.3f} |")
+        hot, cold = statistics.median(figures[key + "_hot"]), statistics.median(figures[key + "_cold"])
+        print(f"| {label} | {hot:.3f} | {cold:.3f} |")
     for name in ("xxh3_128", "blake2b"):
         hot = statistics.median(figures[name + "_hot"])
         print(f"| {name} over the dataset files | {hot:.3f} ({data_bytes / 2**30 / hot:.1f} GiB/s) | — |")

@@ -334,7 +334,10 @@ def _training_number_problems(training) -> list[str]:
         if not ok:
             problems.append(f"--{flag} {getattr(training, flag)}: {rule}")
 
-    finite = lambda name: isinstance(getattr(training, name), (int, float)) and math.isfinite(getattr(training, name))  # noqa: E731
+    def finite(name: str) -> bool:
+        value = getattr(training, name)
+        return isinstance(value, (int, float)) and math.isfinite(value)
+
     need("per_device_train_batch_size", training.per_device_train_batch_size >= 1, "must be at least 1")
     need("gradient_accumulation_steps", training.gradient_accumulation_steps >= 1, "must be at least 1")
     need("learning_rate", finite("learning_rate") and training.learning_rate >= 0, "must be a finite number >= 0")
@@ -348,7 +351,7 @@ def _training_number_problems(training) -> list[str]:
     if training.max_steps <= 0:
         need("num_train_epochs", finite("num_train_epochs") and training.num_train_epochs > 0,
              "must be above 0 (or give --max_steps)")
-    if str(training.save_strategy) in ("steps", "SaveStrategy.STEPS"):
+    if training.save_strategy == "steps":
         need("save_steps", finite("save_steps") and training.save_steps > 0, "must be above 0 (or --save_strategy no)")
     return problems
 

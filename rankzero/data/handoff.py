@@ -227,15 +227,16 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
     if not isinstance(files, dict) or not files:
         return "its manifest.json lists no files (written by an older rankzero)"
     for name, expected in files.items():
-        if os.sep in name or name in (".", "..") or not isinstance(expected, dict):
-            raise ForeignDataset(f"{final}: its manifest.json lists {name!r}, which rankzero never writes; remove it")
+        well_formed = isinstance(expected, dict) and isinstance(expected.get("size"), int)
+        if os.sep in name or name in (".", "..") or not well_formed:
+            raise ForeignDataset(f"{final}: its manifest.json lists {name!r} in a way rankzero never writes; remove it")
         found = _lstat(final / name)
         if found is None:
             return f"{name} is missing"
         if not stat.S_ISREG(found.st_mode):
             return f"{name} is not a regular file"
         if found.st_size != expected.get("size"):
-            return f"{name} is {found.st_size:,} bytes, its manifest says {expected.get('size'):,} (cut short or rewritten)"
+            return f"{name} is {found.st_size:,} bytes, its manifest says {expected['size']:,} (cut short or rewritten)"
     for name, expected in files.items():
         if deep or expected["size"] <= ALWAYS_HASHED_BYTES:
             try:
@@ -425,8 +426,9 @@ def build(data_args, runtime: Runtime, seed: int, cache_dir: Path, fingerprint: 
                         _remove_dead_builds(cache_dir, fingerprint)
                         if problem != MISSING:
                             _move_aside(final, problem)
-                        free = _check_free_space(cache_dir, needed, data_args, sources)
-                        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f"{fingerprint}.tmp-{runtime.hostname}-{os.getpid()}-"))
+                        free = _check_free_space(cache_dir, needed)
+                        prefix = f"{fingerprint}.tmp-{runtime.hostname}-{os.getpid()}-"
+                        tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=prefix))
                         return _build_and_publish(data_args, runtime, seed, tmp, final, fingerprint, inputs, sources,
                                                   tokenizer, heartbeat)
                 heartbeat.progress({"stage": "waiting for another job building the same dataset"})
@@ -513,7 +515,7 @@ def _needed_text(needed: int | None) -> str:
             f"{OUTPUT_BYTES_PER_TOKEN} bytes per prepared token")
 
 
-def _check_free_space(cache_dir: Path, needed: int | None, data_args, sources) -> int:
+def _check_free_space(cache_dir: Path, needed: int | None) -> int:
     """Fail before the build when it cannot fit; warn when it might not. Returns the free bytes."""
     free = shutil.disk_usage(cache_dir).free
     if needed is not None and free < needed:
