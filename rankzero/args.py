@@ -7,10 +7,16 @@ recipe: its keys become flags, and flags given on the command line after it win.
 `--tokenize_only` with nothing but data flags (and `--seed`) is parsed by plain argparse built from
 DataArguments (`prep_only_parser`), without importing transformers or torch (~1-3 s of start-up);
 any other flag falls back to the full parser, so a typo is still an error, never silently ignored.
+Flags and recipe keys match exactly: argparse's prefix matching (`--learning_rat` for
+`--learning_rate`) is off in both parsers.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import logging
+import math
 import os
 import sys
 from dataclasses import MISSING, dataclass, field, fields
@@ -18,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
 DEFAULT_SEED = 42  # TrainingArguments' default; tests/test_args.py keeps the two in step
@@ -112,6 +120,17 @@ class DataArguments:
     prep_timeout_s: float = field(
         default=6 * 3600.0, metadata={"help": "Last resort: waiting ranks give up after this many seconds."}
     )
+    verify_data: bool = field(
+        default=False,
+        metadata={"help": "Before using a prepared dataset, check every file's checksum, not only its size "
+                  "(~0.05 s per GB from the page cache; reads the whole dataset from disk otherwise)."},
+    )
+    fingerprint_content: str = field(
+        default="stat",
+        metadata={"help": "How input files enter the fingerprint: path+size+mtime (stat), plus a hash of each "
+                  "file's first and last MiB (sample), or of all its bytes (full).",
+                  "choices": ["stat", "sample", "full"]},
+    )
 
     def resolve_env(self) -> None:
         """Flag > env var > default for the worker knobs (they never change the output)."""
@@ -170,8 +189,6 @@ def recipe_to_argv(path: str | os.PathLike) -> list[str]:
         if isinstance(value, list):
             argv += [flag, *map(str, value)]
         elif isinstance(value, dict):
-            import json
-
             argv += [flag, json.dumps(value)]
         elif value is None:
             continue
@@ -180,16 +197,39 @@ def recipe_to_argv(path: str | os.PathLike) -> list[str]:
     return argv
 
 
-def _expand_argv(argv: list[str]) -> list[str]:
+def _expand_argv(argv: list[str]) -> tuple[list[str], str | None, set[str]]:
+    """(flags, the recipe file or None, the flags that came from the recipe)."""
+    recipe, from_recipe = None, set()
     if argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-"):
         if not Path(argv[0]).is_file():
             raise ValueError(f"recipe {argv[0]} does not exist")
-        argv = recipe_to_argv(argv[0]) + argv[1:]
-    return [TRAINING_ALIASES.get(arg, arg) for arg in argv]
+        recipe, recipe_argv = argv[0], recipe_to_argv(argv[0])
+        from_recipe = {arg for arg in recipe_argv if arg.startswith("--")}
+        argv = recipe_argv + argv[1:]
+    return [TRAINING_ALIASES.get(arg, arg) for arg in argv], recipe, from_recipe
+
+
+def _unknown_arguments(parser, remaining: list[str], recipe: str | None, from_recipe: set[str]) -> str:
+    """One line per unknown flag or recipe key, with the closest real name."""
+    known = [option for option in parser._option_string_actions if option.startswith("--")]
+    lines = []
+    for arg in remaining:
+        if not arg.startswith("-"):
+            continue
+        flag = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        if flag in from_recipe:
+            lines.append(f"recipe {recipe}: unknown key '{flag[2:]}'{hint and f' (did you mean {close[0][2:]}?)'}")
+        else:
+            lines.append(f"unknown flag {flag}{hint}")
+    if not lines:
+        lines.append(f"unexpected arguments {remaining}")
+    return "invalid arguments (names must match exactly):\n  - " + "\n  - ".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> RunArguments:
-    argv = _expand_argv(list(sys.argv[1:] if argv is None else argv))
+    argv, recipe, from_recipe = _expand_argv(list(sys.argv[1:] if argv is None else argv))
     light = prep_only_parser()
     namespace, remaining = light.parse_known_args(argv)
     if namespace.tokenize_only and not remaining:
@@ -202,8 +242,10 @@ def parse_args(argv: list[str] | None = None) -> RunArguments:
         # prepared first, with no process group, so a long preparation never sits in a collective.
         from rankzero.train.training_args import TrainingArguments
 
-        light = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments))
-        data, model, training = light.parse_args_into_dataclasses(argv)
+        light = HfArgumentParser((DataArguments, ModelArguments, TrainingArguments), allow_abbrev=False)
+        data, model, training, remaining = light.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+        if remaining:
+            raise ValueError(_unknown_arguments(light, remaining, recipe, from_recipe))
         seed = training.seed
     data.resolve_env()
     check_arguments(data, model, training)
@@ -266,9 +308,12 @@ def given_fields(parser, argv: list[str]) -> frozenset[str]:
 
 def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -> None:
     """Report every problem in the arguments at once, before any heavy work starts."""
+    from rankzero.data.sources import check_weight
+
     problems = []
     if not data.dataset:
         problems.append("--dataset: give at least one source (a file, directory, glob or hub name)")
+    problems += [problem for spec in data.dataset if (problem := check_weight(spec))]
     if not data.tokenizer_path:
         problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
     elif not Path(data.tokenizer_path).is_dir():
@@ -303,8 +348,83 @@ def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -
         for flag, path in (("--model_config", model.model_config), ("--pretrained_model", model.pretrained_model)):
             if path and not Path(path).exists():
                 problems.append(f"{flag} {path}: does not exist")
+        problems += _training_number_problems(training)
+        problems += _position_problems(data, model)
     if problems:
         raise ValueError("invalid arguments:\n  - " + "\n  - ".join(problems))
+
+
+def _training_number_problems(training) -> list[str]:
+    """Numbers TrainingArguments accepts but training cannot use: caught here, before anything is written."""
+    problems = []
+
+    def need(flag: str, ok: bool, rule: str) -> None:
+        if not ok:
+            problems.append(f"--{flag} {getattr(training, flag)}: {rule}")
+
+    def finite(name: str) -> bool:
+        value = getattr(training, name)
+        return isinstance(value, (int, float)) and math.isfinite(value)
+
+    need("per_device_train_batch_size", training.per_device_train_batch_size >= 1, "must be at least 1")
+    need("gradient_accumulation_steps", training.gradient_accumulation_steps >= 1, "must be at least 1")
+    need("learning_rate", finite("learning_rate") and training.learning_rate >= 0, "must be a finite number >= 0")
+    need("weight_decay", finite("weight_decay") and training.weight_decay >= 0, "must be a finite number >= 0")
+    need("max_grad_norm", finite("max_grad_norm") and training.max_grad_norm >= 0,
+         "must be a finite number >= 0 (0: no clipping)")
+    need("adam_beta1", finite("adam_beta1") and 0 <= training.adam_beta1 < 1, "must be in [0, 1)")
+    need("adam_beta2", finite("adam_beta2") and 0 <= training.adam_beta2 < 1, "must be in [0, 1)")
+    need("adam_epsilon", finite("adam_epsilon") and training.adam_epsilon > 0, "must be a finite number above 0")
+    need("dataloader_num_workers", training.dataloader_num_workers >= 0, "must be at least 0")
+    if training.max_steps <= 0:
+        need("num_train_epochs", finite("num_train_epochs") and training.num_train_epochs > 0,
+             "must be above 0 (or give --max_steps)")
+    if training.save_strategy == "steps":
+        need("save_steps", finite("save_steps") and training.save_steps > 0, "must be above 0 (or --save_strategy no)")
+    return problems
+
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def _position_problems(data: DataArguments, model: ModelArguments) -> list[str]:
+    """--max_seq_length against the model's positions, read from its config JSON (the model is not built).
+
+    Longer blocks are an error: positions past the table were never trained, and a learned position table
+    fails outright. With RoPE scaling in the config they are allowed, with a warning that says why."""
+    source = model.model_config or (model.pretrained_model and str(Path(model.pretrained_model) / "config.json"))
+    try:
+        config = json.loads(Path(source).read_text(encoding="utf-8")) if source else None
+    except (OSError, ValueError):  # missing or not JSON: building the model reports it with its own words
+        return []
+    if not isinstance(config, dict):
+        return []
+    config = config if any(key in config for key in POSITION_KEYS) else config.get("text_config") or {}
+    key = next((key for key in POSITION_KEYS if isinstance(config.get(key), int)), None)
+    if key is None or data.max_seq_length <= config[key]:
+        return []
+    scaling = _rope_scaling(config)
+    if scaling:
+        logger.warning("--max_seq_length %d is longer than %s %d in %s: allowed because its RoPE scaling (%s) "
+                       "extends the positions; make sure the model is meant to run that long",
+                       data.max_seq_length, key, config[key], source, scaling)
+        return []
+    return [f"--max_seq_length {data.max_seq_length}: longer than the model's {key} {config[key]} ({source}); "
+            "positions past it were never trained. Lower --max_seq_length, or use a config with rope_scaling"]
+
+
+def _rope_scaling(config: dict) -> str | None:
+    """A description of the config's RoPE scaling, or None when it has none ('default' is none)."""
+    for key in ("rope_scaling", "rope_parameters"):  # transformers < 5 / >= 5
+        value = config.get(key)
+        candidates = [value] if isinstance(value, dict) and ("rope_type" in value or "type" in value) else (
+            [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else [])
+        for candidate in candidates:
+            kind = candidate.get("rope_type") or candidate.get("type")
+            if kind and kind != "default":
+                factor = candidate.get("factor")
+                return f"{kind}" + (f", factor {factor}" if factor is not None else "")
+    return None
 
 
 def _flag_env_default(flag_value: int | None, env_name: str, default: int) -> int:

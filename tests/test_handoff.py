@@ -177,3 +177,137 @@ def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, corpus):
     with pytest.raises(BuilderFailed, match="--prep_timeout_s"):
         wait_for_builder(args, waiter, tmp_path, "fp", "job", "rank 0")
     assert time.monotonic() - started < 5
+
+
+# --------------------------------------------------------------------------- issue 15: hostile cache dirs
+
+# Runs in a child process: computes the names this very process would use (fingerprint, job key, pid),
+# plants a symlink at each of the chosen kinds, then runs train.py's main. Usage:
+#   plant.py KINDS FILE_TARGET DIR_TARGET TRAIN_ARGS...
+PLANT_AND_RUN = r'''
+import os, sys
+from pathlib import Path
+
+from rankzero.args import parse_args
+from rankzero.data.handoff import job_key
+from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
+from rankzero.data.sources import resolve_source
+from rankzero.data.tokenize import load_tokenizer
+from rankzero.errors import run_cli
+from rankzero.runtime import Runtime
+import train
+
+kinds, file_target, dir_target, argv = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4:]
+args = parse_args(["--tokenize_only", *argv])
+runtime, pid = Runtime.from_env(), os.getpid()
+sources = [resolve_source(spec) for spec in args.data.dataset]
+fp = compute_fingerprint(fingerprint_inputs(args.data, args.seed, sources, load_tokenizer(args.data.tokenizer_path)))
+job = job_key(runtime, "global")
+names = {  # every name a run uses, and the temp names earlier versions derived from the pid
+    "heartbeat": [f"{fp}.heartbeat.{job}", f".{fp}.heartbeat.{job}.{pid}.tmp"],
+    "probe": [f".probe-{job}", f"..probe-{job}.{pid}.tmp"],
+    "failed": [f"{fp}.failed", f".{fp}.failed.{pid}.tmp"],
+    "tmp": [f"{fp}.tmp-{runtime.hostname}-{pid}", f"{fp}.tmp-deadhost-1", f"{fp}.damaged-x"],
+    "lock": [f"{fp}.lock"],
+    "final": [fp],
+}
+cache = Path(args.data.cache_dir).resolve()
+cache.mkdir(parents=True, exist_ok=True)
+for kind in kinds:
+    for name in names[kind]:
+        os.symlink(dir_target if kind in ("tmp", "final") else file_target, cache / name)
+sys.exit(run_cli(lambda: train.main(["--tokenize_only", *argv])))
+'''
+
+
+def _tree(path: Path) -> dict:
+    """Content and mtime of a file, or of every file below a directory."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+
+
+@pytest.mark.parametrize("kinds", ["heartbeat,probe,tmp", "failed,heartbeat", "lock", "final"])
+def test_15_1_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_dir, corpus, kinds):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("not the cache's to write\n")
+    if kinds == "final":  # a valid dataset for these very inputs, built elsewhere: following the link would "work"
+        victim_dir = prepared_dir(prepare_cli(*_common(corpus, tokenizer_dir, tmp_path / "elsewhere")).stdout)
+    else:
+        victim_dir = outside / "dir"
+        victim_dir.mkdir()
+        (victim_dir / "keep.txt").write_text("keep me\n")
+    before = {**_tree(victim), **_tree(victim_dir)}
+    dataset = corpus
+    if kinds.startswith("failed"):  # make the build fail, so that FP.failed is written
+        dataset = tmp_path / "bad.jsonl"
+        dataset.write_text(corpus.read_text(encoding="utf-8") + "{broken\n", encoding="utf-8")
+    script = tmp_path / "plant.py"
+    script.write_text(PLANT_AND_RUN)
+    cache = tmp_path / "cache"
+    # Rank 0 of a 2-node job: it writes the probe, builds, beats and publishes without its peers.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
+    result = subprocess.run([sys.executable, str(script), kinds, str(victim), str(victim_dir),
+                             *map(str, _common(dataset, tokenizer_dir, cache))],
+                            capture_output=True, text=True, timeout=240, cwd=REPO, env=env)
+    assert {**_tree(victim), **_tree(victim_dir)} == before, "a symlink target outside the cache was written"
+    links = {p.name: os.readlink(p) for p in cache.iterdir() if p.is_symlink()}
+    if kinds == "heartbeat,probe,tmp":
+        assert result.returncode == 0, result.stderr
+        published = prepared_dir(result.stdout)
+        assert published.is_dir() and not published.is_symlink()
+        assert not any(".heartbeat." in name and not name.startswith(".") for name in links)  # replaced, then removed
+        assert not any(name.startswith(".probe-") for name in links)  # replaced by rank 0's real probe
+        assert sum(".tmp-" in name or ".damaged-" in name for name in links) == 3  # never entered nor removed
+        assert "is not a directory rankzero made (a symlink?): left alone" in result.stderr
+    elif kinds == "failed,heartbeat":
+        assert result.returncode == 1 and "bad.jsonl:1501: malformed JSON" in result.stderr
+        failed = next(cache.glob("*.failed"))
+        assert not failed.is_symlink() and "bad.jsonl:1501" in json.loads(failed.read_text())["error"]
+    elif kinds == "lock":
+        assert result.returncode == 1 and ".lock is a symlink: rankzero never made it and never follows it" in result.stderr
+    else:
+        assert result.returncode == 1 and "is a symlink: rankzero publishes only directories it built" in result.stderr
+        assert "prepared:" not in result.stdout
+
+
+def test_15_3_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_path, tokenizer_dir, corpus):
+    args = _common(corpus, tokenizer_dir, tmp_path / "cache")
+    out = prepared_dir(prepare_cli(*args).stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    shard = next(out.glob("data-*.arrow"))
+    with open(shard, "r+b") as handle:
+        handle.truncate(shard.stat().st_size // 2)
+    port = free_port()
+    results = _wait_all([_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1)])
+    assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
+    assert {prepared_dir(stdout) for _, stdout, _, _ in results} == {out}
+    assert sum(err.count("[prepare] published") for _, _, err, _ in results) == 1
+    assert "is damaged (" in results[0][2]
+    rebuilt = json.loads((out / "manifest.json").read_text())
+    assert rebuilt["build_id"] != manifest["build_id"] and rebuilt["files"] == manifest["files"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_15_11_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
+    big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(40000, seed=7)])
+    cache = tmp_path / "cache"
+    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200]
+    port = free_port()
+    builder, waiter = (_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1))
+    deadline = time.monotonic() + 120
+    while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
+        assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
+        time.sleep(0.1)
+    builder.send_signal(signum)
+    (code, _, err, _), (waiter_code, _, waiter_err, _) = _wait_all([builder, waiter], timeout=60)
+    name = signal.Signals(signum).name
+    assert code == (143 if signum == signal.SIGTERM else 130), err
+    assert re.search(rf"\[prepare\] {name} received: stopped preparing, removed the build dir \S+\.tmp-\S+, wrote "
+                     rf"\S+\.failed so that waiting ranks stop too", err), err
+    assert waiter_code != 0 and "rank 0 failed" in waiter_err
+    assert ("terminated by SIGTERM" if signum == signal.SIGTERM else "KeyboardInterrupt") in waiter_err, waiter_err
+    assert not list(cache.glob("*.tmp-*")) and not [p for p in cache.iterdir() if p.is_dir()]

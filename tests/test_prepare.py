@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from datautil import REPO as REPO_ROOT, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data.handoff import compute_fingerprint, fingerprint_inputs, prepare_or_wait
+from rankzero.data.handoff import prepare_or_wait
+from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
 from rankzero.data.sources import resolve_source
 from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError

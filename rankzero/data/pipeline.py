@@ -1,6 +1,6 @@
 """Preparation, end to end: sources → records→text → quality → tokens → blocks → shuffled Arrow shards.
 
-    manifest = build_dataset(data_args, seed, out_dir, fingerprint)   # called by handoff.py on the builder
+    manifest = build_dataset(make_plan(data_args, seed), out_dir)   # handoff.py, on the rank that builds
 
 The pieces, in the order data flows through them:
 
@@ -24,18 +24,12 @@ from pathlib import Path
 from typing import Callable
 
 from rankzero.data.local import build_local
-from rankzero.data.plan import FORMAT_VERSION, make_plan, quality_config  # noqa: F401  (handoff's fingerprint)
-from rankzero.errors import RankzeroError
+from rankzero.data.plan import Plan
 
 
-def build_dataset(data_args, seed: int, out_dir: Path, fingerprint: str, *, sources=None, tokenizer=None,
-                  on_progress: Callable[[dict], None] | None = None) -> dict:
-    """Build the dataset for these arguments into `out_dir` (a private tmp dir); return its manifest."""
-    plan = make_plan(data_args, seed, sources, tokenizer)
-    if plan.fingerprint != fingerprint:  # a source changed between the fingerprint and the build
-        raise RankzeroError(f"the inputs changed while the build started (fingerprint {fingerprint} became "
-                            f"{plan.fingerprint}); run again")
-    if data_args.prep_engine == "ray":
+def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Build the planned dataset into `out_dir` (a private tmp dir); return its manifest."""
+    if plan.data_args.prep_engine == "ray":
         from rankzero.data.ray_engine import build_ray
 
         return build_ray(plan, out_dir, on_progress)

@@ -67,7 +67,7 @@ def fingerprint_inputs(data_args, seed: int, sources, tokenizer, quality=None) -
     quality = quality if quality is not None else quality_config(data_args)
     return {
         "format_version": FORMAT_VERSION,
-        "sources": [{"identity": s.identity(), "weight": s.weight} for s in sources],
+        "sources": [{"identity": s.identity(data_args.fingerprint_content), "weight": s.weight} for s in sources],
         "tokenizer_sha256": tokenizer.content_hash,
         "max_seq_length": data_args.max_seq_length,
         "packing": data_args.packing,

@@ -14,11 +14,18 @@ Chats are rendered with the tokenizer's chat template when it has one; otherwise
 format below, which keeps every role:
 
     ### User:\\n{content}\\n\\n### Assistant:\\n{content}\\n\\n
+
+`--text_column a.b` picks field `b` of a struct (or JSON object) column `a`; a text column that holds a
+struct is an error listing its fields. Binary columns are decoded as UTF-8, and text no tokenizer can
+take (a lone UTF-16 surrogate from a JSON escape such as `\\ud800`) follows the same rules as
+undecodable bytes: an error naming file and line, or `--on_decode_error replace` (U+FFFD, counted), or
+`--skip_bad_records`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +38,11 @@ KNOWN_SHAPES = ("text/content/document (or --text_column)", "instruction/input/o
                 "prompt/completion", "question/answer", "messages (role/content)", "conversations (from/value)")
 
 Segments = list[tuple[str, bool]]
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+class TextError(ValueError):
+    """A record whose text cannot be used as it is (the message says why and what to do)."""
 
 
 def as_text(value: Any) -> str:
@@ -50,7 +62,7 @@ def as_text(value: Any) -> str:
 def detect_schema(columns: list[str], text_column: str | None) -> str:
     keys = set(columns)
     if text_column:
-        return f"text:{text_column}" if text_column in keys else ""
+        return f"text:{text_column}" if text_column in keys or text_column.split(".")[0] in keys else ""
     for name in TEXT_COLUMNS:
         if name in keys:
             return f"text:{name}"
@@ -135,9 +147,25 @@ def _chat_from_record(record: dict, schema: str) -> list[dict]:
     return messages
 
 
+def text_field(record: dict, column: str) -> str:
+    """The text of `column` (`a.b`: field b of struct a, unless a column is literally named 'a.b')."""
+    if column in record:
+        value = record[column]
+    else:
+        value = record
+        for part in column.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(column)
+            value = value[part]
+    if isinstance(value, dict):
+        raise TextError(f"column '{column}' is a struct with fields {sorted(value)}: pick the one holding the text "
+                        f"with --text_column {column}.FIELD")
+    return as_text(value)
+
+
 def record_to_segments(record: dict, schema: str, renderer: ChatRenderer, with_masks: bool) -> Segments:
     if schema.startswith("text:"):
-        return [(as_text(record[schema[5:]]), True)]
+        return [(text_field(record, schema[5:]), True)]
     if schema == "prompt_completion":
         return [(as_text(record["prompt"]), False), (as_text(record["completion"]), True)]
     return renderer.render(_chat_from_record(record, schema), with_masks)
@@ -206,6 +234,32 @@ def _iter_line_records(chunk, text: str, skip_bad_records: bool, counts: ChunkDo
             yield 1, {"text": text}
 
 
+def _decode_binary(record: dict, on_decode_error: str) -> bool:
+    """Binary columns (parquet/Arrow `binary`) holding text: decoded as UTF-8 in place; True if bytes were replaced."""
+    replaced = False
+    for key, value in record.items():
+        if isinstance(value, bytes):
+            try:
+                record[key] = value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if on_decode_error != "replace":
+                    raise TextError(f"binary column '{key}' is not UTF-8 (byte {error.start}); fix the data or pass "
+                                    "--on_decode_error replace") from None
+                record[key], replaced = value.decode("utf-8", errors="replace"), True
+    return replaced
+
+
+def _has_surrogates(segments: Segments) -> bool:
+    # A str with a lone surrogate cannot be encoded as UTF-8 (nor passed to the Rust tokenizer); trying is
+    # 3x faster than a regex search and allocates one short-lived copy.
+    try:
+        for text, _ in segments:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, with_masks: bool = False,
                     skip_bad_records: bool = False, on_decode_error: str = "error") -> ChunkDocuments:
     """Parse one chunk into documents; errors name the file and line (or record number)."""
@@ -213,10 +267,13 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
     if chunk.fmt == "records":
         records = enumerate(chunk.payload, start=chunk.first_line)
         where = "record"
+        may_hold_surrogates = True  # records parsed from JSON (.json arrays, some hub datasets) may
     else:
         text, out.replaced_lines = _decode(chunk, on_decode_error)
         records = _iter_line_records(chunk, text, skip_bad_records, out)
         where = "line"
+        # Decoded UTF-8 never holds a surrogate; only a JSON escape (backslash-u) can make one.
+        may_hold_surrogates = chunk.fmt == "jsonl" and "\\u" in text
     schemas: dict[frozenset, str] = {}  # files may mix shapes (instruction and chat records, say)
     for number, record in records:
         keys = frozenset(record)
@@ -233,11 +290,22 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
                 f"Pass --text_column NAME, or use one of: {', '.join(KNOWN_SHAPES)}"
             )
         try:
+            replaced = where == "record" and _decode_binary(record, on_decode_error)
             segments = record_to_segments(record, schema, renderer, with_masks)
+            if may_hold_surrogates and _has_surrogates(segments):
+                if on_decode_error != "replace":
+                    raise TextError("the text holds a lone UTF-16 surrogate (a JSON escape such as \\ud800 without "
+                                    "its pair): not Unicode, no tokenizer takes it; fix it or pass --on_decode_error "
+                                    "replace (U+FFFD)")
+                segments, replaced = [(SURROGATES.sub("\ufffd", text), trainable) for text, trainable in segments], True
+            out.replaced_lines += replaced
         except (KeyError, TypeError, ValueError) as error:
             if skip_bad_records:
                 out.bad_records += 1
                 continue
+            if isinstance(error, TextError):
+                place = f"{chunk.path}:{number}" if where == "line" else f"{chunk.path}: record {number}"
+                raise RankzeroError(f"{place}: {error} (or --skip_bad_records to skip such records)") from None
             raise RankzeroError(
                 f"{chunk.path}: {where} {number}: malformed '{schema}' record ({error}); "
                 f"its columns are {sorted(record)}; pass --skip_bad_records to skip such records"

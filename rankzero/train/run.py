@@ -107,9 +107,12 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
 def load_prepared(prepared_dir: Path, mode: str):
     import datasets
 
+    from rankzero.data.handoff import check_loaded_rows
+
     dataset = datasets.load_from_disk(str(prepared_dir))
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset["train"]
+    check_loaded_rows(prepared_dir, len(dataset))
     columns = ["input_ids"] + [c for c in ("document_lengths", "labels") if c in dataset.column_names]
     if "input_ids" not in dataset.column_names:
         raise ValueError(f"{prepared_dir}: no input_ids column (columns: {dataset.column_names}); re-prepare the data")
