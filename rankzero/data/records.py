@@ -310,7 +310,7 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
                 f"{chunk.path}: {where} {number}: malformed '{schema}' record ({error}); "
                 f"its columns are {sorted(record)}; pass --skip_bad_records to skip such records"
             ) from None
-        if not any(text.strip() for text, _ in segments):
+        if all(text.isspace() or not text for text, _ in segments):  # isspace: no copy, unlike strip
             out.empty += 1
             continue
         out.documents.append(segments)

@@ -45,7 +45,7 @@ IGNORE_INDEX = -100
 ENGINES = ("auto", "fastokens", "hf")
 PIECE_CHARS = 1 << 18  # long texts are encoded in pieces of at most this many characters ...
 CALL_CHARS = 1 << 22  # ... and at most this many characters go into one encode call
-SAMPLE_CHARS = 1 << 20  # corpus text the engine check encodes twice (HF's half costs ~0.1 s per MiB)
+SAMPLE_CHARS = 1 << 18  # corpus text the engine check encodes twice (HF's half costs ~0.1 CPU-s per MiB)
 
 
 def _token_content(value) -> str | None:
