@@ -2,7 +2,7 @@
 peak PSS of the whole process tree.
 
     from bench._measure import run_measured
-    result = run_measured([sys.executable, "bench/baselines/rust_tokenizer_only.py", "corpus.jsonl", "tok"])
+    result = run_measured([sys.executable, "bench/baselines/tokenizer_only.py", "corpus.jsonl", "tok"])
     result["wall_s"], result["peak_pss_mb"], result["returncode"], result["stdout"], result["stderr"]
 
 PSS (proportional set size) charges each shared page to the processes sharing it in equal parts, so

@@ -9,8 +9,8 @@ end to end (interpreter start and imports included) with the peak PSS of its who
 (bench/_measure.py), each with a fresh cache so nothing is reused:
   (a) rankzero        train.py --tokenize_only --packing --max_seq_length 2048 --cache_dir FRESH
   (b) run_clm recipe  bench/baselines/runclm_recipe.py: datasets.map(tokenizer(...)), group_texts, save_to_disk
-  (c) Rust tokenizer  bench/baselines/rust_tokenizer_only.py: encode_batch_fast on all cores, nothing written
-  (c2) fastokens      bench/baselines/fastokens_only.py: encode_batch_flat on all cores, nothing written
+  (c) Rust tokenizer  bench/baselines/tokenizer_only.py --engine hf: encode_batch_fast on all cores, nothing written
+  (c2) fastokens      bench/baselines/tokenizer_only.py --engine fastokens: encode_batch_flat, nothing written
   (ah) rankzero on the HF tokenizer   (a) with --tokenizer_engine hf
   (d) rankzero + filter   (a) with --quality_filter ko
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
@@ -238,8 +238,8 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
                "--num_proc", str(num_proc or usable_cores()), "--output_dir", str(scratch / "grouped")]
         env["HF_DATASETS_CACHE"] = str(scratch / "hf_datasets_cache")  # fresh: no map() result is reused
     elif mode in ("c", "c2"):
-        script = "rust_tokenizer_only.py" if mode == "c" else "fastokens_only.py"
-        cmd = [python, str(BENCH / "baselines" / script), str(corpus), str(tokenizer)]
+        cmd = [python, str(BENCH / "baselines" / "tokenizer_only.py"), str(corpus), str(tokenizer),
+               "--engine", "hf" if mode == "c" else "fastokens"]
         if num_proc:
             env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_THREADS"] = str(num_proc)
     else:

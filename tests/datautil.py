@@ -35,6 +35,18 @@ def prepare_cli(*args, env: dict | None = None, timeout: float = 300, check: boo
     return result
 
 
+def prepare_then(args: list, epilogue: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `train.py --tokenize_only ARGS` in a fresh interpreter, then the Python `epilogue` in the same
+    process (to look at what the prepare left behind in it: imported modules, peak memory)."""
+    argv = ["train.py", "--tokenize_only", *map(str, args)]
+    code = (f"import runpy, sys\nsys.argv = {argv!r}\n"
+            "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
+            "except SystemExit as exit:\n    assert not exit.code\n" + epilogue)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def prepared_dir(stdout: str) -> Path:
     last = stdout.strip().splitlines()[-1]
     assert last.startswith("prepared: "), last

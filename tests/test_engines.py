@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from conftest import SAMPLE_TEXTS
-from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from datautil import REPO, data_args, korean_documents, prepare_cli, prepare_then, prepared_dir, write_jsonl
 from rankzero.data import tokenize
 from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.tokenize import (IGNORE_INDEX, DocumentEncoder, FastokensEngine, HFEngine, load_tokenizer,
@@ -200,13 +198,10 @@ def test_a_20_megabyte_line_prepares_in_bounded_memory(tmp_path, tokenizer_dir):
         handle.write(json.dumps({"text": "짧은 문서 하나."}, ensure_ascii=False) + "\n")
     line_bytes = corpus.stat().st_size
     # VmHWM, not ru_maxrss: a forked child's ru_maxrss starts at its parent's (pytest's) size.
-    code = ("import runpy, sys\n"
-            f"sys.argv = ['train.py', '--tokenize_only', '--dataset', {str(corpus)!r}, '--tokenizer_path', "
-            f"{str(tokenizer_dir)!r}, '--max_seq_length', '2048', '--cache_dir', {str(tmp_path / 'cache')!r}]\n"
-            "try:\n    runpy.run_path('train.py', run_name='__main__')\nexcept SystemExit as exit:\n    assert not exit.code\n"
-            "print('PEAK_KB', [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert result.returncode == 0, result.stderr
+    result = prepare_then(["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 2048,
+                           "--cache_dir", tmp_path / "cache"],
+                          "print('PEAK_KB', [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n",
+                          timeout=600)
     peak = int(result.stdout.strip().splitlines()[-1].split()[1]) * 1024
     manifest = json.loads((prepared_dir(result.stdout.rsplit("\n", 2)[0]) / "manifest.json").read_text())
     assert manifest["docs_kept"] == 2

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from datautil import REPO as REPO_ROOT, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from datautil import (REPO as REPO_ROOT, data_args, korean_documents, prepare_cli, prepare_then, prepared_dir,
+                      write_jsonl)
 from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
 from rankzero.data.sources import resolve_source
@@ -276,14 +277,8 @@ def test_quality_filter_in_the_pipeline_counts_every_reason(tmp_path, tokenizer_
 
 def test_prepare_path_imports_no_heavy_library(tmp_path, tokenizer_dir, corpus):
     """torch + transformers cost ~3 s to import, datasets ~0.7 CPU-s, pandas ~0.4 s; preparing data needs none."""
-    import subprocess
-    import sys
-
-    code = ("import runpy, sys\n"
-            f"sys.argv = ['train.py', '--tokenize_only', '--dataset', {str(corpus)!r}, '--tokenizer_path', "
-            f"{str(tokenizer_dir)!r}, '--max_seq_length', '64', '--cache_dir', {str(tmp_path / 'cache')!r}]\n"
-            "try:\n    runpy.run_path('train.py', run_name='__main__')\nexcept SystemExit as exit:\n    assert not exit.code\n"
-            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'pandas') if m in sys.modules))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = prepare_then(["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64,
+                           "--cache_dir", tmp_path / "cache"],
+                          "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'datasets', 'pandas') "
+                          "if m in sys.modules))\n")
     assert result.stdout.strip().splitlines()[-1] == "HEAVY []", result.stdout
