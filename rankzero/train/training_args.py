@@ -102,6 +102,10 @@ def apply_fast_defaults(
                 reasons["bf16"] = (f"False (capability {major}.{minor} has no native bf16: fp32; "
                                    "--fp16 for fp16 autocast with loss scaling)")
         default("optim", "adamw_torch_fused", "one fused kernel per step on CUDA")
+        if not runtime.is_distributed and "LOCAL_RANK" not in os.environ and torch.cuda.device_count() > 1:
+            warnings.append(f"one process sees {torch.cuda.device_count()} GPUs: the Trainer will split each batch "
+                            "over them with nn.DataParallel (slow); launch ./pretrain.sh (one process per GPU) or "
+                            "set CUDA_VISIBLE_DEVICES to one GPU")
     # Only read when DDP wraps the model (2+ ranks); the Trainer's own default (True) costs an extra
     # traversal of the autograd graph every step and warns.
     default("ddp_find_unused_parameters", False, "every parameter of a causal LM gets a gradient")
