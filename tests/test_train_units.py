@@ -310,3 +310,39 @@ def test_a_checkpoint_appears_under_its_name_only_when_complete(tmp_path, tokeni
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-2"]
     assert {"model.safetensors", "optimizer.pt", "rng_state.pth", "trainer_state.json"} <= {
         p.name for p in (tmp_path / "checkpoint-2").iterdir()}
+
+
+def test_throughput_leaves_out_the_first_step_and_checkpoint_saves(monkeypatch):
+    """A fake clock: 100 tokens per second of training, a 10 s first step and 40 s saves must not change that."""
+    import types
+
+    from transformers import TrainerControl, TrainerState
+
+    import rankzero.train.throughput as throughput
+
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(throughput.time, "perf_counter", lambda: clock.now)
+    meter = throughput.ThroughputCallback(tiny_model(), seq_length=16)
+    args = types.SimpleNamespace(world_size=1, use_cpu=True, device="cpu", bf16=False, fp16=False)
+    state = TrainerState()
+    meter.on_train_begin(args, state, TrainerControl())
+
+    def step(seconds: float, save: bool = False):
+        meter.on_step_begin(args, state, TrainerControl())
+        meter.add_tokens(100 * seconds)
+        clock.now += seconds
+        meter.on_step_end(args, state, TrainerControl(should_save=save))
+        if save:
+            clock.now += 40.0  # the checkpoint is written
+
+    meter.add_tokens(5000)  # the first step: compile and warm-up, 10 s for 50 s worth of tokens
+    clock.now += 10.0
+    meter.on_step_end(args, state, TrainerControl())
+    assert "tokens_per_second" not in meter.metrics(args)  # a log on step 1 has no interval behind it
+    step(1.0, save=True)
+    step(2.0)
+    assert meter.metrics(args)["tokens_per_second"] == 100.0
+    step(1.0, save=True)  # logged in the same step as the save: the interval ends where the save begins
+    assert meter.metrics(args)["tokens_per_second"] == 100.0
+    step(3.0)
+    assert meter.metrics(args)["tokens_per_second"] == 100.0
