@@ -142,7 +142,7 @@ GPUS = {  # name: (capability, torch.version.cuda, torch.version.hip)
 
 
 @pytest.mark.parametrize("gpu", GPUS)
-def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch):
+def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
     """bf16 only where the GPU has it natively, TF32 only on CUDA Ampere+, and the arguments still validate."""
     import types
 
@@ -161,6 +161,15 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported",
                         lambda including_emulation=True: bool(hip) or capability[0] >= 8 or including_emulation)
     monkeypatch.setattr(torch.backends, "fp32_precision", torch.backends.fp32_precision)  # --tf32 sets it globally
+    # transformers caches what it learns about the device: forget it before (another test may have asked on
+    # this CPU) and after (later tests must not see the fake).
+    from transformers.utils import import_utils
+
+    cached = [import_utils.is_torch_tf32_available, import_utils.is_torch_bf16_gpu_available,
+              import_utils.is_torch_cuda_available]
+    for function in cached:
+        function.cache_clear()
+        request.addfinalizer(function.cache_clear)
 
     args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
     assert args.bf16 is (gpu != "V100")
