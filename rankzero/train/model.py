@@ -1,9 +1,12 @@
 """Build the model: from an HF config JSON (from scratch) or an HF checkpoint dir (continue).
 
-    model = build_model(model_args, tokenizer, max_token_id=…)
+    attention, notes = resolve_attention(requested, chosen=…, mask_across_documents=…)
+    model = build_model(model_args, tokenizer, max_token_id, attention)
 
-transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32: the Trainer autocasts
-to bf16 where the GPU has it (casting the weights themselves to bf16 loses small updates).
+transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32, also from a bf16
+checkpoint: the Trainer autocasts to bf16 where the GPU has it (casting the weights themselves to
+bf16 loses small updates). The attention backend is the user's, or for document masking the fastest
+one this machine has; what each costs is printed with the configuration (the tables below).
 The tokenizer and the model must agree on the vocabulary: a larger tokenizer grows the embeddings
 (with a warning); token ids the model cannot embed stop the run with the numbers and the fix.
 """
