@@ -14,6 +14,9 @@
 #   MASTER_PORT  rendezvous port (default: a free port on one node; 29500 with several)
 #   RDZV_BACKEND c10d (default) or static;   RDZV_ID  job id shared by the nodes (default rankzero)
 #   PYTHON       interpreter (default python3);   DEMO_DIR  demo output (default runs/demo)
+#   PET_SIGNALS_TO_HANDLE           signals torchrun forwards to the ranks: torchrun's own list plus SIGUSR1
+#                                   (Slurm's --signal=USR1@90); on SIGTERM/SIGUSR1 every rank saves a checkpoint
+#   TORCH_ELASTIC_SHUTDOWN_TIMEOUT  seconds torchrun waits for the ranks to save before SIGKILL (default 120)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,21 +45,21 @@ else
 fi
 RDZV_BACKEND=${RDZV_BACKEND:-c10d}
 RDZV_ID=${RDZV_ID:-rankzero}
+export PET_SIGNALS_TO_HANDLE=${PET_SIGNALS_TO_HANDLE:-SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1}
+export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=${TORCH_ELASTIC_SHUTDOWN_TIMEOUT:-120}
 
-launch() {
-  local rendezvous
-  if [[ "$RDZV_BACKEND" == static ]]; then
-    rendezvous=(--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
-  else
-    rendezvous=(--rdzv_backend "$RDZV_BACKEND" --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$RDZV_ID")
-  fi
-  "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --nproc_per_node "$NPROC" "${rendezvous[@]}" \
-    "$HERE/train.py" "$@"
-}
+if [[ "$RDZV_BACKEND" == static ]]; then
+  RENDEZVOUS=(--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
+else
+  RENDEZVOUS=(--rdzv_backend "$RDZV_BACKEND" --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$RDZV_ID")
+fi
+TORCHRUN=("$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --nproc_per_node "$NPROC" "${RENDEZVOUS[@]}")
 
 if (( $# > 0 )); then
-  launch "$@"
-  exit 0
+  # exec: torchrun is then the process a scheduler signals and waits for. Under a shell, Slurm would count
+  # the task as ended when the shell dies of SIGUSR1 and kill the ranks mid-save; as a container's PID 1
+  # bash ignores SIGTERM.
+  exec "${TORCHRUN[@]}" "$HERE/train.py" "$@"
 fi
 
 # The demo: everything from the repository, nothing from a hub.
@@ -65,7 +68,8 @@ if [[ ! -f "$DEMO_DIR/tokenizer/tokenizer.json" ]]; then
   "$PYTHON" "$HERE/scripts/train_tokenizer.py" --dataset "$HERE/data/sample/ko.jsonl" "$HERE/data/sample/en.txt" \
     --vocab_size 2048 --output_dir "$DEMO_DIR/tokenizer"
 fi
-launch "$HERE/configs/recipes/demo.yaml" --dataset "$HERE/data/sample/ko.jsonl" "$HERE/data/sample/en.txt" \
+"${TORCHRUN[@]}" "$HERE/train.py" "$HERE/configs/recipes/demo.yaml" \
+  --dataset "$HERE/data/sample/ko.jsonl" "$HERE/data/sample/en.txt" \
   --model_config "$HERE/configs/model_config_tiny.json" --tokenizer_path "$DEMO_DIR/tokenizer" \
   --output_dir "$DEMO_DIR/model" --cache_dir "$DEMO_DIR/cache"
 echo "demo model: $DEMO_DIR/model  (AutoModelForCausalLM.from_pretrained / AutoTokenizer.from_pretrained)"

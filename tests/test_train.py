@@ -21,6 +21,8 @@ def test_torchrun_two_processes_learn_and_save_a_loadable_model(tmp_path, corpus
     result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
                   REPO / "train.py", *flags])
     assert result.stdout.count("resolved configuration:") == 1  # rank 0 only
+    assert "data_parallel = DDP over 2 process(es), find_unused_parameters=False" in result.stdout
+    assert "find_unused_parameters=True" not in result.stderr  # DDP's warning about the extra autograd traversal
     assert "step 30/30 | loss" in result.stdout
     history = log_history(out)
     steps = losses(out)

@@ -117,8 +117,241 @@ def test_peak_flops_table_matches_device_names():
     from rankzero.train.throughput import peak_flops
 
     assert peak_flops("NVIDIA H100 80GB HBM3", True) == 989e12
+    assert peak_flops("NVIDIA H100 NVL", True) == 835e12
     assert peak_flops("NVIDIA H100 PCIe", True) == 756e12
+    assert peak_flops("NVIDIA H200 NVL", True) == 835e12
     assert peak_flops("NVIDIA A100-SXM4-80GB", True) == 312e12
-    assert peak_flops("NVIDIA GeForce RTX 4090", False) == 165e12 / 2
+    assert peak_flops("NVIDIA GeForce RTX 4090", False) == pytest.approx(82.6e12)
     assert peak_flops("NVIDIA L40S", True) == 362e12
+    assert peak_flops("Tesla V100-SXM2-32GB", False) == pytest.approx(15.7e12)  # no TF32: plain fp32
+    assert peak_flops("AMD Instinct MI300X", True) == pytest.approx(1307.4e12)
     assert peak_flops("Some CPU", True) is None
+
+
+def runtime_of(world_size: int):
+    from rankzero.runtime import Runtime
+
+    return Runtime(rank=0, world_size=world_size, local_rank=0, local_world_size=world_size, node_rank=0, hostname="h")
+
+
+GPUS = {  # name: (capability, torch.version.cuda, torch.version.hip)
+    "H100": ((9, 0), "12.8", None),
+    "V100": ((7, 0), "12.8", None),  # bf16 only emulated
+    "MI300X": ((9, 4), None, "6.4"),  # ROCm: no TF32 mode, transformers rejects --tf32
+}
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
+    """bf16 only where the GPU has it natively, TF32 only on CUDA Ampere+, and the arguments still validate."""
+    import types
+
+    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+
+    capability, cuda, hip = GPUS[gpu]
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: types.SimpleNamespace(major=capability[0], minor=capability[1], name=gpu))
+    # torch's own logic: ROCm always, CUDA from Ampere, and older CUDA GPUs too when emulation counts.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: bool(hip) or capability[0] >= 8 or including_emulation)
+    monkeypatch.setattr(torch.backends, "fp32_precision", torch.backends.fp32_precision)  # --tf32 sets it globally
+    # transformers caches what it learns about the device: forget it before (another test may have asked on
+    # this CPU) and after (later tests must not see the fake).
+    from transformers.utils import import_utils
+
+    cached = [import_utils.is_torch_tf32_available, import_utils.is_torch_bf16_gpu_available,
+              import_utils.is_torch_cuda_available]
+    for function in cached:
+        function.cache_clear()
+        request.addfinalizer(function.cache_clear)
+
+    args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
+    assert args.bf16 is (gpu != "V100")
+    assert args.tf32 is (True if gpu == "H100" else None)
+    assert args.use_cpu is False and args.optim == "adamw_torch_fused" and args.dataloader_pin_memory is True
+    if gpu == "V100":
+        assert "capability 7.0 has no native bf16" in applied["bf16"]
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_ddp_never_searches_for_unused_parameters(world_size, tmp_path):
+    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+
+    args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(world_size))
+    assert args.ddp_find_unused_parameters is False and "ddp_find_unused_parameters" in applied
+    given, _, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), ddp_find_unused_parameters=True),
+                                      frozenset({"ddp_find_unused_parameters"}), runtime_of(world_size))
+    assert given.ddp_find_unused_parameters is True
+
+
+def test_one_process_under_torchrun_sets_up_without_ddp(tmp_path):
+    """torchrun sets LOCAL_RANK even for one process; accelerate would then wrap the model in DDP on CPU."""
+    import subprocess
+    import sys
+
+    from trainutil import REPO, quiet_env
+
+    script = f"""
+import os
+from accelerate.utils import DistributedType
+from rankzero.runtime import Runtime
+from rankzero.train.training_args import TrainingArguments, set_up_devices
+args = TrainingArguments(output_dir={str(tmp_path)!r}, use_cpu=True)
+set_up_devices(args, Runtime.from_env())
+print(args.distributed_state.distributed_type == DistributedType.NO, os.environ["LOCAL_RANK"])
+"""
+    env = quiet_env(RANK=0, LOCAL_RANK=0, WORLD_SIZE=1, LOCAL_WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=29599)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
+    assert result.stdout.split() == ["True", "0"], result.stderr[-2000:]
+
+
+def qwen3_like():
+    """head_dim × heads (128) differs from hidden_size (64), and the output head is not tied."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    config = Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=False)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def test_flops_per_token_against_a_hand_count():
+    from rankzero.train.throughput import flops_per_token
+
+    # tiny Llama (tied): per layer q 64·64, k and v 64·32, o 64·64, MLP 3·64·192, two norms of 64;
+    # plus the final norm and the output projection (the tied 2048×64 embedding, counted once).
+    layer = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 192 + 2 * 64
+    params = 2 * layer + 64 + 2048 * 64
+    assert flops_per_token(tiny_model(), 128) == 6 * params + 12 * 2 * (4 * 16) * 128
+    # Qwen3-like: q 64·128, k and v 64·64, o 128·64, q/k norms of 32, MLP 3·64·96, two norms; untied head 256×64.
+    layer = 64 * 128 + 2 * 64 * 64 + 128 * 64 + 2 * 32 + 3 * 64 * 96 + 2 * 64
+    params = 2 * layer + 64 + 256 * 64
+    assert flops_per_token(qwen3_like(), 4096) == 6 * params + 12 * 2 * (4 * 32) * 4096
+
+
+def test_flops_per_token_counts_zero3_partitioned_parameters_whole():
+    from rankzero.train.throughput import flops_per_token
+
+    model = tiny_model()
+    whole = flops_per_token(model, 128)
+    for parameter in model.parameters():  # what deepspeed.zero.Init leaves on each rank
+        parameter.ds_numel = parameter.numel()
+        parameter.data = torch.empty(0)
+    assert flops_per_token(model, 128) == whole
+
+
+def test_bf16_checkpoint_loads_as_fp32_master_weights(tmp_path, tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    from rankzero.args import ModelArguments
+    from rankzero.train.model import build_model
+
+    tiny_model().to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    model = build_model(ModelArguments(pretrained_model=str(tmp_path / "bf16")),
+                        AutoTokenizer.from_pretrained(tokenizer_dir), None, "sdpa")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+@pytest.mark.parametrize("machine, chosen, expected", [
+    ("cpu", False, "sdpa"),
+    ("a100", False, "flex_attention"),
+    ("a100+flash-attn", False, "flash_attention_2"),
+    ("v100", False, "sdpa"),  # flex's Triton kernels target Ampere and newer
+    ("a100", True, "sdpa"),  # --attn_implementation given: kept
+])
+def test_document_masking_picks_the_fastest_backend_available(machine, chosen, expected, monkeypatch):
+    import transformers.utils
+
+    from rankzero.train.model import resolve_attention
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: machine != "cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0) if machine == "v100" else (8, 0))
+    monkeypatch.setattr(transformers.utils, "is_flash_attn_2_available", lambda: machine.endswith("flash-attn"))
+    assert resolve_attention("sdpa", chosen=chosen, mask_across_documents=True) == (expected, [])
+    assert resolve_attention("sdpa", chosen=False, mask_across_documents=False) == ("sdpa", [])
+
+
+def test_auto_resume_takes_the_newest_complete_checkpoint(tmp_path):
+    from rankzero.train.run import resolve_resume
+
+    for step in (5, 10, 15):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    for step in (5, 10):
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (tmp_path / ".checkpoint-staging" / "checkpoint-20").mkdir(parents=True)
+    with pytest.warns(UserWarning, match="checkpoint-15 is incomplete"):
+        assert resolve_resume("auto", str(tmp_path)) == str(tmp_path / "checkpoint-10")
+    assert resolve_resume("auto", str(tmp_path / "none")) is None
+
+
+def test_a_checkpoint_appears_under_its_name_only_when_complete(tmp_path, tokenizer_dir, monkeypatch):
+    """Mid-save (optimizer written, RNG not yet) no `checkpoint-N` exists; afterwards it holds everything."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, Trainer
+
+    from rankzero.train.throughput import ThroughputCallback
+    from rankzero.train.trainer import RankzeroTrainer
+    from rankzero.train.training_args import TrainingArguments, set_up_devices
+
+    seen_mid_save = []
+    real = Trainer._save_rng_state
+
+    def spy(self, output_dir):
+        seen_mid_save.append(sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("checkpoint-")))
+        return real(self, output_dir)
+
+    monkeypatch.setattr(Trainer, "_save_rng_state", spy)
+    model = tiny_model().train()
+    dataset = Dataset.from_dict({"input_ids": [list(range(10, 26))] * 8}).with_format("numpy")
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, save_steps=1, per_device_train_batch_size=2,
+                             use_cpu=True, report_to="none", disable_tqdm=True, remove_unused_columns=False)
+    set_up_devices(args, runtime_of(1))
+    trainer = RankzeroTrainer(model=model, args=args, train_dataset=dataset, data_collator=BlockCollator(),
+                              processing_class=AutoTokenizer.from_pretrained(tokenizer_dir),
+                              meter=ThroughputCallback(model, seq_length=16))
+    trainer.train()
+    assert seen_mid_save == [[], ["checkpoint-1"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-2"]
+    assert {"model.safetensors", "optimizer.pt", "rng_state.pth", "trainer_state.json"} <= {
+        p.name for p in (tmp_path / "checkpoint-2").iterdir()}
+
+
+def test_throughput_leaves_out_the_first_step_and_checkpoint_saves(monkeypatch):
+    """A fake clock: 100 tokens per second of training, a 10 s first step and 40 s saves must not change that."""
+    import types
+
+    from transformers import TrainerControl, TrainerState
+
+    import rankzero.train.throughput as throughput
+
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(throughput.time, "perf_counter", lambda: clock.now)
+    meter = throughput.ThroughputCallback(tiny_model(), seq_length=16)
+    args = types.SimpleNamespace(world_size=1, use_cpu=True, device="cpu", bf16=False, fp16=False)
+    state = TrainerState()
+    meter.on_train_begin(args, state, TrainerControl())
+
+    def step(seconds: float, save: bool = False):
+        meter.on_step_begin(args, state, TrainerControl())
+        meter.add_tokens(100 * seconds)
+        clock.now += seconds
+        meter.on_step_end(args, state, TrainerControl(should_save=save))
+        if save:
+            clock.now += 40.0  # the checkpoint is written
+
+    meter.add_tokens(5000)  # the first step: compile and warm-up, 10 s for 50 s worth of tokens
+    clock.now += 10.0
+    meter.on_step_end(args, state, TrainerControl())
+    assert "tokens_per_second" not in meter.metrics(args)  # a log on step 1 has no interval behind it
+    step(1.0, save=True)
+    step(2.0)
+    assert meter.metrics(args)["tokens_per_second"] == 100.0
+    step(1.0, save=True)  # logged in the same step as the save: the interval ends where the save begins
+    assert meter.metrics(args)["tokens_per_second"] == 100.0
+    step(3.0)
+    assert meter.metrics(args)["tokens_per_second"] == 100.0

@@ -6,10 +6,11 @@
 - Packed rows are all `max_seq_length` long: stacked, no padding, no attention mask (SDPA then
   takes its causal fast path).
 - `mask_across_documents`: position ids restart at every document inside a row and no attention
-  mask is sent, so transformers builds a block-causal mask (sdpa/eager/flex). Flash-attention only
-  detects packing in one flat row, so for it the batch goes through transformers'
-  `DataCollatorWithFlattening` — one document per sequence. Either way the first token of each
-  document gets label -100: nothing before it in the row may predict it.
+  mask is sent, so transformers builds a block-causal mask (sdpa and eager: B×1×T×T; flex: a block
+  mask). With `flatten` (flash_attention_2) the batch goes through transformers'
+  `DataCollatorWithFlattening` instead: one flat row with `cu_seq_lens_*` for flash-attn's varlen
+  kernel — no mask at all. Either way the first token of each document gets label -100: nothing
+  before it in the row may predict it. model.py says what each backend costs.
 - Unpacked rows are padded to the batch's longest row, rounded up to `pad_to_multiple_of`; padding
   gets attention mask 0 and label -100.
 - SFT rows carry `labels` (prompt tokens already -100); pretraining learns every token.

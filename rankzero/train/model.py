@@ -1,9 +1,12 @@
 """Build the model: from an HF config JSON (from scratch) or an HF checkpoint dir (continue).
 
-    model = build_model(model_args, tokenizer, max_token_id=…)
+    attention, notes = resolve_attention(requested, chosen=…, mask_across_documents=…)
+    model = build_model(model_args, tokenizer, max_token_id, attention)
 
-transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32: the Trainer autocasts
-to bf16 where the GPU has it (casting the weights themselves to bf16 loses small updates).
+transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32, also from a bf16
+checkpoint: the Trainer autocasts to bf16 where the GPU has it (casting the weights themselves to
+bf16 loses small updates). The attention backend is the user's, or for document masking the fastest
+one this machine has; what each costs is printed with the configuration (the tables below).
 The tokenizer and the model must agree on the vocabulary: a larger tokenizer grows the embeddings
 (with a warning); token ids the model cannot embed stop the run with the numbers and the fix.
 """
@@ -23,14 +26,53 @@ from rankzero.args import ModelArguments
 logger = logging.getLogger(__name__)
 
 
-def resolve_attention(requested: str) -> tuple[str, list[str]]:
-    """flash_attention_2 only when flash-attn is installed and there is a GPU; otherwise SDPA, with a warning."""
-    from transformers.utils import is_flash_attn_2_available
+# What attention costs per backend, printed with the resolved configuration. B rows of T tokens.
+# One causal span per row (the default batch: packed blocks, attention may cross document edges):
+CAUSAL_COST = {
+    "sdpa": "no mask: SDPA is_causal=True, flash kernel on CUDA in bf16/fp16, GQA without K/V copies",
+    "flash_attention_2": "flash-attn causal kernel",
+    "flex_attention": "causal block mask, kernel compiled at the first step",
+    "eager": "additive B×1×T×T mask and full T×T score matrices: slowest",
+}
+# Attention stopped at document edges (--mask_across_documents):
+DOCUMENT_MASKING_COST = {
+    "flash_attention_2": "flattened batch, flash-attn varlen kernel over cu_seqlens: no mask, work ∝ Σ document², "
+                         "GQA without K/V copies",
+    "flex_attention": "block mask from the position ids: 128×128 tiles with nothing visible are skipped "
+                      "(work ≈ Σ document²), kernel compiled at the first step",
+    "sdpa": "boolean B×1×T×T mask: no flash kernel (memory-efficient or math kernel), every one of the T² "
+            "scores computed (~2x the causal work), K/V heads repeated for GQA",
+    "eager": "additive B×1×T×T mask and full T×T score matrices: slowest",
+}
 
-    if requested == "flash_attention_2" and not (torch.cuda.is_available() and is_flash_attn_2_available()):
-        return "sdpa", ["--attn_implementation flash_attention_2 is ignored: the flash-attn package or a "
-                        "supported GPU is missing; using sdpa (pip install flash-attn to use it)"]
-    return requested, []
+
+def resolve_attention(requested: str, *, chosen: bool, mask_across_documents: bool) -> tuple[str, list[str]]:
+    """The attention implementation to build the model with, and notes for the user.
+
+    flash_attention_2 needs the flash-attn package and a GPU (else SDPA, with a note). For document masking
+    without an --attn_implementation given (`chosen`), the fastest correct backend this machine has:
+    flash-attn's varlen kernel, else flex attention's block mask on an Ampere-or-newer GPU (its Triton
+    kernels target those), else SDPA with a boolean mask — the only one of the three on CPU.
+    """
+    from transformers.utils import is_flash_attn_2_available, is_torch_flex_attn_available
+
+    cuda = torch.cuda.is_available()
+    flash = cuda and is_flash_attn_2_available()
+    notes = []
+    if requested == "flash_attention_2" and not flash:
+        notes.append("--attn_implementation flash_attention_2 is ignored: the flash-attn package or a supported "
+                     "GPU is missing; using sdpa (pip install flash-attn to use it)")
+        requested = "sdpa"
+    if mask_across_documents and not chosen:
+        if flash:
+            return "flash_attention_2", notes
+        if cuda and torch.cuda.get_device_capability()[0] >= 8 and is_torch_flex_attn_available():
+            return "flex_attention", notes
+    return requested, notes
+
+
+def attention_cost(attention: str, mask_across_documents: bool) -> str:
+    return (DOCUMENT_MASKING_COST if mask_across_documents else CAUSAL_COST).get(attention, "")
 
 
 def load_config(path: str | Path):

@@ -3,11 +3,15 @@
     from rankzero.train.run import train
     train(args, runtime, prepared_dir)     # called by train.py once the data is ready on every rank
 
-Called with no process group: the Trainer's first look at the device creates it (gloo on CPU,
-NCCL on GPUs) — by then every rank holds the prepared data. The output dir ends up with the model,
-tokenizer and config (`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`,
-`run_config.json` (the resolved configuration), `recipe.yaml` (the flags given, for an exact
-resume with pretrain_cont.sh) and `data_manifest.json` (the prepared data's manifest).
+Called with no process group: `set_up_devices` creates it (gloo on CPU, NCCL on GPUs) once every
+rank holds the prepared data. The output dir ends up with the model, tokenizer and config
+(`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`, `run_config.json` (the
+resolved configuration), `recipe.yaml` (the flags given, for an exact resume with pretrain_cont.sh)
+and `data_manifest.json` (the prepared data's manifest).
+
+SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
+`checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
+run is not finished. `--resume_from_checkpoint auto` continues from the newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import gc
 import json
 import logging
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -28,26 +33,31 @@ from rankzero.args import RunArguments
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
+CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
 def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.utils import logging as hf_logging
 
     from rankzero.train.collator import BlockCollator
     from rankzero.train.model import build_model, resolve_attention
+    from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
-    from rankzero.train.training_args import apply_fast_defaults
+    from rankzero.train.training_args import apply_fast_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_logging.disable_progress_bar()  # a bar per shard at every checkpoint save; the Trainer's own bar stays
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.data.tokenizer_path)
     dataset = load_prepared(prepared_dir, args.data.mode)
 
-    attention, notes = resolve_attention(args.model.attn_implementation)
+    documents = args.model.mask_across_documents and args.data.packing
+    attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
+                                         mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
@@ -56,20 +66,17 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     for note in notes:
         warnings.warn(note, stacklevel=1)
-    resume = resolve_resume(training.resume_from_checkpoint, training.output_dir, get_last_checkpoint)
-    if torch.cuda.is_available() and not training.use_cpu:
-        torch.backends.cuda.enable_flash_sdp(True)  # SDPA may pick the flash kernel (bf16/fp16, causal)
-        torch.backends.cuda.enable_mem_efficient_sdp(True)
+    resume = resolve_resume(training.resume_from_checkpoint, training.output_dir)
 
     collator = BlockCollator(
         pad_token_id=pad_id(tokenizer),
-        mask_across_documents=args.model.mask_across_documents and args.data.packing,
+        mask_across_documents=documents,
         flatten=attention == "flash_attention_2",
         pad_to_multiple_of=args.model.pad_to_multiple_of,
     )
-    meter = ThroughputCallback(model, seq_length=args.data.max_seq_length)
-    # Devices and the process group are set up here, now that every rank holds the data (see training_args.py).
-    training.device
+    meter = ThroughputCallback(model, seq_length=args.data.max_seq_length)  # counts parameters before any wrapping
+    preemption = PreemptionCallback()
+    set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
         args=training,
@@ -77,22 +84,22 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
         data_collator=collator,
         processing_class=tokenizer,
         meter=meter,
+        preemption=preemption,
     )
     output_dir = Path(training.output_dir)
     if trainer.is_world_process_zero():
-        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, attention)
+        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
+                                 describe_setup(trainer, attention, documents))
         write_run_files(output_dir, config, args, training)
         print_config(config, defaults)
     try:
-        trainer.train(resume_from_checkpoint=resume)
-        model.config.use_cache = True  # off while training (see model.py); generation wants it
-        trainer.save_model(str(output_dir))
-        trainer.save_state()
-        if trainer.is_world_process_zero():
-            manifest = prepared_dir / "manifest.json"
-            if manifest.is_file():
-                shutil.copyfile(manifest, output_dir / "data_manifest.json")
-            print(f"model saved: {output_dir}", flush=True)
+        # Installed before train() forks the DataLoader workers, so they inherit it (preemption.py says why).
+        with preemption.handling_signals():
+            trainer.train(resume_from_checkpoint=resume)
+            if preemption.stopped_at is None:
+                save_final(trainer, model, output_dir, prepared_dir)
+            elif trainer.is_world_process_zero():
+                print(resume_hint(preemption, trainer, output_dir), flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
     finally:
         # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
@@ -102,6 +109,25 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
         gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
+    model.config.use_cache = True  # off while training (see model.py); generation wants it
+    trainer.save_model(str(output_dir))
+    trainer.save_state()
+    if trainer.is_world_process_zero():
+        manifest = prepared_dir / "manifest.json"
+        if manifest.is_file():
+            shutil.copyfile(manifest, output_dir / "data_manifest.json")
+        print(f"model saved: {output_dir}", flush=True)
+
+
+def resume_hint(preemption, trainer, output_dir: Path) -> str:
+    cause = preemption.received or "a signal on another rank"
+    step = preemption.stopped_at
+    return (f"preempted by {cause}: every rank finished step {step}/{trainer.state.max_steps} and saved "
+            f"{output_dir / f'checkpoint-{step}'}. Resume with the same command plus --resume_from_checkpoint auto, "
+            f"or RESUME=1 ./pretrain_cont.sh {output_dir}")
 
 
 def load_prepared(prepared_dir: Path, mode: str):
@@ -138,10 +164,28 @@ def pad_id(tokenizer) -> int:
     return 0  # padding carries label -100 and attention mask 0: the id never matters
 
 
-def resolve_resume(value: str | None, output_dir: str, get_last_checkpoint) -> str | None:
-    """--resume_from_checkpoint DIR, or `auto`: the newest checkpoint in output_dir (none: start fresh)."""
+def newest_checkpoint(output_dir: str) -> str | None:
+    """The newest complete `checkpoint-N` in output_dir.
+
+    rankzero renames a checkpoint into place only once every rank has written it (trainer.py), so its
+    `checkpoint-N` dirs are complete. One without trainer_state.json (the Trainer writes it last) was
+    left by another tool killed mid-save: it is skipped, with a warning.
+    """
+    if not os.path.isdir(output_dir):
+        return None
+    steps = sorted((int(m.group(1)), m.group(0)) for m in map(CHECKPOINT.fullmatch, os.listdir(output_dir)) if m)
+    for _, name in reversed(steps):
+        path = os.path.join(output_dir, name)
+        if os.path.isfile(os.path.join(path, "trainer_state.json")):
+            return path
+        warnings.warn(f"{path} is incomplete (no trainer_state.json): skipped", stacklevel=2)
+    return None
+
+
+def resolve_resume(value: str | None, output_dir: str) -> str | None:
+    """--resume_from_checkpoint DIR, or `auto`: the newest complete checkpoint in output_dir (none: start fresh)."""
     if value is None or value == "":
-        if os.path.isdir(output_dir) and get_last_checkpoint(output_dir):
+        if newest_checkpoint(output_dir):
             warnings.warn(
                 f"--output_dir {output_dir} already holds checkpoints: this run starts from scratch and will "
                 "overwrite them; pass --resume_from_checkpoint auto to continue instead",
@@ -149,7 +193,7 @@ def resolve_resume(value: str | None, output_dir: str, get_last_checkpoint) -> s
             )
         return None
     if value == "auto":
-        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        last = newest_checkpoint(output_dir)
         if last is None:
             logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch", output_dir)
         return last
@@ -158,16 +202,41 @@ def resolve_resume(value: str | None, output_dir: str, get_last_checkpoint) -> s
     return value
 
 
-def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, attention) -> dict:
+def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
+    """How this run computes, as accelerate set it up: attention backend and its cost, data parallelism, compile."""
+    from accelerate.utils import DistributedType
+
+    from rankzero.train.model import attention_cost
+
+    accelerator = trainer.accelerator
+    kind, processes = accelerator.distributed_type, accelerator.num_processes
+    # accelerate wraps in DDP on CPU whenever it runs distributed (even alone), on GPUs with 2+ processes.
+    if kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
+        handler = accelerator.ddp_handler
+        unused = handler.find_unused_parameters if handler is not None else False
+        parallel = f"DDP over {processes} process(es), find_unused_parameters={unused}"
+    elif kind == DistributedType.NO or processes == 1:
+        parallel = "one process, no DDP"
+    else:
+        parallel = f"{kind.value} over {processes} processes"
+    args = trainer.args
+    compiled = f"per layer (regional), backend {args.torch_compile_backend}" if args.torch_compile else "off"
+    return {"attn_implementation": attention, "attention": attention_cost(attention, documents),
+            "data_parallel": parallel, "torch_compile": compiled}
+
+
+def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup) -> dict:
     import transformers
+
+    from rankzero.train.throughput import full_numel
 
     return {
         "given": sorted(args.given),
         "defaults_applied": defaults,
         "warnings": notes,
         "prepared_dir": str(prepared_dir),
-        "attn_implementation": attention,
-        "model_parameters": sum(p.numel() for p in model.parameters()),
+        **setup,
+        "model_parameters": sum(full_numel(p) for p in model.parameters()),
         "model_config": model.config.to_dict(),
         "data": dataclasses.asdict(args.data),
         "model": dataclasses.asdict(args.model),
@@ -201,6 +270,8 @@ def print_config(config: dict, defaults: dict[str, str]) -> None:
                 continue  # Hugging Face's own default: see run_config.json for all of them
             mark = "  (default: " + defaults[f.name] + ")" if f.name in defaults else ""
             lines.append(f"  {section}.{f.name} = {value!r}{mark}")
-    lines.append(f"  attn_implementation = {config['attn_implementation']}")
+    lines.append(f"  attn_implementation = {config['attn_implementation']}  ({config['attention']})")
+    lines.append(f"  data_parallel = {config['data_parallel']}")
+    lines.append(f"  torch_compile = {config['torch_compile']}")
     lines.append(f"  model_parameters = {config['model_parameters']:,}")
     print("\n".join(lines), flush=True)

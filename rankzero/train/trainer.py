@@ -1,21 +1,39 @@
-"""The HF Trainer with our numbers in its logs and one quiet progress bar.
+"""The HF Trainer with our numbers in its logs, whole checkpoints only, and regional torch.compile.
 
-    trainer = RankzeroTrainer(model=…, args=…, train_dataset=…, data_collator=…, meter=ThroughputCallback(…))
+    trainer = RankzeroTrainer(model=…, args=…, train_dataset=…, data_collator=…,
+                              meter=ThroughputCallback(…), preemption=PreemptionCallback())
 
-Two small overrides, both documented extension points of `transformers.Trainer`:
+Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter;
 - `log` merges the meter's metrics into each training log *before* the Trainer stores it, so they
   land in `trainer_state.json`'s log_history and every `--report_to` integration (a callback's
-  `on_log` runs after the history is written and cannot add to it).
+  `on_log` runs after the history is written and cannot add to it);
+- `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
+  dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
+  and `--resume_from_checkpoint auto` never picks one a kill cut short;
+- `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
+  each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
+  stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
+  the default batch holds one document per row, and hands SDPA a 4-D mask with `is_causal=False`
+  (no flash kernel, K/V heads repeated for GQA); eager, it returns no mask and SDPA gets
+  `attn_mask=None, is_causal=True`. Compiling one layer and reusing it for the others also compiles
+  in a fraction of the time.
 The progress bar stays (steps, rate, ETA); its printing of raw log dicts is replaced by the meter's
 one line per logging step.
 """
 
 from __future__ import annotations
 
-from transformers import PrinterCallback, ProgressCallback, Trainer
+import os
+import shutil
 
+from transformers import PrinterCallback, ProgressCallback, Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from rankzero.train.preemption import PreemptionCallback
 from rankzero.train.throughput import ThroughputCallback
+
+STAGING_DIR = ".checkpoint-staging"  # hidden: neither `checkpoint-*` globs nor get_last_checkpoint see it
 
 
 class QuietProgressCallback(ProgressCallback):
@@ -24,13 +42,24 @@ class QuietProgressCallback(ProgressCallback):
 
 
 class RankzeroTrainer(Trainer):
-    def __init__(self, *args, meter: ThroughputCallback, **kwargs):
+    def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None, **kwargs):
+        self._staging = False
         super().__init__(*args, **kwargs)
         self.meter = meter
+        # Order matters: callbacks run in the order added, and the meter must see a save the preemption
+        # callback asks for at the same step (it leaves the save out of the throughput).
+        if preemption is not None:
+            self.add_callback(preemption)
         self.add_callback(meter)
         for noisy in (PrinterCallback, ProgressCallback):
             if self.pop_callback(noisy) is not None and noisy is ProgressCallback:
                 self.add_callback(QuietProgressCallback)
+
+    def _build_accelerator_args(self, **kwargs):
+        args = super()._build_accelerator_args(**kwargs)
+        if self.args.torch_compile and args.get("dynamo_plugin") is not None:
+            args["dynamo_plugin"].use_regional_compilation = True
+        return args
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.meter.add_tokens(inputs.pop("num_tokens", 0))
@@ -45,3 +74,31 @@ class RankzeroTrainer(Trainer):
         if "loss" in logs and "train_runtime" not in logs:  # a training log, reached on every rank
             logs.update(self.meter.metrics(self.args))
         super().log(logs, start_time)
+
+    def _get_output_dir(self, trial) -> str:
+        run_dir = super()._get_output_dir(trial)
+        return os.path.join(run_dir, STAGING_DIR) if self._staging else run_dir
+
+    def _save_checkpoint(self, model, trial) -> None:
+        run_dir = super()._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged, final = os.path.join(run_dir, STAGING_DIR, name), os.path.join(run_dir, name)
+        if self.args.should_save:
+            shutil.rmtree(staged, ignore_errors=True)  # left by a save that was killed
+        self.accelerator.wait_for_everyone()
+        self._staging = True
+        try:
+            super()._save_checkpoint(model, trial)  # every rank writes its part (RNG state, shards) into `staged`
+        finally:
+            self._staging = False
+        self.accelerator.wait_for_everyone()
+        if self.args.should_save:
+            if os.path.isdir(final):  # the same step saved again (a restart from scratch over an old run)
+                shutil.rmtree(final)
+            os.replace(staged, final)
+            shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
+            if self.state.best_model_checkpoint == staged:
+                self.state.best_model_checkpoint = final
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+        self.accelerator.wait_for_everyone()

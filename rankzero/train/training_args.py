@@ -2,13 +2,14 @@
 
     training = TrainingArguments(output_dir="runs/x")           # no process group yet
     training, applied, warnings = apply_fast_defaults(training, given, runtime)
+    set_up_devices(training, runtime)                           # devices + process group, once the data is ready
 
 Why defer: `transformers.TrainingArguments.__post_init__` reads `self.device`, which builds
 accelerate's `PartialState` and, under torchrun, initialises the process group. `train.py` parses
 its arguments *before* the data is prepared, and the ranks that wait for the builder must not hold
 a process group (an NCCL barrier times out after 10 minutes). Our subclass skips that one read;
-everything else in `__post_init__` (validation included) runs as before, and the first later read
-of `.device` (the Trainer's) sets devices and the process group up — after the data is ready.
+everything else in `__post_init__` (validation included) runs as before, and `set_up_devices` makes
+the first later read of `.device`, which sets devices and the process group up — after the data is ready.
 
 Fast defaults apply only to flags the user did not give (`given`, the field names from the CLI or
 recipe), and every ignored user setting is reported as a warning.
@@ -17,6 +18,7 @@ recipe), and every ignored user setting is reported as a warning.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import transformers
@@ -48,6 +50,24 @@ class TrainingArguments(transformers.TrainingArguments):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
+def set_up_devices(training: TrainingArguments, runtime: Runtime):
+    """The deferred device set-up (and, with 2+ ranks, the process group): call once every rank holds the data.
+
+    A single process on CPU trains without DDP. torchrun sets LOCAL_RANK even for one process, and accelerate
+    takes any LOCAL_RANK on CPU as a distributed run (MULTI_CPU), which it wraps in DDP whatever the world
+    size: gradient buckets copied and all-reduced with nobody every step. So LOCAL_RANK is hidden from that one
+    read. On CUDA accelerate already skips DDP for one process, and hiding it there would be wrong: without
+    LOCAL_RANK the Trainer spreads one process over every visible GPU with nn.DataParallel.
+    """
+    if runtime.is_distributed or not training.use_cpu or "LOCAL_RANK" not in os.environ:
+        return training.device
+    local_rank = os.environ.pop("LOCAL_RANK")
+    try:
+        return training.device
+    finally:
+        os.environ["LOCAL_RANK"] = local_rank
+
+
 def apply_fast_defaults(
     training: TrainingArguments, given: frozenset[str], runtime: Runtime
 ) -> tuple[TrainingArguments, dict[str, str], list[str]]:
@@ -66,17 +86,29 @@ def apply_fast_defaults(
 
     if not cuda:
         # Without it accelerate sees no device to distribute over: the ranks would train separately.
-        default("use_cpu", True, "no CUDA device: DDP over gloo on CPU")
+        default("use_cpu", True, "no CUDA device: train on CPU (DDP over gloo with 2+ ranks)")
         if runtime.is_distributed:
             default("ddp_backend", "gloo", "CPU process group")
     else:
-        if torch.cuda.get_device_capability()[0] >= 8:
+        major, minor = torch.cuda.get_device_capability()
+        # TF32 is an NVIDIA (CUDA) mode; on ROCm torch.version.cuda is None and transformers rejects --tf32.
+        if torch.version.cuda is not None and major >= 8:
             default("tf32", True, "Ampere or newer: TF32 matmuls for the fp32 parts")
-        if torch.cuda.is_bf16_supported() and "fp16" not in given and "bf16" not in given:
-            default("bf16", True, "GPU supports bf16: autocast over fp32 weights")
+        if "fp16" not in given and "bf16" not in given:
+            # Plain is_bf16_supported() also says yes where bf16 is only emulated (V100, T4): far slower than fp32.
+            if torch.cuda.is_bf16_supported(including_emulation=False):
+                default("bf16", True, "GPU supports bf16: autocast over fp32 weights")
+            else:
+                reasons["bf16"] = (f"False (capability {major}.{minor} has no native bf16: fp32; "
+                                   "--fp16 for fp16 autocast with loss scaling)")
         default("optim", "adamw_torch_fused", "one fused kernel per step on CUDA")
-    if runtime.is_distributed:
-        default("ddp_find_unused_parameters", False, "every parameter of a causal LM gets a gradient")
+        if not runtime.is_distributed and "LOCAL_RANK" not in os.environ and torch.cuda.device_count() > 1:
+            warnings.append(f"one process sees {torch.cuda.device_count()} GPUs: the Trainer will split each batch "
+                            "over them with nn.DataParallel (slow); launch ./pretrain.sh (one process per GPU) or "
+                            "set CUDA_VISIBLE_DEVICES to one GPU")
+    # Only read when DDP wraps the model (2+ ranks); the Trainer's own default (True) costs an extra
+    # traversal of the autograd graph every step and warns.
+    default("ddp_find_unused_parameters", False, "every parameter of a causal LM gets a gradient")
 
     workers = training.dataloader_num_workers if "dataloader_num_workers" in given else runtime.dataloader_workers()
     default("dataloader_num_workers", workers, f"{runtime.local_world_size} rank(s) share this node's cores")

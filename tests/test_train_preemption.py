@@ -1,0 +1,117 @@
+"""Preemption under real processes: a signal mid-run gives one whole checkpoint on every rank, exit 0, and a
+resume that ends where an uninterrupted run ends.
+
+- torchrun with 2 gloo processes, SIGTERM sent to torchrun (which forwards it to each worker): the job
+  ends within a minute, leaving `checkpoint-K`; resuming with `--resume_from_checkpoint auto` to step N
+  gives the step-N loss of an uninterrupted N-step run (constant learning rate).
+- 2 scheduler-style processes (RANK/WORLD_SIZE set, as Slurm's srun does), SIGUSR1 sent to rank 1 only,
+  to its whole process group (DataLoader worker included): both ranks stop after the same step, save one
+  checkpoint and exit 0. A rank acting on its own flag would leave the other waiting in a collective.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trainutil import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
+
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
+
+
+def flags(corpus, tokenizer_dir, cache, out, **extra):
+    return train_flags(corpus, tokenizer_dir, cache, out, max_steps=STEPS, logging_steps=1,
+                       lr_scheduler_type="constant", **extra)
+
+
+def start(command, env=None) -> subprocess.Popen:
+    return subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env or quiet_env(), cwd=REPO, start_new_session=True)
+
+
+def read_until(process: subprocess.Popen, needle: str, timeout: float = 180) -> str:
+    """Everything `process` printed up to the line holding `needle` (it must not exit before)."""
+    seen = []
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if selector.select(timeout=1):
+            line = process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if needle in line:
+                return "".join(seen)
+    process.kill()
+    raise AssertionError(f"{needle!r} not printed within {timeout} s:\n" + "".join(seen)[-3000:])
+
+
+def finish(process: subprocess.Popen, timeout: float) -> str:
+    try:
+        rest, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(f"still running {timeout} s after the signal:\n{process.communicate()[0][-3000:]}")
+    return rest
+
+
+def test_sigterm_to_torchrun_saves_a_checkpoint_and_the_resume_matches(tmp_path, corpus, tokenizer_dir):
+    cache = tmp_path / "cache"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2]
+    whole = tmp_path / "whole"
+    run([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(corpus, tokenizer_dir, cache, whole)])
+
+    out = tmp_path / "preempted"
+    job = start([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(corpus, tokenizer_dir, cache, out)])
+    printed = read_until(job, f"step 5/{STEPS}")
+    job.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    printed += finish(job, timeout=60)
+    assert time.monotonic() - signalled < 60
+    hint = next(line for line in printed.splitlines() if line.startswith("preempted by SIGTERM"))
+    checkpoints = sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-"))
+    assert len(checkpoints) == 1, printed[-3000:]
+    stopped = int(checkpoints[0].split("-")[1])
+    assert 5 <= stopped < STEPS and f"finished step {stopped}/{STEPS}" in hint and "--resume_from_checkpoint auto" in hint
+    checkpoint = out / checkpoints[0]
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state_0.pth",
+            "rng_state_1.pth"} <= {p.name for p in checkpoint.iterdir()}
+    assert not (out / "model.safetensors").exists()  # the run is not finished: no final model
+    assert not any(p.name.startswith(".") for p in out.iterdir())  # nothing half-written left behind
+
+    result = run([*torchrun, "--master_port", free_port(), REPO / "train.py",
+                  *flags(corpus, tokenizer_dir, cache, out, resume_from_checkpoint="auto")])
+    assert f"step {stopped + 1}/{STEPS}" in result.stdout and f"step {stopped}/{STEPS} " not in result.stdout
+    assert abs(losses(out)[STEPS] - losses(whole)[STEPS]) <= 1e-3
+
+
+def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path, corpus, tokenizer_dir):
+    out = tmp_path / "run"
+    args = flags(corpus, tokenizer_dir, tmp_path / "cache", out, dataloader_num_workers=1)
+    port = free_port()
+    ranks = [start([sys.executable, REPO / "train.py", *args],
+                   env=quiet_env(RANK=rank, WORLD_SIZE=2, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=2,
+                                 MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for rank in (0, 1)]
+    printed = read_until(ranks[0], f"step 5/{STEPS}")
+    os.killpg(ranks[1].pid, signal.SIGUSR1)  # rank 1 and its DataLoader worker; rank 0 gets nothing
+    printed += finish(ranks[0], timeout=60)
+    finish(ranks[1], timeout=60)
+    assert [rank.returncode for rank in ranks] == [0, 0], printed[-3000:]
+    hint = next(line for line in printed.splitlines() if line.startswith("preempted by a signal on another rank"))
+    checkpoints = [p for p in out.iterdir() if p.name.startswith("checkpoint-")]
+    assert len(checkpoints) == 1 and f"step {checkpoints[0].name.split('-')[1]}/{STEPS}" in hint
+    state = json.loads((checkpoints[0] / "trainer_state.json").read_text())
+    assert state["global_step"] == int(checkpoints[0].name.split("-")[1]) < STEPS
