@@ -98,7 +98,9 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(40000, seed=7)])
     cache = tmp_path / "cache"
     port = free_port()
-    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200]
+    # The HF tokenizer on one thread: slow enough (~4x fastokens) that the build is still running when killed.
+    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
+                                                 "--tokenizer_engine", "hf"]
     builder, waiter = (_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1))
     deadline = time.monotonic() + 120
     while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
