@@ -403,8 +403,10 @@ ENGLISH = [
 
 CODE = [
     "import json\nfrom pathlib import Path\n\n\ndef load_config(path: str) -> dict:\n    \"\"\"Read a JSON config "
-    "file and fill in defaults.\"\"\"\n    data = json.loads(Path(path).read_text())\n    data.setdefault(\"batch_size\", "
-    "32)\n    data.setdefault(\"learning_rate\", 3e-4)\n    return data\n\n\nif __name__ == \"__main__\":\n    config = "
+    "file and fill in defaults.\"\"\"\n    data = "
+    "json.loads(Path(path).read_text())\n    data.setdefault(\"batch_size\", "
+    "32)\n    data.setdefault(\"learning_rate\", 3e-4)\n    return "
+    "data\n\n\nif __name__ == \"__main__\":\n    config = "
     "load_config(\"config.json\")\n    print(config)\n",
     "#include <stdio.h>\n\nint main(void) {\n    int sum = 0;\n    for (int i = 1; i <= 100; i++) {\n        if (i % 3 "
     "== 0 || i % 5 == 0) {\n            sum += i;\n        }\n    }\n    printf(\"%d\\n\", sum);\n    return 0;\n}\n",
@@ -415,7 +417,8 @@ CODE = [
     "self._items.append(item)\n\n    def pop(self):\n        if not self._items:\n            raise IndexError(\"pop "
     "from empty stack\")\n        return self._items.pop()\n\n    def peek(self):\n        if not self._items:\n      "
     "      return None\n        return self._items[-1]\n\n    def __len__(self):\n        return len(self._items)\n",
-    "SELECT c.name, COUNT(o.id) AS orders, SUM(o.total) AS revenue\nFROM customers AS c\nJOIN orders AS o ON o.customer_id"
+    "SELECT c.name, COUNT(o.id) AS orders, SUM(o.total) AS revenue\nFROM "
+    "customers AS c\nJOIN orders AS o ON o.customer_id"
     " = c.id\nWHERE o.created_at >= '2024-01-01'\nGROUP BY c.name\nHAVING COUNT(o.id) > 5\nORDER BY revenue DESC\n"
     "LIMIT 20;\n",
     "#!/usr/bin/env bash\nset -euo pipefail\n\nBACKUP_DIR=${BACKUP_DIR:-/var/backups/app}\nmkdir -p \"$BACKUP_DIR\"\n"
@@ -588,6 +591,15 @@ NOTICE = [
         "\n"
         "3. 문의: 구립도서관 어린이자료실(☎ 02-123-4567)"
     ),
+    (
+        "3월 운영위원회 회의 결과\n"
+        "\n"
+        "회의는 3월 12일 오후 7시 주민센터 2층에서 열렸으며 위원 9명 가운데 7명이 참석함\n"
+        "지난 회의록을 읽고 별다른 이의 없이 원안대로 확정함\n"
+        "놀이터 바닥 교체 공사는 업체 세 곳의 견적을 비교한 뒤 다음 회의에서 결정하기로 함\n"
+        "주차 문제는 입주민 설문을 먼저 받아 보기로 하고 설문지 초안은 총무가 준비하기로 함\n"
+        "다음 회의는 4월 9일 같은 장소에서 열기로 함"
+    ),
 ]
 
 TABLE = [
@@ -720,7 +732,8 @@ NEWS_PAGE = [
         "\n"
         "[지역신문=김하늘 기자] 골목 안쪽 작은 서점이 요즘 주말마다 북적인다. 책을 사러 오는 손님보다 모임에 참여하러 오는 사람이 더 많다는 게 주인 박모 씨의 설명이다.\n"
         "\n"
-        "박 씨는 3년 전 문을 열 때만 해도 한 달 매출이 임대료를 겨우 넘겼다. 그는 \"인터넷 서점과 가격으로는 경쟁할 수 없다는 걸 금방 알았다\"며 \"사람들이 이곳에 와야 할 이유를 만들기로 했다\"고 말했다.\n"
+        "박 씨는 3년 전 문을 열 때만 해도 한 달 매출이 임대료를 겨우 넘겼다. 그는 \"인터넷 서점과 가격으로는 경쟁할 수 "
+        "없다는 걸 금방 알았다\"며 \"사람들이 이곳에 와야 할 이유를 만들기로 했다\"고 말했다.\n"
         "\n"
         "▲ 지난 토요일 서점 안쪽 공간에서 열린 낭독회에 참가자들이 둘러앉아 있다. (사진=독자 제공)\n"
         "\n"
@@ -1114,7 +1127,8 @@ def minified(rng):
     for _ in range(rng.randint(40, 200)):
         a, b, c = rng.sample(names, 3)
         parts.append(rng.choice([
-            f"function {a}({b},{c}){{return {b}+{c}}}", f"var {a}={b}?{c}:null;", f"{a}.{b}=function({c}){{this.{c}={c}}};",
+            f"function {a}({b},{c}){{return {b}+{c}}}", f"var {a}={b}?{c}:null;",
+            f"{a}.{b}=function({c}){{this.{c}={c}}};",
             f"if(!{a}){{{b}[{c}]=0}}", f'{a}("{b}",{c}||{{}});', f"for(var {a}=0;{a}<{b}.length;{a}++){c}({b}[{a}]);"]))
     return "".join(parts)
 

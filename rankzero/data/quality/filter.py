@@ -13,6 +13,7 @@ mojibake is repaired; the repaired text is what the pipeline hashes and tokenize
 from __future__ import annotations
 
 import warnings
+from collections import deque
 
 from rankzero.data.quality import characters, korean, mojibake, repetition, words
 from rankzero.data.quality.config import QualityConfig
@@ -89,44 +90,56 @@ class QualityFilter:
         """For each text: None (keep) or the name (from REASONS) of the first rule it failed; and the
         text to keep — the same object unless its mojibake was repaired.
 
-        The cheap rules run first over the whole batch; Kiwi then reads a sample of each Korean survivor
+        The cheap rules run first on each document; Kiwi reads a sample of each Korean survivor
         (korean.kiwi_sample). A sample decides only when it keeps the document with every statistic
         clear of its threshold; otherwise Kiwi reads the whole document (up to
         `kiwi_recheck_max_chars`), and that reading decides.
         """
         config = self.config
-        verdicts: list[str | None] = []
-        kept_texts: list[str] = []
-        korean_texts: dict[int, str] = {}
-        for index, text in enumerate(texts):
-            text, reason = mojibake.repair(text, config.repair_mojibake)
-            kept_texts.append(text)
-            stripped = text.strip()
-            reason = reason or self._reason_before_kiwi(stripped)
-            if reason is _NEEDS_KIWI:
-                korean_texts[index] = stripped
-            verdicts.append(reason)
-        recheck = {}
-        for index, stats in self._kiwi_statistics(korean_texts, config.kiwi_max_chars):
+        verdicts: list[str | None] = [None] * len(texts)
+        kept_texts: list[str] = list(texts)
+
+        def korean_survivors():
+            # A generator: Kiwi's pool pulls from it, so the cheap rules of the next documents run on
+            # this thread while the pool analyses the previous ones.
+            for index, text in enumerate(texts):
+                text, reason = mojibake.repair(text, config.repair_mojibake)
+                kept_texts[index] = text
+                stripped = text.strip()
+                reason = reason or self._reason_before_kiwi(stripped)
+                if reason is _NEEDS_KIWI:
+                    yield index, stripped
+                else:
+                    verdicts[index] = reason
+
+        recheck = []
+        for index, text, stats in self._kiwi_statistics(korean_survivors(), config.kiwi_max_chars):
             verdicts[index] = korean.kiwi_reason(stats, config)
-            if len(korean_texts[index]) > config.kiwi_max_chars and (
-                    verdicts[index] or korean.near_threshold(stats, config)):
-                recheck[index] = korean_texts[index]
-        for index, stats in self._kiwi_statistics(recheck, config.kiwi_recheck_max_chars):
+            if len(text) > config.kiwi_max_chars and (verdicts[index] or korean.near_threshold(stats, config)):
+                recheck.append((index, text))
+        for index, _, stats in self._kiwi_statistics(recheck, config.kiwi_recheck_max_chars):
             verdicts[index] = korean.kiwi_reason(stats, config)
         return verdicts, kept_texts
 
-    def _kiwi_statistics(self, texts: dict[int, str], max_chars: int):
-        """(index, statistics) of a sample of at most `max_chars` of each text. With `threads` the list
-        goes to Kiwi's pool, which analyses ahead while this thread turns each finished analysis into
-        statistics (results come back in order)."""
-        samples = [korean.kiwi_sample(text, max_chars, self.config.kiwi_windows) for text in texts.values()]
+    def _kiwi_statistics(self, items, max_chars: int):
+        """(index, text, statistics) for each (index, text) in `items`, from a sample of at most
+        `max_chars`. With `threads`, Kiwi's pool analyses ahead while this thread turns each finished
+        analysis into statistics (results come back in order)."""
+        pending: deque = deque()
+
+        def samples():
+            for index, text in items:
+                sample = korean.kiwi_sample(text, max_chars, self.config.kiwi_windows)
+                pending.append((index, text, sample))
+                yield sample
+
         if self.threads:
-            analyses = self._kiwi.tokenize(samples)
+            analyses = self._kiwi.tokenize(samples())
         else:  # no pool (Kiwi's batch API needs one): one document at a time
-            analyses = (self._kiwi.tokenize(sample) for sample in samples)
-        for index, sample, tokens in zip(texts, samples, analyses):
-            yield index, korean.prose_statistics(sample, tokens, self.config)
+            analyses = (self._kiwi.tokenize(sample) for sample in samples())
+        for tokens in analyses:
+            index, text, sample = pending.popleft()
+            yield index, text, korean.prose_statistics(sample, tokens, self.config)
 
     # The pipeline's documents are (text, mask) segments; it asks for them repaired through the filter.
     repaired_segments = staticmethod(mojibake.repaired_segments)

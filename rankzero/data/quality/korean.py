@@ -10,7 +10,7 @@ statistics below are shares, and a few hundred characters from the start, the mi
 decide the same way as the whole document (bench/quality_eval.py --agreement measures how often).
 
 Each line is cut into sentences at Kiwi's sentence-final punctuation (SF). A sentence is
-- prose, closed: it has a final ending (EF), or ends on a nominal one ("~함.", "~음.");
+- prose, closed: it has a final ending (EF), or ends on a nominal one ("~함.", "~음.", see _sentences);
 - structure: otherwise, when it sits on a structure line (structure.py: list items, clauses, headings,
   dialogue turns, table rows) or has fewer than `min_prose_morphemes` Korean morphemes (titles,
   bylines, captions, labels);
@@ -26,21 +26,27 @@ from __future__ import annotations
 import bisect
 import re
 
-from rankzero.data.quality.characters import count, non_space_count
+from rankzero.data.quality.characters import URL, count, non_space_count
 from rankzero.data.quality.structure import structure_lines, without_table_rows
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")    # syllables and compatibility jamo (ㅋㅋ, ㅠㅠ)
-_LETTER = re.compile(r"[^\W\d_]")
+_WORD_CHARACTER = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")
 # Where a window may start or end inside a line: the space after a sentence's closing punctuation.
 _SENTENCE_END = re.compile(r"(?<=[.!?。…])[ \t]+")
 
 
 def hangul_statistics(text: str) -> dict[str, float]:
-    """Hangul among the letters (is it Korean?) and per non-space character outside table rows."""
-    letters, hangul = count(_LETTER, text), count(_HANGUL, text)
+    """Hangul among the letters (is it Korean?), and per non-space character outside table rows and
+    URLs (structure and links are judged on their own: a changelog citing release URLs is Korean)."""
+    letters = count(_WORD_CHARACTER, text) - count(_DIGIT, text) - text.count("_")  # [^\W\d_], but faster
+    hangul = count(_HANGUL, text)
     body = without_table_rows(text)
+    if "://" in body or "www." in body:
+        body = URL.sub(" ", body)
+    body_hangul = hangul if body is text else count(_HANGUL, body)
     return {"hangul_letter_share": hangul / letters if letters else 0.0,
-            "hangul_ratio": count(_HANGUL, body) / (non_space_count(body) or 1)}
+            "hangul_ratio": body_hangul / (non_space_count(body) or 1)}
 
 
 def is_korean(stats: dict, config) -> bool:
@@ -89,16 +95,18 @@ def _last_boundary(text: str, floor: int, end: int) -> int:
     return ends[-1] if ends else end
 
 
-def _sentences(tokens, line_starts: list[int], stop: frozenset, stops_seen: set):
+def _sentences(tokens, line_starts: list[int], min_prose_morphemes: int, stop: frozenset, stops_seen: set):
     """Per sentence of a Kiwi token list: (line, Korean morphemes, their characters, particles and
-    endings among them, closed). A sentence ends at SF punctuation or a line break; it is closed by a
-    final ending (EF), or by a nominal one (ETN) right before the punctuation — "~함.", not the "더보기"
-    of a menu. Every stop morpheme met is added to `stops_seen`."""
+    endings among them, closed). A sentence ends at SF punctuation or a line break. It is closed by a
+    final ending (EF); or by a nominal one (ETN) at its end, the "~함." of notes and minutes, when
+    punctuation follows or the sentence is long enough to be prose — the "더보기" of a menu is not
+    closed. Every stop morpheme met is added to `stops_seen`."""
     line, korean, chars, particles, closed, last_tag = 0, 0, 0, 0, False, ""
     for token in tokens:
         token_line = bisect.bisect_right(line_starts, token.start) - 1
         if token_line != line:
-            yield line, korean, chars, particles, closed
+            nominal = last_tag == "ETN" and korean >= min_prose_morphemes
+            yield line, korean, chars, particles, closed or nominal
             line, korean, chars, particles, closed, last_tag = token_line, 0, 0, 0, False, ""
         tag = token.tag
         kind = tag[0]
@@ -115,7 +123,7 @@ def _sentences(tokens, line_starts: list[int], stop: frozenset, stops_seen: set)
             closed = closed or tag == "EF"
         if token.form in stop:
             stops_seen.add(token.form)
-    yield line, korean, chars, particles, closed
+    yield line, korean, chars, particles, closed or (last_tag == "ETN" and korean >= min_prose_morphemes)
 
 
 def prose_statistics(sample: str, tokens, config) -> dict[str, float]:
@@ -124,8 +132,8 @@ def prose_statistics(sample: str, tokens, config) -> dict[str, float]:
     line_starts = [0] + [match.end() for match in re.finditer("\n", sample)]
     stops_seen: set = set()
     korean_all = prose_korean = prose_chars = prose_particles = prose_sentences = closed_sentences = 0
-    for line, korean, chars, particles, closed in _sentences(tokens, line_starts, frozenset(config.stop_morphemes),
-                                                             stops_seen):
+    for line, korean, chars, particles, closed in _sentences(tokens, line_starts, config.min_prose_morphemes,
+                                                             frozenset(config.stop_morphemes), stops_seen):
         if not korean:
             continue  # "2024.03.15", "▶", a closing quote after the period
         korean_all += korean
@@ -155,12 +163,13 @@ SAMPLE_MARGINS = {"final_ending_sentence_ratio": 0.20, "particle_ending_ratio": 
 
 def near_threshold(stats: dict, config) -> bool:
     """Whether a sample's statistics sit close enough to a threshold that the whole text may differ."""
-    return (stats["final_ending_sentence_ratio"] < config.min_final_ending_sentence_ratio
-            + SAMPLE_MARGINS["final_ending_sentence_ratio"]
-            or stats["particle_ending_ratio"] < config.min_particle_ending_ratio + SAMPLE_MARGINS["particle_ending_ratio"]
-            or stats["prose_share"] < config.min_prose_share + SAMPLE_MARGINS["prose_share"]
-            or not config.min_mean_morpheme_chars + SAMPLE_MARGINS["mean_morpheme_chars"]
-            <= stats["mean_morpheme_chars"] <= config.max_mean_morpheme_chars - SAMPLE_MARGINS["mean_morpheme_chars"])
+    floors = {"final_ending_sentence_ratio": config.min_final_ending_sentence_ratio,
+              "particle_ending_ratio": config.min_particle_ending_ratio,
+              "prose_share": config.min_prose_share,
+              "mean_morpheme_chars": config.min_mean_morpheme_chars}
+    if any(stats[name] < floor + SAMPLE_MARGINS[name] for name, floor in floors.items()):
+        return True
+    return stats["mean_morpheme_chars"] > config.max_mean_morpheme_chars - SAMPLE_MARGINS["mean_morpheme_chars"]
 
 
 def kiwi_reason(stats: dict, config) -> str | None:

@@ -30,12 +30,12 @@ def head(text: str, limit: int) -> str:
     return text[:cut] if cut > limit // 2 else text[:limit]
 
 
-def boilerplate_fraction(lines: list[str], phrases: tuple[str, ...]) -> float:
+def boilerplate_fraction(text: str, phrases: tuple[str, ...]) -> float:
     """Share of the non-empty lines holding a boilerplate phrase (cookie banners, copyright, login)."""
     pattern = _phrase_pattern(phrases)
-    lines = [line for line in lines if line.strip()]
-    if not lines or pattern is None:
+    if pattern is None or not pattern.search(text):  # one pass over the text; most hold no phrase
         return 0.0
+    lines = [line for line in text.splitlines() if line.strip()]
     return sum(1 for line in lines if pattern.search(line)) / len(lines)
 
 
@@ -59,9 +59,12 @@ def top_ngram_share(words: list[str], n: int, total_chars: int) -> float:
 
 def dup_ngram_share(words: list[str], n: int, total_chars: int) -> float:
     """Characters in word n-grams that repeat an earlier n-gram, counted without overlap (Gopher)."""
+    grams = list(zip(*(words[start:] for start in range(n))))
+    if len(set(grams)) == len(grams):
+        return 0.0  # nothing repeats (most documents): no need for the position-by-position walk
     seen, repeated, start, last = set(), 0, 0, len(words) - n
     while start <= last:
-        gram = tuple(words[start:start + n])
+        gram = grams[start]
         if gram in seen:
             repeated += sum(map(len, gram))
             start += n
@@ -79,14 +82,16 @@ def statistics(text: str, config) -> dict[str, float]:
     total_chars = sum(map(len, words)) or 1
     stats = {
         "placeholder": float(bool(placeholder and placeholder.search(text))),
-        "boilerplate_line_fraction": boilerplate_fraction(lines, tuple(config.boilerplate_phrases)),
+        "boilerplate_line_fraction": boilerplate_fraction(text, tuple(config.boilerplate_phrases)),
         "dup_line_fraction": duplicate_fraction(lines),
         "dup_paragraph_fraction": duplicate_fraction(_PARAGRAPH_BREAK.split(text)),
     }
     for n in TOP_NGRAMS:
         stats[f"top_{n}gram_char_share"] = top_ngram_share(words, n, total_chars)
     for n in DUP_NGRAMS:
-        stats[f"dup_{n}gram_char_share"] = dup_ngram_share(words, n, total_chars)
+        # A repeated n-gram holds a repeated shorter one: once none repeats, no longer one does.
+        share = dup_ngram_share(words, n, total_chars) if n == DUP_NGRAMS[0] or share else 0.0
+        stats[f"dup_{n}gram_char_share"] = share
     return stats
 
 

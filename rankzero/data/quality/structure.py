@@ -41,6 +41,8 @@ def is_structure_line(line: str) -> bool:
 def without_table_rows(text: str) -> str:
     """The text without its table rows, or all of it when it is nothing but a table: cells of numbers
     are not what the character shares are meant to judge in a document that also has prose."""
+    if "|" not in text and "\t" not in text:
+        return text
     rest = [line for line in text.split("\n") if not _TABLE_ROW.search(line)]
     return "\n".join(rest) if any(line.strip() for line in rest) else text
 
