@@ -6,6 +6,8 @@ mojibake repair, agreement of Kiwi's sampled reading with whole documents, and t
     python bench/quality_eval.py --stats         # per-label spread of every statistic (for tuning)
     python bench/quality_eval.py --agreement     # sampled Kiwi reading vs whole documents (sample, dev, bench corpus)
     python bench/quality_eval.py --throughput    # judge_batch chars/s on the bench corpus vs whole documents
+    python bench/quality_eval.py --kiwi_options  # Kiwi's own speed settings: chars/s, and do verdicts change
+    python bench/quality_eval.py --files "src/**/*.py" "docs/*.md"   # local code and prose, per extension
     python bench/quality_eval.py --prepare_against ../base --size_mb 20 --rounds 3
         # the filtered prepare (train.py --tokenize_only --quality_filter ko) of this checkout against
         # another one (a worktree of an older commit), same corpus and tokenizer, alternating in each round
@@ -38,7 +40,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
 from rankzero.data.quality import QualityConfig, QualityFilter  # noqa: E402
-from rankzero.data.quality import mojibake  # noqa: E402
+from rankzero.data.quality import korean, mojibake, words  # noqa: E402
 
 SAMPLE = REPO / "data" / "quality_sample.jsonl"
 DEV = REPO.parent / "shared" / "corpora" / "ko_real_dev"
@@ -176,8 +178,8 @@ def report_mojibake(quality: QualityFilter, texts: list[str]) -> None:
 def report_agreement(quality: QualityFilter, sets: dict[str, list[str]]) -> None:
     whole = whole_document(quality)
     config = quality.config
-    print(f"## Sampled Kiwi reading ({config.kiwi_windows} windows, {config.kiwi_max_chars} chars; whole up to "
-          f"{config.kiwi_recheck_max_chars} near a threshold) against whole documents\n")
+    print(f"## Kiwi's sampled reading ({config.kiwi_windows} windows, {config.kiwi_max_chars} chars; the whole, up "
+          f"to {config.kiwi_recheck_max_chars}, near a threshold) against whole documents\n")
     print("| documents | docs | same keep/drop | same reason | differing |\n|---|---:|---:|---:|---|")
     for name, texts in sets.items():
         sampled, reference = quality.judge_batch(texts), whole.judge_batch(texts)
@@ -186,6 +188,28 @@ def report_agreement(quality: QualityFilter, sets: dict[str, list[str]]) -> None
         differing = Counter(f"{b or 'kept'} → {a or 'kept'}" for a, b in zip(sampled, reference) if a != b)
         print(f"| {name} | {len(texts)} | {rate(same_verdict, len(texts))} | {rate(same_reason, len(texts))} | "
               f"{', '.join(f'{k} ({v})' for k, v in differing.most_common()) or '—'} |")
+    # What korean.SAMPLE_MARGINS rest on: how far a sample's statistics fall from the whole document's.
+    names = list(korean.SAMPLE_MARGINS)
+    deviations, reread, sampled_docs = defaultdict(list), 0, 0
+    for text in (text.strip() for texts in sets.values() for text in texts):
+        if len(text) <= config.kiwi_max_chars:
+            continue
+        part = quality.statistics(text)
+        if not part["korean"] or "prose_share" not in part:
+            continue
+        full = whole.statistics(text)
+        sampled_docs += 1
+        reread += bool(korean.kiwi_reason(part, config) or korean.near_threshold(part, config))
+        for name in names:
+            deviations[name].append(abs(part[name] - full[name]))
+    print(f"\n{sampled_docs} Korean documents longer than the sample; the filter re-reads {rate(reread, sampled_docs)} "
+          f"of them whole. |sample - whole|, and the margin korean.SAMPLE_MARGINS keeps from each threshold:\n")
+    print("| statistic | p90 | p99 | max | margin |\n|---|---:|---:|---:|---:|")
+    for name in names:
+        values = sorted(deviations[name])
+        if values:
+            pick = lambda share: values[min(len(values) - 1, int(share * len(values)))]  # noqa: E731
+            print(f"| {name} | {pick(0.9):.3f} | {pick(0.99):.3f} | {values[-1]:.3f} | {korean.SAMPLE_MARGINS[name]} |")
     print()
 
 
@@ -276,6 +300,89 @@ def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeo
     print(f"dropped there: {json.dumps(base[-1]['dropped'], ensure_ascii=False)}\n")
 
 
+def file_documents(patterns: list[str]) -> dict[str, list[str]]:
+    """Local files cut at line breaks into documents of 200-5000 characters (as the development corpus
+    is), grouped by file extension: real source code and prose the filter must keep, read in place."""
+    import glob
+
+    groups = defaultdict(list)
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern, recursive=True)):
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            piece: list[str] = []
+            size = 0
+            for line in text.splitlines(keepends=True):
+                piece.append(line)
+                size += len(line)
+                if size >= 5000 - 200 or (size >= 2000 and not line.strip()):
+                    groups[Path(path).suffix or Path(path).name].append("".join(piece))
+                    piece, size = [], 0
+            if size >= 200:
+                groups[Path(path).suffix or Path(path).name].append("".join(piece))
+    return groups
+
+
+def report_files(quality: QualityFilter, groups: dict[str, list[str]]) -> None:
+    print("## Local files (--files), per extension\n")
+    print("| extension | docs | kept | dropped, by reason | mean word chars p99 / max | long-word share max | "
+          "encoded share max |\n|---|---:|---:|---|---|---:|---:|")
+    for extension, texts in sorted(groups.items()):
+        reasons = quality.judge_batch(texts)
+        counts = Counter(reason for reason in reasons if reason)
+        stats = [words.statistics(text, quality.config) for text in texts]
+        means = sorted(stat["mean_word_chars"] for stat in stats)
+        print(f"| {extension} | {len(texts)} | {rate(reasons.count(None), len(texts))} | "
+              f"{', '.join(f'{k} {v}' for k, v in counts.most_common()) or '—'} | "
+              f"{means[int(0.99 * (len(means) - 1))]:.1f} / {means[-1]:.1f} | "
+              f"{max(stat['long_word_char_share'] for stat in stats):.2f} | "
+              f"{max(stat['encoded_char_share'] for stat in stats):.2f} |")
+    print()
+
+
+def report_kiwi_options(quality: QualityFilter, texts: list[str], rounds: int) -> None:
+    """Kiwi's own speed settings on the samples the filter reads: chars/s of one Kiwi without a pool,
+    alternating settings within each round, and whether the filter's verdicts change."""
+    from kiwipiepy import Kiwi
+
+    config = quality.config
+    samples = [korean.kiwi_sample(text.strip(), config.kiwi_max_chars, config.kiwi_windows) for text in texts]
+    characters = sum(map(len, samples))
+    kiwis = {"default (CoNg)": quality._kiwi}
+    for name, options in {"no typo, default, multi dictionaries": dict(load_typo_dict=False, load_default_dict=False,
+                                                                        load_multi_dict=False),
+                          "model_type cong-global": dict(model_type="cong-global")}.items():
+        kiwis[name] = Kiwi(num_workers=0, **options)
+    settings = [(name, kiwi, {}, None) for name, kiwi in kiwis.items()]
+    settings += [("z_coda=False", quality._kiwi, {"z_coda": False}, None),
+                 ("cutoff_threshold 4 (default 8)", quality._kiwi, {}, 4.0),
+                 ("cutoff_threshold 2", quality._kiwi, {}, 2.0)]
+    seconds = defaultdict(list)
+    verdicts = {}
+    reference = quality.judge_batch(texts)
+    for round_index in range(rounds):
+        for name, kiwi, options, cutoff in (settings if round_index % 2 == 0 else settings[::-1]):
+            kiwi.global_config.cutoff_threshold = cutoff or 8.0
+            start = time.perf_counter()
+            for sample in samples:
+                kiwi.tokenize(sample, **options)
+            seconds[name].append(time.perf_counter() - start)
+            if cutoff and name not in verdicts:
+                verdicts[name] = quality.judge_batch(texts)
+            kiwi.global_config.cutoff_threshold = 8.0
+    print(f"## Kiwi settings, {len(samples)} samples ({characters:,} chars) of the bench corpus, one thread, "
+          f"{rounds} rounds\n")
+    print("| setting | chars/s | ÷ default (median of per-round) | keep/drop as the default |\n|---|---:|---:|---:|")
+    for name, _, _, _ in settings:
+        ratio = statistics.median(d / s for d, s in zip(seconds["default (CoNg)"], seconds[name]))
+        same = (rate(sum((a is None) == (b is None) for a, b in zip(verdicts[name], reference)), len(texts))
+                if name in verdicts else "—")
+        print(f"| {name} | {characters / statistics.median(seconds[name]):,.0f} | {ratio:.2f} | {same} |")
+    print()
+
+
 # --- tuning --------------------------------------------------------------------------------------------
 
 
@@ -307,6 +414,8 @@ def main() -> None:
     parser.add_argument("--agreement", action="store_true", help="sampled Kiwi reading against whole documents")
     parser.add_argument("--throughput", action="store_true", help="time judge_batch on the bench corpus")
     parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
+    parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")
+    parser.add_argument("--kiwi_options", action="store_true", help="time Kiwi's own settings on the filter's samples")
     parser.add_argument("--size_mb", type=float, default=5, help="bench corpus size for --agreement/--throughput")
     parser.add_argument("--seed", type=int, default=0, help="bench corpus seed")
     parser.add_argument("--rounds", type=int, default=3, help="rounds for --throughput and --prepare_against")
@@ -330,8 +439,10 @@ def main() -> None:
     report_mojibake(quality, clean_korean + [record["text"] for record in dev])
     if args.stats:
         print_statistics(quality, records)
+    if args.files:
+        report_files(quality, file_documents(args.files))
     corpus = None
-    if args.agreement or args.throughput or args.prepare_against:
+    if args.agreement or args.throughput or args.prepare_against or args.kiwi_options:
         args.workdir.mkdir(parents=True, exist_ok=True)
         corpus = bench_corpus(args.size_mb, args.seed, args.workdir)
     if args.agreement:
@@ -342,6 +453,8 @@ def main() -> None:
         report_agreement(quality, sets)
     if args.throughput:
         report_throughput(config, [r["text"] for r in load_jsonl(corpus)], args.rounds)
+    if args.kiwi_options:
+        report_kiwi_options(quality, [r["text"] for r in load_jsonl(corpus)], args.rounds)
     if args.prepare_against:
         compare_prepare(args.prepare_against, corpus, args.workdir, args.rounds, args.timeout_s)
 

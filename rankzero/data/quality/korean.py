@@ -1,13 +1,14 @@
 """Korean documents: the Hangul gate, then sentence statistics from one Kiwi pass over prose.
 
-    stats = hangul_statistics(text)                      # cheap: which documents are Korean at all
-    sample = kiwi_sample(text, 450, 3)                   # what Kiwi reads: spread windows of a long text
+    stats = hangul_statistics(text)                                        # which documents are Korean
+    sample = kiwi_sample(text, config.kiwi_max_chars, config.kiwi_windows)  # what Kiwi reads
     stats = prose_statistics(sample, kiwi.tokenize(sample), config)
 
-Kiwi costs 30-50x more CPU per byte than the rest of the filter, so it reads at most `kiwi_max_chars`
-of a document, in `kiwi_windows` windows spread over it and cut at line or sentence ends: the
-statistics below are shares, and a few hundred characters from the start, the middle and the end
-decide the same way as the whole document (bench/quality_eval.py --agreement measures how often).
+Kiwi costs 30-50x more CPU per byte than the rest of the filter, so it first reads a sample of a long
+document: `kiwi_windows` windows from its start, middle and end, `kiwi_max_chars` in all, cut at line
+or sentence ends. The statistics below are shares, and such a sample decides as the whole document
+does unless they sit near a threshold; then, or when the sample would drop the document, the filter
+reads the whole (`near_threshold`, filter.py). bench/quality_eval.py --agreement measures both.
 
 Each line is cut into sentences at Kiwi's sentence-final punctuation (SF). A sentence is
 - prose, closed: it has a final ending (EF), or ends on a nominal one ("~함.", "~음.", see _sentences);
@@ -153,11 +154,11 @@ def prose_statistics(sample: str, tokens, config) -> dict[str, float]:
     }
 
 
-# How far a sample's statistic may sit from the whole document's: about the 99th percentile of
-# |sample - whole| over 1,420 documents longer than the default sample (ko_real_dev, the labelled
-# sample, the bench corpus; bench/quality_eval.py --agreement). A kept sample this close to a
-# threshold does not decide: the whole document is read.
-SAMPLE_MARGINS = {"final_ending_sentence_ratio": 0.20, "particle_ending_ratio": 0.04, "prose_share": 0.13,
+# How far a sample's statistic may fall from the whole document's: the 99th percentile of
+# |sample - whole| over the Korean documents longer than the default sample in the labelled sample,
+# ko_real_dev and the bench corpus (bench/quality_eval.py --agreement prints them). A sample this close
+# to a threshold does not decide; the whole document is read.
+SAMPLE_MARGINS = {"final_ending_sentence_ratio": 0.25, "particle_ending_ratio": 0.04, "prose_share": 0.12,
                   "mean_morpheme_chars": 0.12}
 
 

@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import re
 
-# At the start of a line (after indentation), one of:
+# At the start of a line, after indentation and Markdown bold, one of:
 _MARKER = re.compile(
-    r"[ \t]*(?:\*\*)?(?:"                                  # indentation, Markdown bold
-    r"[-–—*•∙◦▪▫■□●○◆◇▶▷►▸※☞➢✓✔→>#ㅇ]+[ \t]"        # bullets, Markdown headings, the "ㅇ" of official notices
-    r"|\(?\d{1,3}(?:의\d{1,3})?\\?[.)]"                 # 1.  1)  (1)  1의2.  1\. (Markdown's escape)
-    r"|\(?[가나다라마바사아자차카타파하]\\?[.)]"          # 가.  (나)  — the Korean alphabetic numbering
-    r"|\([a-zA-Z]\)|[IVXivx]{1,4}\."                      # (a)  IV.
-    r"|[\u2460-\u24ff\u3260-\u327f\u2776-\u2793]"         # ① ⑴ ⒜ ㉠ ㉮ ❶ …
-    r"|제\s?\d+\s?[편장절관조항호목](?:의\s?\d+)?"          # 제1장  제7조  제7조의2
-    r"|\[[^\]\n]{1,40}\]"                                  # [별표 1]  [시행일 …]
-    r"|[^\s:：]{1,12}(?:[ \t][^\s:：]{1,12})?[ \t]?[:：][ \t]"  # speaker or field label: "사용자: "  "일시: "
+    r"[ \t]*(?:\*\*)?(?:"
+    r"[-–—*•∙◦▪▫■□●○◆◇▶▷►▸※☞➢✓✔→>#ㅇ]+[ \t]"                # bullets, Markdown headings, the "ㅇ" of notices
+    r"|\(?\d{1,3}(?:의\d{1,3})?\\?[.)]"                       # 1.  1)  (1)  1의2.  1\. (Markdown's escape)
+    r"|\(?[가나다라마바사아자차카타파하]\\?[.)]"                  # 가.  (나): the Korean alphabetic numbering
+    r"|\([a-zA-Z]\)|[IVXivx]{1,4}\."                             # (a)  IV.
+    r"|[\u2460-\u24ff\u3260-\u327f\u2776-\u2793]"                # ① ⑴ ⒜ ㉠ ㉮ ❶ …
+    r"|제\s?\d+\s?[편장절관조항호목](?:의\s?\d+)?"                 # 제1장  제7조  제7조의2
+    r"|\[[^\]\n]{1,40}\]"                                         # [별표 1]  [시행일 …]
+    r"|[^\s:：]{1,12}(?:[ \t][^\s:：]{1,12})?[ \t]?[:：][ \t]"   # a speaker or field label: "사용자: "  "일시: "
     r")")
 # Table rows: two or more cell separators, or a tab inside the line.
 _TABLE_ROW = re.compile(r"\|.*\||\S\t")
-
-
-def is_table_row(line: str) -> bool:
-    return bool(_TABLE_ROW.search(line))
 
 
 def is_structure_line(line: str) -> bool:

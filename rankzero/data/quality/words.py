@@ -25,6 +25,7 @@ _UUENCODED_LINE = re.compile(r"^M[\x20-\x60]{60}$", re.MULTILINE)
 _HEX_DUMP_LINE = re.compile(r"^[ \t]*(?:[0-9A-Fa-f]{4,8}:?[ \t]+)?(?:(?:0x)?[0-9A-Fa-f]{2,8},?[ \t]+){7,}.*$",
                             re.MULTILINE)
 _HEX_LETTER = re.compile(r"[a-fA-F]")
+_DIGIT = re.compile(r"[0-9]")
 _DIGIT_OR_UPPER = re.compile(r"[0-9A-Z+/]")
 # Characters of scripts written without spaces: kana and CJK ideographs (Hanja inside Korean is rare
 # enough not to matter either way).
@@ -34,12 +35,16 @@ _SPACELESS_SCRIPT = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-
 def _encoded_run(match: re.Match) -> str:
     """"" for a run that reads as encoded bytes, else the run itself.
 
-    Random base64 is ~56% digits, capitals, "+" and "/"; hex is digits and a-f. Words, identifiers and
-    paths ("org/apache/commons/lang3/StringUtils") are mostly lower case, so they stay.
+    Random base64 is ~81% letters, ~15% digits and ~56% digits, capitals, "+" and "/"; hex is ~62%
+    digits and ~38% a-f. Words, identifiers and paths ("org/apache/commons/lang3/StringUtils") are
+    mostly lower case; long decimals ("2.718281828459045235360287F") are nearly all digits. Both stay.
     """
     run = match.group()
+    length = len(run)
+    digits = len(_DIGIT.findall(run))
+    letters = length - digits - run.count("+") - run.count("/") - run.count("=")
     mixed = len(_DIGIT_OR_UPPER.findall(run))
-    return "" if mixed >= 0.3 * len(run) and any(character.isdigit() for character in run) else run
+    return "" if digits >= 0.05 * length and letters >= 0.2 * length and mixed >= 0.3 * length else run
 
 
 def _hex_dump_line(match: re.Match) -> str:
