@@ -121,7 +121,11 @@ def report_dev(quality: QualityFilter, records: list[dict], show_errors: bool) -
         dropped = ", ".join(f"{reason} {count}" for reason, count in counts.most_common() if reason != "kept")
         print(f"| {genre} | {total} | {rate(counts.get('kept', 0), total)} | {dropped or '—'} |")
     kept = sum(reason is None for reason in reasons)
-    print(f"\nall genres: kept {rate(kept, len(records))}\n")
+    shapes = [words.statistics(record["text"], quality.config) for record in records]
+    means = [shape["mean_word_chars"] for shape in shapes]
+    print(f"\nall genres: kept {rate(kept, len(records))}; word shape: mean word chars {min(means):.1f}-{max(means):.1f}, "
+          f"long-word share max {max(shape['long_word_char_share'] for shape in shapes):.2f}, encoded share max "
+          f"{max(shape['encoded_char_share'] for shape in shapes):.2f}\n")
     if show_errors:
         for record, reason in zip(records, reasons):
             if reason:
@@ -327,7 +331,7 @@ def file_documents(patterns: list[str]) -> dict[str, list[str]]:
 
 def report_files(quality: QualityFilter, groups: dict[str, list[str]]) -> None:
     print("## Local files (--files), per extension\n")
-    print("| extension | docs | kept | dropped, by reason | mean word chars p99 / max | long-word share max | "
+    print("| extension | docs | kept | dropped, by reason | mean word chars min / p99 / max | long-word share max | "
           "encoded share max |\n|---|---:|---:|---|---|---:|---:|")
     for extension, texts in sorted(groups.items()):
         reasons = quality.judge_batch(texts)
@@ -336,7 +340,7 @@ def report_files(quality: QualityFilter, groups: dict[str, list[str]]) -> None:
         means = sorted(stat["mean_word_chars"] for stat in stats)
         print(f"| {extension} | {len(texts)} | {rate(reasons.count(None), len(texts))} | "
               f"{', '.join(f'{k} {v}' for k, v in counts.most_common()) or '—'} | "
-              f"{means[int(0.99 * (len(means) - 1))]:.1f} / {means[-1]:.1f} | "
+              f"{means[0]:.1f} / {means[int(0.99 * (len(means) - 1))]:.1f} / {means[-1]:.1f} | "
               f"{max(stat['long_word_char_share'] for stat in stats):.2f} | "
               f"{max(stat['encoded_char_share'] for stat in stats):.2f} |")
     print()

@@ -336,6 +336,35 @@ def test_sampled_verdicts_agree_with_whole_documents(quality):
     assert sum(a == b for a, b in zip(sampled, whole)) / len(texts) >= 0.995
 
 
+# --- the bench tools behind docs/quality.md ----------------------------------------------------------
+
+
+def test_shipped_sample_is_what_its_generator_writes(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import make_quality_sample
+
+    monkeypatch.setattr(make_quality_sample, "OUTPUT", tmp_path / "sample.jsonl")
+    make_quality_sample.main()
+    assert (tmp_path / "sample.jsonl").read_bytes() == SAMPLE.read_bytes()
+
+
+def test_quality_eval_counts_per_genre_and_mojibake(quality, tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import quality_eval
+
+    (tmp_path / "news.jsonl").write_text("".join(json.dumps({"text": text, "genre": "news"}, ensure_ascii=False) + "\n"
+                                                 for text in (PROSE, sample_texts("news")[0])), encoding="utf-8")
+    (tmp_path / "menus.jsonl").write_text(json.dumps({"text": CRAFTED["kiwi_few_stop_morphemes"]}, ensure_ascii=False),
+                                          encoding="utf-8")  # no genre: the file's name
+    quality_eval.report_dev(quality, quality_eval.load_dev(tmp_path), show_errors=False)
+    quality_eval.report_mojibake(quality, [PROSE])
+    out = capsys.readouterr().out
+    assert "| news | 2 | 100.0% (2/2) | — |" in out
+    assert "| menus | 1 | 0.0% (0/1) | kiwi_few_stop_morphemes 1 |" in out
+    assert "| UTF-8 read as Latin-1 | 100.0% (1/1) | 100.0% (1/1) | 0.0% (0/1) |" in out
+    assert "| EUC-KR read as Latin-1 (not repairable) | 0.0% (0/1) | 100.0% (1/1) | 100.0% (1/1) |" in out
+
+
 # --- config ------------------------------------------------------------------------------------------
 
 
