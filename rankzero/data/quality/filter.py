@@ -66,6 +66,7 @@ class QualityFilter:
         process that uses it, never before a fork (a forked Kiwi thread pool hangs)."""
         from kiwipiepy import Kiwi
 
+        mojibake.require_ftfy()  # now, not on the first broken document hours into a prepare
         self.config = config or QualityConfig()
         self.threads = threads
         with warnings.catch_warnings():

@@ -1,6 +1,6 @@
 """Mojibake: text whose UTF-8 bytes were decoded as Latin-1 or cp1252 ("ì•ˆë…•" for "안녕").
 
-    text, reason = repair(text, config)   # reason "mojibake" when it stays broken or repair is off
+    text, reason = repair(text, config.repair_mojibake)   # "mojibake" when it stays broken or repair is off
 
 Common in crawls, and a language model trained on it learns to write it. ftfy, the well-kept library
 for exactly this, undoes it; we only ask it for its encoding fixes (no quote uncurling, no Unicode
@@ -32,6 +32,14 @@ def _fixer_config():
     return TextFixerConfig(unescape_html=False, remove_terminal_escapes=False, fix_latin_ligatures=False,
                            fix_character_width=False, uncurl_quotes=False, fix_line_breaks=False,
                            fix_surrogates=False, remove_control_chars=False, normalization=None, explain=False)
+
+
+def require_ftfy() -> None:
+    try:
+        import ftfy  # noqa: F401
+    except ImportError:
+        raise ImportError("the Korean quality filter repairs mojibake with ftfy: pip install 'ftfy>=6.1' "
+                          "(a dependency in pyproject.toml)") from None
 
 
 def looks_broken(text: str) -> bool:
