@@ -3,16 +3,23 @@
     python bench/make_quality_sample.py            # rewrites data/quality_sample.jsonl (deterministic)
 
 Every text here was written for this project (license-clean). Clean documents are hand-written
-paragraphs by genre, shipped alone and as longer same-genre documents of several paragraphs, plus
-English prose and source code that the filter must keep. Junk documents are built by small seeded
-generators, one per kind of junk seen on the Korean web. One JSON object per line:
+paragraphs by genre, shipped alone and as longer same-genre documents of several paragraphs;
+documents whose shape is structure (statutes, notices, tables, dialogue, lists, news pages, forum
+threads, poems); and English prose and source code that the filter must keep. Junk documents are
+built by small seeded generators, one per kind of junk seen on the Korean web, and one per kind of
+machine text (base64, hex, uuencode, long tokens, minified code, EUC-KR mojibake). Mojibake that ftfy
+repairs is not shipped: its right verdict depends on `repair_mojibake`, so bench/quality_eval.py and
+the tests make it from the clean documents. One JSON object per line:
 {"label": "clean"|"junk", "kind": "<genre or junk kind>", "text": "..."}.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import random
+import urllib.parse
 from pathlib import Path
 
 OUTPUT = Path(__file__).resolve().parent.parent / "data" / "quality_sample.jsonl"
@@ -396,8 +403,10 @@ ENGLISH = [
 
 CODE = [
     "import json\nfrom pathlib import Path\n\n\ndef load_config(path: str) -> dict:\n    \"\"\"Read a JSON config "
-    "file and fill in defaults.\"\"\"\n    data = json.loads(Path(path).read_text())\n    data.setdefault(\"batch_size\", "
-    "32)\n    data.setdefault(\"learning_rate\", 3e-4)\n    return data\n\n\nif __name__ == \"__main__\":\n    config = "
+    "file and fill in defaults.\"\"\"\n    data = "
+    "json.loads(Path(path).read_text())\n    data.setdefault(\"batch_size\", "
+    "32)\n    data.setdefault(\"learning_rate\", 3e-4)\n    return "
+    "data\n\n\nif __name__ == \"__main__\":\n    config = "
     "load_config(\"config.json\")\n    print(config)\n",
     "#include <stdio.h>\n\nint main(void) {\n    int sum = 0;\n    for (int i = 1; i <= 100; i++) {\n        if (i % 3 "
     "== 0 || i % 5 == 0) {\n            sum += i;\n        }\n    }\n    printf(\"%d\\n\", sum);\n    return 0;\n}\n",
@@ -408,7 +417,8 @@ CODE = [
     "self._items.append(item)\n\n    def pop(self):\n        if not self._items:\n            raise IndexError(\"pop "
     "from empty stack\")\n        return self._items.pop()\n\n    def peek(self):\n        if not self._items:\n      "
     "      return None\n        return self._items[-1]\n\n    def __len__(self):\n        return len(self._items)\n",
-    "SELECT c.name, COUNT(o.id) AS orders, SUM(o.total) AS revenue\nFROM customers AS c\nJOIN orders AS o ON o.customer_id"
+    "SELECT c.name, COUNT(o.id) AS orders, SUM(o.total) AS revenue\nFROM "
+    "customers AS c\nJOIN orders AS o ON o.customer_id"
     " = c.id\nWHERE o.created_at >= '2024-01-01'\nGROUP BY c.name\nHAVING COUNT(o.id) > 5\nORDER BY revenue DESC\n"
     "LIMIT 20;\n",
     "#!/usr/bin/env bash\nset -euo pipefail\n\nBACKUP_DIR=${BACKUP_DIR:-/var/backups/app}\nmkdir -p \"$BACKUP_DIR\"\n"
@@ -431,6 +441,391 @@ CODE = [
     "\n    assert batch == [tokenizer.encode(text) for text in texts]\n",
 ]
 
+# Documents whose shape is structure: numbered articles and clauses (plain and as Markdown), a bill,
+# official notices in the 개조식 style, tables (pipes, tabs), dialogue and a script, lists, news pages
+# with headline, byline and caption, forum threads with comments, poems. Whole documents only.
+STATUTE = [
+    (
+        "제1장 총칙\n"
+        "\n"
+        "제1조(목적) 이 조례는 마을 공동체 텃밭의 조성과 운영에 필요한 사항을 정함으로써 주민의 여가 활동을 돕고 도시 녹지를 늘리는 것을 목적으로 한다.\n"
+        "\n"
+        "제2조(정의) 이 조례에서 사용하는 용어의 뜻은 다음과 같다. <개정 2019. 5. 10., 2022. 12. 30.>\n"
+        "1. \"공동체 텃밭\"이란 구청장이 조성하여 주민에게 나누어 경작하게 하는 토지를 말한다.\n"
+        "2. \"경작자\"란 제6조에 따라 공동체 텃밭의 구획을 배정받은 사람을 말한다.\n"
+        "3. \"운영 단체\"란 제9조에 따라 텃밭의 관리를 위탁받은 비영리 단체를 말한다.\n"
+        "\n"
+        "제3조(구청장의 책무) ① 구청장은 공동체 텃밭이 고르게 배치되도록 노력하여야 한다.\n"
+        "② 구청장은 텃밭에서 나온 농산물이 이웃과 나누어지도록 지원할 수 있다.\n"
+        "③ 삭제 <2022. 12. 30.>\n"
+        "\n"
+        "제2장 텃밭의 운영\n"
+        "\n"
+        "제6조(경작자의 선정) ① 경작자는 공개 모집으로 선정하며, 신청자가 구획 수보다 많은 경우에는 추첨으로 정한다.\n"
+        "② 다음 각 호의 어느 하나에 해당하는 사람은 우선하여 선정할 수 있다. <개정 2022. 12. 30.>\n"
+        "1. 「국민기초생활 보장법」 제2조제2호에 따른 수급자\n"
+        "2. 65세 이상인 사람\n"
+        "3. 장애인\n"
+        "가. 보호자와 함께 경작하는 경우를 포함한다.\n"
+        "나. 보조 기구가 필요한 경우에는 구청장이 지원한다.\n"
+        "③ 경작 기간은 1년으로 하며, 한 차례만 연장할 수 있다.\n"
+        "\n"
+        "부칙 <제1234호, 2019. 5. 10.>\n"
+        "이 조례는 공포한 날부터 시행한다."
+    ),
+    (
+        "제4장 마을 자치회\n"
+        "\n"
+        "제20조 ①마을 자치회는 주민 총회에서 뽑은 위원 15인 이내로 구성한다.\n"
+        "②위원의 임기는 2년으로 하며, 한 번만 다시 뽑힐 수 있다.\n"
+        "③자치회의 조직과 운영에 관하여 필요한 사항은 규약으로 정한다.\n"
+        "\n"
+        "제21조 ①자치회는 다음 사항을 심의한다.\n"
+        "1. 마을 예산안\n"
+        "2. 공동 시설의 관리\n"
+        "3. 주민 총회에 부칠 안건\n"
+        "4. 기타 위원 3분의 1 이상이 요구한 사항\n"
+        "②자치회의 회의는 공개한다. 다만, 출석위원 과반수의 찬성이 있을 때에는 공개하지 아니할 수 있다.\n"
+        "\n"
+        "제22조 자치회는 위원 과반수의 출석과 출석위원 과반수의 찬성으로 의결한다. 가부동수인 때에는 부결된 것으로 본다.\n"
+        "\n"
+        "제5장 재정\n"
+        "\n"
+        "제23조 ①마을의 재정은 회비, 보조금 및 기부금으로 충당한다.\n"
+        "②회계연도는 매년 1월 1일에 시작하여 12월 31일에 끝난다."
+    ),
+    (
+        "## 제3장 자전거 보관소의 관리\n"
+        "\n"
+        "##### 제11조 (보관소의 설치)\n"
+        "\n"
+        "**①** 시장은 지하철역, 버스 환승 정류장 및 공공청사 주변에 자전거 보관소를 설치할 수 있다. <개정 2020.6.1>\n"
+        "\n"
+        "**②** 보관소에는 다음 각 호의 시설을 갖추어야 한다.\n"
+        "\n"
+        "  1\\. 비와 눈을 막을 수 있는 지붕\n"
+        "  2\\. 도난 방지를 위한 잠금 장치\n"
+        "  3\\. 야간 조명 및 폐쇄회로 텔레비전\n"
+        "  4\\. 공기 주입기 등 간단한 정비 도구\n"
+        "\n"
+        "**③** 삭제 <2021.3.2>\n"
+        "\n"
+        "##### 제12조 (장기 방치 자전거의 처리)\n"
+        "\n"
+        "**①** 시장은 보관소에 30일 이상 방치된 자전거에 대하여 다음 각 호의 절차를 거쳐 처분할 수 있다.\n"
+        "\n"
+        "  1\\. 자전거에 이동 예고문 부착\n"
+        "  2\\. 누리집에 14일 이상 공고\n"
+        "  3\\. 보관 장소로 이동 후 6개월간 보관\n"
+        "    가\\. 소유자가 나타난 경우: 반환\n"
+        "    나\\. 소유자가 나타나지 아니한 경우: 매각 또는 기증\n"
+        "\n"
+        "**②** 제1항제3호나목에 따른 매각 대금은 자전거 이용 활성화 사업에 쓴다.\n"
+        "\n"
+        "##### 제13조\n"
+        "\n"
+        "삭제 <2021.3.2>\n"
+        "\n"
+        "##### 제14조 (위탁)\n"
+        "\n"
+        "시장은 보관소의 관리 업무를 「비영리민간단체 지원법」 제2조에 따른 비영리민간단체에 위탁할 수 있다. <신설 2021.3.2>"
+    ),
+    (
+        "도서관법 일부개정법률안\n"
+        "(홍길동의원 대표발의)\n"
+        "\n"
+        "의 안 번 호 제1234호\n"
+        "발의연월일 : 2024. 4. 1.\n"
+        "발 의 자 : 홍길동ㆍ김철수ㆍ이영희 의원 등 10인\n"
+        "\n"
+        "제안이유 및 주요내용\n"
+        "현행법은 공공도서관의 개관 시간에 관한 기준을 두고 있지 아니하여 지역마다 이용 여건의 차이가 큼. 특히 직장인과 학생이 퇴근 후나 주말에 도서관을 이용하기 어렵다는 지적이 계속되고 있음.\n"
+        "이에 공공도서관이 주 1회 이상 야간 개관을 하도록 하고, 이에 필요한 인력과 비용을 국가와 지방자치단체가 지원할 수 있도록 하려는 것임(안 제28조의2 신설).\n"
+        "\n"
+        "법률 제 호\n"
+        "도서관법 일부개정법률안\n"
+        "도서관법 일부를 다음과 같이 개정한다.\n"
+        "제28조의2를 다음과 같이 신설한다.\n"
+        "제28조의2(야간 개관) ① 공공도서관은 주 1회 이상 오후 10시까지 개관하여야 한다.\n"
+        "② 국가와 지방자치단체는 제1항에 따른 야간 개관에 드는 비용의 일부를 지원할 수 있다.\n"
+        "부 칙\n"
+        "이 법은 공포 후 6개월이 경과한 날부터 시행한다."
+    ),
+]
+
+NOTICE = [
+    (
+        "□ 추진 배경\n"
+        " ○ 노후 상수관에서 녹물이 나온다는 민원이 해마다 늘어남\n"
+        " ○ 설치한 지 30년이 지난 관로가 전체의 41%를 차지함\n"
+        "\n"
+        "□ 사업 개요\n"
+        " ○ 기간: 2025. 3. ~ 2026. 12.\n"
+        " ○ 대상: 관내 노후 상수관 총 54km\n"
+        " ○ 사업비: 312억 원(국비 50%, 시비 50%)\n"
+        "\n"
+        "□ 추진 계획\n"
+        " ○ 1단계(2025년): 주택 밀집 지역의 관로 22km 교체\n"
+        " ○ 2단계(2026년): 공단 주변 관로 32km 교체 및 누수 감지 장치 설치\n"
+        "   - 공사 구간은 매주 누리집에 알리고, 단수 시간은 하루 전 문자로 안내함\n"
+        "\n"
+        "□ 기대 효과\n"
+        " ○ 수돗물 수질 민원이 절반 이하로 줄어들 것으로 예상됨\n"
+        " ○ 누수로 버려지던 물이 연간 약 90만 톤 줄어 생산 원가를 낮출 수 있음"
+    ),
+    (
+        "2025년 여름 방학 어린이 과학 교실 참가자 모집 공고\n"
+        "\n"
+        "우리 구립도서관에서 여름 방학을 맞아 초등학생을 위한 과학 교실을 엽니다. 직접 만들고 실험하면서 과학의 원리를 익히는 프로그램이니 많은 관심 바랍니다.\n"
+        "\n"
+        "1. 교육 개요\n"
+        "  가. 일시: 2025. 7. 28.(월) ~ 8. 1.(금), 오전 10시 ~ 12시\n"
+        "  나. 장소: 구립도서관 3층 다목적실\n"
+        "  다. 대상: 관내 초등학교 3~6학년 20명\n"
+        "  라. 참가비: 무료(재료비 포함)\n"
+        "\n"
+        "2. 신청 방법\n"
+        "  가. 기간: 2025. 7. 1.(화) 09:00부터 선착순 마감\n"
+        "  나. 방법: 도서관 누리집 또는 방문 접수\n"
+        "  ※ 보호자 1명당 자녀 2명까지 신청할 수 있습니다.\n"
+        "\n"
+        "3. 문의: 구립도서관 어린이자료실(☎ 02-123-4567)"
+    ),
+    (
+        "3월 운영위원회 회의 결과\n"
+        "\n"
+        "회의는 3월 12일 오후 7시 주민센터 2층에서 열렸으며 위원 9명 가운데 7명이 참석함\n"
+        "지난 회의록을 읽고 별다른 이의 없이 원안대로 확정함\n"
+        "놀이터 바닥 교체 공사는 업체 세 곳의 견적을 비교한 뒤 다음 회의에서 결정하기로 함\n"
+        "주차 문제는 입주민 설문을 먼저 받아 보기로 하고 설문지 초안은 총무가 준비하기로 함\n"
+        "다음 회의는 4월 9일 같은 장소에서 열기로 함"
+    ),
+]
+
+TABLE = [
+    (
+        "2024년 시립 수영장 이용 요금을 다음과 같이 안내합니다. 요금은 3월 1일부터 적용되며, 기존 정기권은 남은 기간 동안 그대로 쓸 수 있습니다.\n"
+        "\n"
+        "| 구분 | 1회 | 1개월 | 3개월 |\n"
+        "| 어른 | 4,000원 | 60,000원 | 162,000원 |\n"
+        "| 청소년 | 2,500원 | 40,000원 | 108,000원 |\n"
+        "| 어린이 | 1,500원 | 25,000원 | 67,500원 |\n"
+        "| 65세 이상 | 1,000원 | 20,000원 | 54,000원 |\n"
+        "\n"
+        "장애인과 국가유공자는 신분증을 보여 주시면 위 요금의 절반만 내시면 됩니다. 강습 시간표는 안내 데스크에서 받아 가실 수 있고, 주차는 이용 시간에 한해 두 시간까지 무료입니다."
+    ),
+    (
+        "마을버스 7번 시간표 (평일 기준)\n"
+        "\n"
+        "출발지\t첫차\t막차\t배차 간격\n"
+        "시장 앞\t06:10\t23:20\t12분\n"
+        "주민센터\t06:18\t23:28\t12분\n"
+        "초등학교\t06:25\t23:35\t15분\n"
+        "종점\t06:40\t23:50\t15분\n"
+        "\n"
+        "토요일과 공휴일에는 배차 간격이 20분으로 늘어납니다. 명절 당일에는 운행하지 않으니 미리 확인하시기 바랍니다."
+    ),
+    (
+        "## 세 가지 전기 주전자 비교\n"
+        "\n"
+        "지난달 동안 집에서 직접 써 본 주전자 세 개를 정리해 봤다. 용량은 비슷하지만 물 끓는 시간과 소음에서 차이가 꽤 났다.\n"
+        "\n"
+        "| 제품 | 용량 | 1리터 끓는 시간 | 소음 | 가격 |\n"
+        "|---|---|---|---|---|\n"
+        "| A사 기본형 | 1.7L | 4분 10초 | 보통 | 2만 9천 원 |\n"
+        "| B사 유리형 | 1.5L | 3분 40초 | 작음 | 4만 5천 원 |\n"
+        "| C사 온도 조절형 | 1.7L | 3분 55초 | 큼 | 6만 2천 원 |\n"
+        "\n"
+        "차를 자주 마신다면 온도를 맞출 수 있는 C사 제품이 편했다. 다만 소음이 커서 밤에 쓰기에는 조금 부담스러웠고, 가격 대비로는 B사 제품이 가장 만족스러웠다."
+    ),
+]
+
+DIALOGUE = [
+    (
+        "손님: 안녕하세요, 어제 여기서 산 운동화가 조금 작아서요.\n"
+        "점원: 아, 그러세요? 영수증 가지고 오셨어요?\n"
+        "손님: 네, 여기 있어요. 한 치수 큰 걸로 바꿀 수 있을까요\n"
+        "점원: 잠시만요, 창고에 재고가 있는지 볼게요.\n"
+        "손님: 같은 색으로요\n"
+        "점원: 다행히 남아 있네요. 한번 신어 보시겠어요?\n"
+        "손님: 이번엔 딱 맞네요. 이걸로 할게요.\n"
+        "점원: 네, 교환해 드렸습니다. 좋은 하루 보내세요!"
+    ),
+    (
+        "기자: 처음 목공을 시작하게 된 계기가 궁금합니다.\n"
+        "김 목수: 회사를 그만두고 한동안 쉬었어요. 그때 동네 공방에서 의자 만드는 수업을 들었는데, 나무 냄새가 그렇게 좋더라고요.\n"
+        "기자: 지금은 주로 어떤 가구를 만드시나요?\n"
+        "김 목수: 식탁이랑 책장이 제일 많아요. 요즘은 아이들 키에 맞춘 작은 책상도 만들고요.\n"
+        "기자: 가장 기억에 남는 손님이 있다면요?\n"
+        "김 목수: 돌아가신 어머니가 쓰시던 자개장을 고쳐 달라고 오신 분이 있었어요. 작업이 끝나고 한참을 쓰다듬으시더라고요. 그때 이 일을 하길 잘했다고 생각했죠."
+    ),
+    (
+        "#3. 학교 옥상 / 해 질 녘\n"
+        "\n"
+        "(민지, 난간에 기대어 운동장을 내려다본다. 준호가 캔 음료 두 개를 들고 들어온다.)\n"
+        "\n"
+        "준호: 여기 있을 줄 알았어.\n"
+        "민지: (돌아보지 않고) 어떻게 알았어?\n"
+        "준호: 너 속상하면 늘 높은 데 올라가잖아.\n"
+        "민지: 오늘 발표 완전히 망쳤어. 다들 웃는 것 같더라.\n"
+        "준호: (음료를 건네며) 아무도 안 웃었어. 네가 제일 열심히 준비한 거 다 알아.\n"
+        "\n"
+        "(민지, 음료를 받아 들고 처음으로 웃는다.)"
+    ),
+]
+
+LISTS = [
+    (
+        "재료 (2인분)\n"
+        "- 두부 한 모\n"
+        "- 애호박 반 개\n"
+        "- 양파 반 개\n"
+        "- 된장 2큰술\n"
+        "- 고춧가루 1작은술\n"
+        "- 멸치 육수 500ml\n"
+        "\n"
+        "만드는 법\n"
+        "1. 멸치 육수에 된장을 풀고 중간 불에서 끓인다.\n"
+        "2. 애호박과 양파는 먹기 좋은 크기로 썰어 넣는다.\n"
+        "3. 채소가 반쯤 익으면 두부를 깍둑썰기해서 넣는다.\n"
+        "4. 고춧가루를 넣고 5분 정도 더 끓이면 완성이다.\n"
+        "\n"
+        "팁: 된장은 집집마다 짠맛이 다르니 처음에는 조금 적게 넣고 맛을 보면서 더하세요."
+    ),
+    (
+        "캠핑 첫날 챙길 것 정리\n"
+        "\n"
+        "텐트와 타프\n"
+        " - 팩은 여분으로 네 개 더\n"
+        " - 망치, 스트링\n"
+        "침구\n"
+        " - 침낭 두 개\n"
+        " - 에어매트와 펌프\n"
+        "주방\n"
+        " - 버너, 가스 두 통\n"
+        " - 코펠, 수저 세트\n"
+        " - 아이스박스\n"
+        "기타\n"
+        " - 랜턴과 보조 배터리\n"
+        " - 구급상자, 모기 기피제\n"
+        "\n"
+        "작년에 망치를 빠뜨려서 돌로 팩을 박느라 고생했다. 올해는 전날 밤에 목록을 보면서 하나씩 지워 가며 챙길 생각이다."
+    ),
+    (
+        "자주 묻는 질문\n"
+        "\n"
+        "Q. 회원 가입 없이도 책을 빌릴 수 있나요?\n"
+        "A. 대출은 회원만 할 수 있습니다. 신분증을 가지고 안내 데스크에 오시면 5분 안에 회원증을 만들어 드립니다.\n"
+        "\n"
+        "Q. 한 번에 몇 권까지 빌릴 수 있나요?\n"
+        "A. 1인당 7권까지, 14일 동안 빌릴 수 있습니다.\n"
+        "\n"
+        "Q. 반납이 늦으면 어떻게 되나요?\n"
+        "A. 늦은 날수만큼 대출이 정지됩니다. 연체료는 받지 않습니다."
+    ),
+]
+
+NEWS_PAGE = [
+    (
+        "동네 서점, 책 대신 '경험'을 판다\n"
+        "주말 낭독회·필사 모임으로 단골 늘려\n"
+        "\n"
+        "[지역신문=김하늘 기자] 골목 안쪽 작은 서점이 요즘 주말마다 북적인다. 책을 사러 오는 손님보다 모임에 참여하러 오는 사람이 더 많다는 게 주인 박모 씨의 설명이다.\n"
+        "\n"
+        "박 씨는 3년 전 문을 열 때만 해도 한 달 매출이 임대료를 겨우 넘겼다. 그는 \"인터넷 서점과 가격으로는 경쟁할 수 "
+        "없다는 걸 금방 알았다\"며 \"사람들이 이곳에 와야 할 이유를 만들기로 했다\"고 말했다.\n"
+        "\n"
+        "▲ 지난 토요일 서점 안쪽 공간에서 열린 낭독회에 참가자들이 둘러앉아 있다. (사진=독자 제공)\n"
+        "\n"
+        "서점은 매주 토요일 저녁 낭독회를 열고, 평일 오전에는 필사 모임을 운영한다. 참가비는 음료 한 잔 값이지만, 모임이 끝나면 책을 사 가는 사람이 적지 않다.\n"
+        "\n"
+        "김하늘 기자 sky@example.kr"
+    ),
+    (
+        "올겨울 첫 한파특보… 내일 아침 서울 영하 12도\n"
+        "\n"
+        "기상청 \"주말까지 추위 이어져, 수도관 동파 주의\"\n"
+        "\n"
+        "(서울=한빛뉴스) 이서윤 기자 = 목요일인 내일 아침 기온이 큰 폭으로 떨어지면서 올겨울 들어 처음으로 서울에 한파주의보가 내려졌다.\n"
+        "\n"
+        "기상청은 21일 오후 9시를 기해 서울과 경기 북부, 강원 내륙에 한파주의보를 발효한다고 밝혔다. 내일 아침 최저기온은 서울 영하 12도, 철원 영하 17도까지 내려가겠다.\n"
+        "\n"
+        "추위는 주말까지 이어지다가 다음 주 초에 평년 기온을 되찾을 것으로 보인다. 기상청은 수도관과 계량기가 얼지 않도록 헌 옷 등으로 감싸 두라고 당부했다.\n"
+        "\n"
+        "syoon@example.kr"
+    ),
+]
+
+FORUM_THREAD = [
+    (
+        "[질문] 전세 계약 갱신할 때 집주인이 보증금 올려 달라는데요\n"
+        "\n"
+        "제목 그대로입니다.\n"
+        "2년 전에 전세로 들어왔고 다음 달이 만기예요\n"
+        "집주인이 어제 전화로 보증금을 10% 올려 달라고 하시네요\n"
+        "\n"
+        "- 계약갱신청구권은 아직 안 썼습니다\n"
+        "- 확정일자는 받아 뒀어요\n"
+        "- 집주인이 직접 들어와 산다는 얘기는 없었어요\n"
+        "\n"
+        "이런 경우 5%까지만 올릴 수 있는 걸로 아는데 맞나요?\n"
+        "비슷한 경험 있으신 분들 조언 부탁드립니다 ㅠㅠ\n"
+        "\n"
+        "ㄴ 댓글: 네 갱신청구권 쓰시면 5% 넘게는 못 올려요. 문자로라도 기록 남겨 두세요.\n"
+        "ㄴ 댓글: 저도 작년에 똑같은 일 있었는데 청구권 쓴다고 하니까 바로 5%로 정리됐어요"
+    ),
+    (
+        "중고 노트북 샀는데 배터리가 너무 빨리 닳아요\n"
+        "\n"
+        "작성자 | 감자튀김 | 조회 184 | 추천 3\n"
+        "\n"
+        "어제 중고 거래로 3년 된 노트북을 샀는데요\n"
+        "완충해도 한 시간 반이면 꺼지네요 ㅠ\n"
+        "판매자는 배터리 상태 좋다고 했는데 이거 정상인가요?\n"
+        "교체하면 얼마나 드는지도 궁금합니다\n"
+        "\n"
+        "댓글 4\n"
+        "ㄴ 배터리 사이클 수부터 확인해 보세요. 윈도우면 명령 프롬프트에서 보고서 뽑을 수 있어요.\n"
+        "ㄴ 3년이면 그 정도 닳는 게 보통이에요. 정품 배터리는 8만 원 정도 했던 것 같네요\n"
+        "ㄴ 화면 밝기랑 백그라운드 앱도 한번 보세요\n"
+        "ㄴ 작성자: 다들 감사합니다! 보고서 뽑아 봤더니 설계 용량의 58%네요 ㅎㅎ"
+    ),
+]
+
+POEM = [
+    (
+        "골목 끝 오래된 감나무\n"
+        "올해도 가지가 휘도록 열렸다\n"
+        "\n"
+        "아무도 따지 않는 감은\n"
+        "첫서리 내린 아침마다\n"
+        "하나씩 하나씩 떨어져\n"
+        "담벼락 아래 붉게 쌓이고\n"
+        "\n"
+        "지나가던 아이들은\n"
+        "까치밥이라며 웃는다\n"
+        "나는 그 웃음소리를 주워\n"
+        "빈 주머니에 넣고 돌아왔다"
+    ),
+    (
+        "새벽 첫 버스\n"
+        "\n"
+        "아직 어두운 정류장에\n"
+        "김이 서린 창문 하나 멈춰 선다\n"
+        "\n"
+        "청소복 입은 아주머니\n"
+        "작업화 끈을 고쳐 매는 젊은이\n"
+        "꾸벅꾸벅 조는 경비원 아저씨\n"
+        "\n"
+        "아무도 말하지 않아도\n"
+        "모두 같은 쪽으로 흔들리며\n"
+        "도시의 하루를 먼저 연다"
+    ),
+]
+
+STRUCTURE = {"statute": STATUTE, "notice": NOTICE, "table": TABLE, "dialogue": DIALOGUE, "list": LISTS,
+             "news_page": NEWS_PAGE, "forum_thread": FORUM_THREAD, "poem": POEM}
+
 GENRES = {"news": NEWS, "encyclopedia": ENCYCLOPEDIA, "daily": DAILY, "recipe": RECIPES, "review": REVIEWS,
           "opinion": OPINION, "legal": LEGAL, "forum": FORUM}
 
@@ -441,6 +836,7 @@ def clean_documents(rng: random.Random) -> list[tuple[str, str]]:
     documents += [("short", text) for text in SHORT]
     documents += [("tech_mixed", text) for text in TECH_MIXED]
     documents += [("hard_clean", text) for text in HARD_CLEAN]
+    documents += [(kind, text) for kind, texts in STRUCTURE.items() for text in texts]
     documents += [("english", text) for text in ENGLISH]
     documents += [("code", text) for text in CODE]
     for genre, paragraphs in GENRES.items():
@@ -669,6 +1065,79 @@ def shuffled_words(rng):
     return " ".join(words)
 
 
+# Machine text: bytes written as text, dumps and runs. No language model should learn these, in any
+# language; none of them needs Korean to be caught.
+
+
+def base64_blob(rng):
+    data = rng.randbytes(rng.randint(300, 3000))
+    encoded = base64.encodebytes(data).decode() if rng.random() < 0.5 else base64.b64encode(data).decode()
+    style = rng.random()
+    if style < 0.3:
+        return encoded
+    if style < 0.6:
+        return f"첨부 파일 내용입니다.\n{encoded}"
+    if style < 0.8:
+        return f'<img src="data:image/png;base64,{base64.b64encode(data).decode()}" alt="사진">'
+    return f"-----BEGIN CERTIFICATE-----\n{encoded}-----END CERTIFICATE-----"
+
+
+def hex_dump(rng):
+    data = rng.randbytes(rng.randint(200, 1500))
+    style = rng.random()
+    if style < 0.4:  # xxd
+        lines = []
+        for offset in range(0, len(data), 16):
+            row = data[offset:offset + 16]
+            groups = " ".join(row[i:i + 2].hex() for i in range(0, len(row), 2))
+            text = "".join(chr(byte) if 32 <= byte < 127 else "." for byte in row)
+            lines.append(f"{offset:08x}: {groups:<40} {text}")
+        return "\n".join(lines)
+    if style < 0.6:
+        return data.hex()
+    if style < 0.8:  # a C array
+        rows = [", ".join(f"0x{byte:02x}" for byte in data[i:i + 12]) for i in range(0, len(data), 12)]
+        return "unsigned char data[] = {\n    " + ",\n    ".join(rows) + "\n};"
+    return "\n".join(data[i:i + 32].hex() for i in range(0, len(data), 32))
+
+
+def uuencoded(rng):
+    data = rng.randbytes(rng.randint(300, 2000))
+    backtick = rng.random() < 0.5
+    body = "".join(binascii.b2a_uu(data[i:i + 45], backtick=backtick).decode() for i in range(0, len(data), 45))
+    return f"begin 644 photo.jpg\n{body}`\nend\n"
+
+
+def long_tokens(rng):
+    """Space-free runs: Korean with its spaces lost, %-escaped text, character and letter runs."""
+    text = rng.choice(NEWS + DAILY + OPINION)
+    style = rng.random()
+    if style < 0.25:
+        return text.replace(" ", "") * rng.randint(1, 3)
+    if style < 0.5:
+        return urllib.parse.quote(text)
+    if style < 0.75:
+        return rng.choice(["ㅋ", "ㅎ", "ㅠ", "!", "a", "=", "."]) * rng.randint(200, 2000)
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(300, 2000)))
+
+
+def minified(rng):
+    names = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 2))) for _ in range(30)]
+    parts = []
+    for _ in range(rng.randint(40, 200)):
+        a, b, c = rng.sample(names, 3)
+        parts.append(rng.choice([
+            f"function {a}({b},{c}){{return {b}+{c}}}", f"var {a}={b}?{c}:null;",
+            f"{a}.{b}=function({c}){{this.{c}={c}}};",
+            f"if(!{a}){{{b}[{c}]=0}}", f'{a}("{b}",{c}||{{}});', f"for(var {a}=0;{a}<{b}.length;{a}++){c}({b}[{a}]);"]))
+    return "".join(parts)
+
+
+def mojibake_euckr(rng):
+    """EUC-KR (cp949) bytes read as Latin-1: mojibake that ftfy cannot repair ("¾È³çÇÏ¼¼¿ä")."""
+    return rng.choice(NEWS + DAILY + OPINION + REVIEWS).encode("cp949").decode("latin-1")
+
+
 JUNK_KINDS = {
     "menu": menu, "keyword_stuffing": keyword_stuffing, "gambling_spam": gambling_spam, "adult_spam": adult_spam,
     "seo_spam": seo_spam, "salad_uniform": salad_uniform, "salad_common": salad_common,
@@ -676,6 +1145,8 @@ JUNK_KINDS = {
     "fragment": fragment, "number_table": number_table, "url_list": url_list, "lorem_ipsum": lorem_ipsum,
 }
 HARD_JUNK_KINDS = {"ad_copy": ad_copy, "shuffled_words": shuffled_words}
+MACHINE_JUNK_KINDS = {"base64": base64_blob, "hex": hex_dump, "uuencode": uuencoded, "long_tokens": long_tokens,
+                      "minified": minified, "mojibake_euckr": mojibake_euckr}
 JUNK_PER_KIND = 12
 HARD_JUNK_PER_KIND = 3
 
@@ -685,6 +1156,7 @@ def main() -> None:
     records = [{"label": "clean", "kind": kind, "text": text} for kind, text in clean_documents(rng)]
     kinds = [(kind, generate, JUNK_PER_KIND) for kind, generate in JUNK_KINDS.items()]
     kinds += [(kind, generate, HARD_JUNK_PER_KIND) for kind, generate in HARD_JUNK_KINDS.items()]
+    kinds += [(kind, generate, JUNK_PER_KIND) for kind, generate in MACHINE_JUNK_KINDS.items()]
     for kind, generate, wanted in kinds:
         made, attempts = set(), 0
         while len(made) < wanted and attempts < 200:  # skip exact repeats: the pipeline dedups those

@@ -1,73 +1,393 @@
-"""Scores the Korean quality filter on the labelled sample; the tool its thresholds were tuned with.
+"""Scores the Korean quality filter: keep rates on real Korean per genre, drop rates per junk kind,
+mojibake repair, agreement of Kiwi's sampled reading with whole documents, and throughput.
 
-    python bench/quality_eval.py                          # per-kind kept/dropped + the two headline rates
-    python bench/quality_eval.py --errors                 # also print every misjudged document
-    python bench/quality_eval.py --stats                  # per-label spread of every statistic (for tuning)
-    python bench/quality_eval.py --config my.yaml         # thresholds from a YAML file
-    python bench/quality_eval.py --throughput             # judge_batch vs raw Kiwi on the Korean documents
+    python bench/quality_eval.py                 # labelled sample per kind, real Korean per genre, mojibake
+    python bench/quality_eval.py --errors        # also print every misjudged document
+    python bench/quality_eval.py --stats         # per-label spread of every statistic (for tuning)
+    python bench/quality_eval.py --agreement     # sampled Kiwi reading vs whole documents (sample, dev, bench corpus)
+    python bench/quality_eval.py --throughput    # judge_batch chars/s on the bench corpus vs whole documents
+    python bench/quality_eval.py --kiwi_options  # Kiwi's own speed settings: chars/s, and do verdicts change
+    python bench/quality_eval.py --files "src/**/*.py" "docs/*.md"   # local code and prose, per extension
+    python bench/quality_eval.py --prepare_against ../base --size_mb 20 --rounds 3
+        # the filtered prepare (train.py --tokenize_only --quality_filter ko) of this checkout against
+        # another one (a worktree of an older commit), same corpus and tokenizer, alternating in each round
 
-Headline rates: clean kept = clean documents with no reason / all clean; junk dropped = junk documents
-with a reason / all junk. The throughput baseline is one `kiwi.split_into_sents(text, return_tokens=True)`
-per Korean document on a Kiwi built the same way (num_workers=0), single process, same documents.
+`--dev DIR` is the real Korean development corpus, JSONL files with `text` (and `genre`), read where it
+lies (default ../shared/corpora/ko_real_dev beside the repository) and never copied. The bench corpus
+is bench/make_corpus.py's (seeded), as bench/prep_bench.py uses it. Mojibake is made here from the
+clean Korean documents (UTF-8 read as Latin-1, as cp1252 the way browsers decode it, twice, or in one
+line only): repair must give back the original exactly, and with `repair_mojibake: false` all of it
+must go. Timings alternate the systems within each round; ratios are medians of per-round ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO))
 
 from rankzero.data.quality import QualityConfig, QualityFilter  # noqa: E402
+from rankzero.data.quality import korean, mojibake, words  # noqa: E402
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "quality_sample.jsonl"
+SAMPLE = REPO / "data" / "quality_sample.jsonl"
+DEV = REPO.parent / "shared" / "corpora" / "ko_real_dev"
+# Shipped to show what heuristics cannot catch (docs/quality.md, "Limits"); reported apart.
+BEYOND_HEURISTICS = ("ad_copy", "shuffled_words")
+MACHINE_KINDS = ("base64", "hex", "uuencode", "long_tokens", "minified", "mojibake_euckr")
 
 
-def load_sample(path: Path) -> list[dict]:
+def load_jsonl(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def evaluate(quality: QualityFilter, records: list[dict]) -> dict:
-    """Reasons per record, per-kind tallies and the two headline rates."""
+def load_dev(directory: Path) -> list[dict]:
+    records = []
+    for path in sorted(directory.glob("*.jsonl")):
+        records += [{"genre": record.get("genre", path.stem), "text": record["text"]} for record in load_jsonl(path)]
+    return records
+
+
+def bench_corpus(size_mb: float, seed: int, workdir: Path) -> Path:
+    from make_corpus import generate
+
+    path = workdir / f"corpus-{size_mb:g}mb-seed{seed}.jsonl"
+    generate(int(size_mb * 2**20), path, seed)
+    return path
+
+
+def whole_document(quality: QualityFilter) -> QualityFilter:
+    """The same thresholds, Kiwi reading every document whole."""
+    return quality.with_config(dataclasses.replace(quality.config, kiwi_max_chars=10**9, kiwi_recheck_max_chars=10**9))
+
+
+def rate(part: int, whole: int) -> str:
+    return f"{part / whole:.1%} ({part}/{whole})" if whole else "—"
+
+
+# --- keep and drop rates -------------------------------------------------------------------------------
+
+
+def report_sample(quality: QualityFilter, records: list[dict], show_errors: bool) -> None:
     reasons = quality.judge_batch([record["text"] for record in records])
     per_kind = defaultdict(Counter)
     for record, reason in zip(records, reasons):
         per_kind[(record["label"], record["kind"])][reason or "kept"] += 1
-    clean = [reason for record, reason in zip(records, reasons) if record["label"] == "clean"]
-    junk = [reason for record, reason in zip(records, reasons) if record["label"] == "junk"]
-    return {
-        "reasons": reasons,
-        "per_kind": per_kind,
-        "clean_kept": sum(reason is None for reason in clean) / len(clean),
-        "junk_dropped": sum(reason is not None for reason in junk) / len(junk),
-        "clean_total": len(clean),
-        "junk_total": len(junk),
-    }
+    print("## Labelled sample (data/quality_sample.jsonl)\n")
+    print("| label | kind | docs | kept | reasons |\n|---|---|---:|---:|---|")
+    for (label, kind), counts in sorted(per_kind.items()):
+        reasons_text = ", ".join(f"{reason} {count}" for reason, count in counts.most_common() if reason != "kept")
+        print(f"| {label} | {kind} | {sum(counts.values())} | {counts.get('kept', 0)} | {reasons_text} |")
+    labelled = list(zip(records, reasons))
+
+    def dropped(kinds) -> str:
+        chosen = [reason for record, reason in labelled if record["label"] == "junk" and kinds(record["kind"])]
+        return rate(sum(reason is not None for reason in chosen), len(chosen))
+
+    clean = [reason for record, reason in labelled if record["label"] == "clean"]
+    print(f"\nclean kept: {rate(sum(reason is None for reason in clean), len(clean))}; junk dropped: "
+          f"{dropped(lambda kind: True)} — the heuristic kinds {dropped(lambda kind: kind not in BEYOND_HEURISTICS)} "
+          f"(machine text {dropped(lambda kind: kind in MACHINE_KINDS)}), the kinds beyond heuristics "
+          f"({', '.join(BEYOND_HEURISTICS)}) {dropped(lambda kind: kind in BEYOND_HEURISTICS)}\n")
+    if show_errors:
+        for record, reason in labelled:
+            if (record["label"] == "clean") == (reason is not None):
+                print(f"[{record['label']}/{record['kind']}] -> {reason or 'kept'}: "
+                      f"{record['text'][:160]!r}")
 
 
-def print_report(result: dict) -> None:
-    print(f"{'label':6} {'kind':18} {'docs':>5} {'kept':>5} {'dropped':>7}  reasons")
-    for (label, kind), counts in sorted(result["per_kind"].items()):
-        total = sum(counts.values())
-        kept = counts.get("kept", 0)
-        reasons = ", ".join(f"{reason} {count}" for reason, count in counts.most_common() if reason != "kept")
-        print(f"{label:6} {kind:18} {total:5d} {kept:5d} {total - kept:7d}  {reasons}")
-    print(f"clean kept: {result['clean_kept']:.1%} of {result['clean_total']}   "
-          f"junk dropped: {result['junk_dropped']:.1%} of {result['junk_total']}")
-
-
-def print_errors(records: list[dict], reasons: list) -> None:
+def report_dev(quality: QualityFilter, records: list[dict], show_errors: bool) -> None:
+    reasons = quality.judge_batch([record["text"] for record in records])
+    per_genre = defaultdict(Counter)
     for record, reason in zip(records, reasons):
-        wrong = (record["label"] == "clean") == (reason is not None)
-        if wrong:
-            preview = record["text"][:160].replace("\n", " / ")
-            print(f"[{record['label']}/{record['kind']}] -> {reason or 'kept'}: {preview}")
+        per_genre[record["genre"]][reason or "kept"] += 1
+    print("## Real Korean, development corpus\n")
+    print("| genre | docs | kept | dropped, by reason |\n|---|---:|---:|---|")
+    for genre, counts in sorted(per_genre.items()):
+        total = sum(counts.values())
+        dropped = ", ".join(f"{reason} {count}" for reason, count in counts.most_common() if reason != "kept")
+        print(f"| {genre} | {total} | {rate(counts.get('kept', 0), total)} | {dropped or '—'} |")
+    kept = sum(reason is None for reason in reasons)
+    shapes = [words.statistics(record["text"], quality.config) for record in records]
+    means = [shape["mean_word_chars"] for shape in shapes]
+    print(f"\nall genres: kept {rate(kept, len(records))}; word shape: mean word chars {min(means):.1f}-{max(means):.1f}, "
+          f"long-word share max {max(shape['long_word_char_share'] for shape in shapes):.2f}, encoded share max "
+          f"{max(shape['encoded_char_share'] for shape in shapes):.2f}\n")
+    if show_errors:
+        for record, reason in zip(records, reasons):
+            if reason:
+                print(f"[{record['genre']}] -> {reason}: {record['text'][:200]!r}")
+
+
+# --- mojibake ------------------------------------------------------------------------------------------
+
+
+def _cp1252_as_browsers(data: bytes) -> str:
+    return "".join(chr(byte) if byte in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([byte]).decode("cp1252")
+                   for byte in data)
+
+
+def _first_line_only(text: str) -> str:
+    head, newline, rest = text.partition("\n")
+    return head.encode("utf-8").decode("latin-1") + newline + rest
+
+
+MOJIBAKE = {
+    "UTF-8 read as Latin-1": lambda text: text.encode("utf-8").decode("latin-1"),
+    "UTF-8 read as cp1252 (browsers)": lambda text: _cp1252_as_browsers(text.encode("utf-8")),
+    "UTF-8 read as Latin-1 twice": lambda text: (text.encode("utf-8").decode("latin-1")
+                                                 .encode("utf-8").decode("latin-1")),
+    "one line read as Latin-1": _first_line_only,
+    "EUC-KR read as Latin-1 (not repairable)": lambda text: text.encode("cp949", errors="replace").decode("latin-1"),
+}
+
+
+def report_mojibake(quality: QualityFilter, texts: list[str]) -> None:
+    dropping = quality.with_config(dataclasses.replace(quality.config, repair_mojibake=False))
+    expected = quality.judge_batch(texts)
+    print(f"## Mojibake made from {len(texts)} clean Korean documents\n")
+    print("| mojibake | repaired to the exact original, same verdict | dropped (`repair_mojibake: false`) | "
+          "dropped (default) |\n|---|---:|---:|---:|")
+    for name, make in MOJIBAKE.items():
+        # Documents whose first line is ASCII have no "one line" mojibake: only broken ones count.
+        pairs = [(make(text), text, want) for text, want in zip(texts, expected) if make(text) != text]
+        broken = [pair[0] for pair in pairs]
+        reasons, repaired = quality.judge_and_repair(broken)
+        exact = sum(after == before and reason == want
+                    for after, (_, before, want), reason in zip(repaired, pairs, reasons))
+        dropped_off = sum(reason == "mojibake" for reason in dropping.judge_batch(broken))
+        dropped_on = sum(reason == "mojibake" for reason in reasons)
+        print(f"| {name} | {rate(exact, len(pairs))} | {rate(dropped_off, len(pairs))} | "
+              f"{rate(dropped_on, len(pairs))} |")
+    changed = sum(after is not before for after, before in zip(quality.judge_and_repair(texts)[1], texts))
+    print(f"\nclean documents the repair changed: {changed} of {len(texts)}\n")
+
+
+# --- agreement -----------------------------------------------------------------------------------------
+
+
+def report_agreement(quality: QualityFilter, sets: dict[str, list[str]]) -> None:
+    whole = whole_document(quality)
+    config = quality.config
+    print(f"## Kiwi's sampled reading ({config.kiwi_windows} windows, {config.kiwi_max_chars} chars; the whole, up "
+          f"to {config.kiwi_recheck_max_chars}, near a threshold) against whole documents\n")
+    print("| documents | docs | same keep/drop | same reason | differing |\n|---|---:|---:|---:|---|")
+    for name, texts in sets.items():
+        sampled, reference = quality.judge_batch(texts), whole.judge_batch(texts)
+        same_verdict = sum((a is None) == (b is None) for a, b in zip(sampled, reference))
+        same_reason = sum(a == b for a, b in zip(sampled, reference))
+        differing = Counter(f"{b or 'kept'} → {a or 'kept'}" for a, b in zip(sampled, reference) if a != b)
+        print(f"| {name} | {len(texts)} | {rate(same_verdict, len(texts))} | {rate(same_reason, len(texts))} | "
+              f"{', '.join(f'{k} ({v})' for k, v in differing.most_common()) or '—'} |")
+    # What korean.SAMPLE_MARGINS rest on: how far a sample's statistics fall from the whole document's.
+    names = list(korean.SAMPLE_MARGINS)
+    deviations, reread, sampled_docs = defaultdict(list), 0, 0
+    for text in (text.strip() for texts in sets.values() for text in texts):
+        if len(text) <= config.kiwi_max_chars:
+            continue
+        part = quality.statistics(text)
+        if not part["korean"] or "prose_share" not in part:
+            continue
+        full = whole.statistics(text)
+        sampled_docs += 1
+        reread += bool(korean.kiwi_reason(part, config) or korean.near_threshold(part, config))
+        for name in names:
+            deviations[name].append(abs(part[name] - full[name]))
+    print(f"\n{sampled_docs} Korean documents longer than the sample; the filter re-reads {rate(reread, sampled_docs)} "
+          f"of them whole. |sample - whole|, and the margin korean.SAMPLE_MARGINS keeps from each threshold:\n")
+    print("| statistic | p90 | p99 | max | margin |\n|---|---:|---:|---:|---:|")
+    for name in names:
+        values = sorted(deviations[name])
+        if values:
+            pick = lambda share: values[min(len(values) - 1, int(share * len(values)))]  # noqa: E731
+            print(f"| {name} | {pick(0.9):.3f} | {pick(0.99):.3f} | {values[-1]:.3f} | {korean.SAMPLE_MARGINS[name]} |")
+    print()
+
+
+# --- throughput ----------------------------------------------------------------------------------------
+
+
+def report_throughput(config: QualityConfig, texts: list[str], rounds: int) -> None:
+    """chars/s of judge_batch on Kiwi's pool (as the pipeline runs it on this machine's cores): the shipped
+    sampled reading against whole documents, alternating within each round; and ftfy's share."""
+    threads = len(os.sched_getaffinity(0))
+    quality = QualityFilter(config, threads=threads)
+    systems = {"sampled (shipped)": quality, "whole documents": whole_document(quality)}
+    characters = sum(map(len, texts))
+    seconds = defaultdict(list)
+    for round_index in range(rounds):
+        for name in (list(systems) if round_index % 2 == 0 else list(systems)[::-1]):
+            start = time.perf_counter()
+            systems[name].judge_batch(texts)
+            seconds[name].append(time.perf_counter() - start)
+    print(f"## Throughput: {len(texts)} bench-corpus documents, {characters:,} chars, Kiwi pool of {threads}, "
+          f"{rounds} rounds\n")
+    print("| reading | median s | chars/s | speed-up over whole documents (median of per-round) |\n"
+          "|---|---:|---:|---:|")
+    for name, values in seconds.items():
+        speedup = statistics.median(w / s for w, s in zip(seconds["whole documents"], values))
+        print(f"| {name} | {statistics.median(values):.2f} | {characters / statistics.median(values):,.0f} | "
+              f"{speedup:.2f} |")
+    start = time.perf_counter()
+    for text in texts:
+        mojibake.repair(text, True)
+    check_s = time.perf_counter() - start
+    broken = [MOJIBAKE["UTF-8 read as Latin-1"](text) for text in texts[:500]]
+    start = time.perf_counter()
+    for text in broken:
+        mojibake.repair(text, True)
+    repair_s = time.perf_counter() - start
+    print(f"\nftfy: the mojibake check costs {check_s:.2f} s over these documents "
+          f"({check_s / statistics.median(seconds['sampled (shipped)']):.1%} of the filter's time); repairing "
+          f"costs {sum(map(len, broken)) / repair_s:,.0f} chars/s, on mojibake only\n")
+
+
+def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeout_s: float) -> None:
+    """The filtered prepare of this checkout and of `other`, same corpus and tokenizer, alternating."""
+    from _measure import machine_info, run_measured
+    from prep_bench import SEQUENCE_LENGTH, train_tokenizer
+
+    tokenizer = workdir / "tokenizer"
+    if not (tokenizer / "tokenizer.json").is_file():
+        print("training the benchmark tokenizer ...", file=sys.stderr)
+        train_tokenizer(corpus, tokenizer)
+    checkouts = {"this checkout": REPO, f"{other}": other.resolve()}
+    runs = defaultdict(list)
+    for round_index in range(rounds):
+        order = list(checkouts) if round_index % 2 == 0 else list(checkouts)[::-1]
+        for name in order:
+            scratch = Path(tempfile.mkdtemp(prefix="prepare-", dir=workdir))
+            command = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
+                       str(tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
+                       str(scratch / "cache"), "--quality_filter", "ko"]
+            environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_PRELOAD")}
+            try:
+                result = run_measured(command, env=environment, cwd=str(checkouts[name]), timeout_s=timeout_s)
+                if result["returncode"] != 0:
+                    raise SystemExit(f"{name}: the prepare failed:\n{result['stderr'][-3000:]}")
+                prepared = Path(result["stdout"].strip().splitlines()[-1].removeprefix("prepared: "))
+                manifest = json.loads((prepared / "manifest.json").read_text(encoding="utf-8"))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            runs[name].append({"wall_s": result["wall_s"], "docs_kept": manifest["docs_kept"],
+                               "docs_in": manifest["docs_in"], "dropped": manifest["dropped"]})
+            print(f"round {round_index + 1} {name}: {result['wall_s']:.1f} s, kept {manifest['docs_kept']}",
+                  file=sys.stderr)
+    this, base = runs["this checkout"], runs[f"{other}"]
+    ratios = [b["wall_s"] / t["wall_s"] for t, b in zip(this, base)]
+    info = machine_info()
+    size = corpus.stat().st_size
+    print(f"## Filtered prepare, this checkout against {other} ({info['cpu']}, {info['cores']} cores)\n")
+    print(f"corpus {corpus.name} ({size / 2**20:.1f} MiB); `train.py --tokenize_only --packing --max_seq_length "
+          f"{SEQUENCE_LENGTH} --quality_filter ko`, {rounds} rounds, the order alternating\n")
+    print("| checkout | wall s per round | median MiB/s | docs kept |\n|---|---|---:|---:|")
+    for name, values in runs.items():
+        walls = [run["wall_s"] for run in values]
+        print(f"| {name} | {', '.join(f'{w:.1f}' for w in walls)} | {size / 2**20 / statistics.median(walls):.3f} | "
+              f"{values[-1]['docs_kept']} of {values[-1]['docs_in']} |")
+    print(f"\nthroughput of this checkout / {other}: **{statistics.median(ratios):.2f}x** "
+          f"(median of per-round ratios {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"dropped here: {json.dumps(this[-1]['dropped'], ensure_ascii=False)}")
+    print(f"dropped there: {json.dumps(base[-1]['dropped'], ensure_ascii=False)}\n")
+
+
+def file_documents(patterns: list[str]) -> dict[str, list[str]]:
+    """Local files cut at line breaks into documents of 200-5000 characters (as the development corpus
+    is), grouped by file extension: real source code and prose the filter must keep, read in place."""
+    import glob
+
+    groups = defaultdict(list)
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern, recursive=True)):
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            piece: list[str] = []
+            size = 0
+            for line in text.splitlines(keepends=True):
+                piece.append(line)
+                size += len(line)
+                if size >= 5000 - 200 or (size >= 2000 and not line.strip()):
+                    groups[Path(path).suffix or Path(path).name].append("".join(piece))
+                    piece, size = [], 0
+            if size >= 200:
+                groups[Path(path).suffix or Path(path).name].append("".join(piece))
+    return groups
+
+
+def report_files(quality: QualityFilter, groups: dict[str, list[str]]) -> None:
+    print("## Local files (--files), per extension\n")
+    print("| extension | docs | kept | dropped, by reason | mean word chars min / p99 / max | long-word share max | "
+          "encoded share max |\n|---|---:|---:|---|---|---:|---:|")
+    for extension, texts in sorted(groups.items()):
+        reasons = quality.judge_batch(texts)
+        counts = Counter(reason for reason in reasons if reason)
+        stats = [words.statistics(text, quality.config) for text in texts]
+        means = sorted(stat["mean_word_chars"] for stat in stats)
+        print(f"| {extension} | {len(texts)} | {rate(reasons.count(None), len(texts))} | "
+              f"{', '.join(f'{k} {v}' for k, v in counts.most_common()) or '—'} | "
+              f"{means[0]:.1f} / {means[int(0.99 * (len(means) - 1))]:.1f} / {means[-1]:.1f} | "
+              f"{max(stat['long_word_char_share'] for stat in stats):.2f} | "
+              f"{max(stat['encoded_char_share'] for stat in stats):.2f} |")
+    print()
+
+
+def report_kiwi_options(quality: QualityFilter, texts: list[str], rounds: int) -> None:
+    """Kiwi's own speed settings on the samples the filter reads: chars/s of one Kiwi without a pool,
+    alternating settings within each round, and whether the filter's verdicts change."""
+    from kiwipiepy import Kiwi
+
+    config = quality.config
+    samples = [korean.kiwi_sample(text.strip(), config.kiwi_max_chars, config.kiwi_windows) for text in texts]
+    characters = sum(map(len, samples))
+    kiwis = {"default (CoNg)": quality._kiwi}
+    for name, options in {"no typo, default, multi dictionaries": dict(load_typo_dict=False, load_default_dict=False,
+                                                                        load_multi_dict=False),
+                          "model_type cong-global": dict(model_type="cong-global")}.items():
+        kiwis[name] = Kiwi(num_workers=0, **options)
+    settings = [(name, kiwi, {}, None) for name, kiwi in kiwis.items()]
+    settings += [("z_coda=False", quality._kiwi, {"z_coda": False}, None),
+                 ("cutoff_threshold 4 (default 8)", quality._kiwi, {}, 4.0),
+                 ("cutoff_threshold 2", quality._kiwi, {}, 2.0)]
+    seconds = defaultdict(list)
+    verdicts = {}
+    reference = quality.judge_batch(texts)
+    for round_index in range(rounds):
+        for name, kiwi, options, cutoff in (settings if round_index % 2 == 0 else settings[::-1]):
+            kiwi.global_config.cutoff_threshold = cutoff or 8.0
+            start = time.perf_counter()
+            for sample in samples:
+                kiwi.tokenize(sample, **options)
+            seconds[name].append(time.perf_counter() - start)
+            if cutoff and name not in verdicts:
+                verdicts[name] = quality.judge_batch(texts)
+            kiwi.global_config.cutoff_threshold = 8.0
+    print(f"## Kiwi settings, {len(samples)} samples ({characters:,} chars) of the bench corpus, one thread, "
+          f"{rounds} rounds\n")
+    print("| setting | chars/s | ÷ default (median of per-round) | keep/drop as the default |\n|---|---:|---:|---:|")
+    for name, _, _, _ in settings:
+        ratio = statistics.median(d / s for d, s in zip(seconds["default (CoNg)"], seconds[name]))
+        same = (rate(sum((a is None) == (b is None) for a, b in zip(verdicts[name], reference)), len(texts))
+                if name in verdicts else "—")
+        print(f"| {name} | {characters / statistics.median(seconds[name]):,.0f} | {ratio:.2f} | {same} |")
+    print()
+
+
+# --- tuning --------------------------------------------------------------------------------------------
 
 
 def print_statistics(quality: QualityFilter, records: list[dict]) -> None:
@@ -88,61 +408,59 @@ def print_statistics(quality: QualityFilter, records: list[dict]) -> None:
                   f"  p95 {pick(0.95):9.3f}  max {values[-1]:9.3f}")
 
 
-def measure_throughput(quality: QualityFilter, records: list[dict], repeats: int) -> None:
-    """Characters per second of judge_batch vs raw Kiwi on Korean documents (single process).
-
-    Two document sets: the clean Korean ones (every one reaches Kiwi, so the difference is our own
-    per-token work plus the cheap checks) and all Korean ones (junk that the cheap checks drop never
-    reaches Kiwi, which is where the filter saves time).
-    """
-    korean = [record for record in records if quality.statistics(record["text"])["korean"]]
-    sets = {"clean korean": [record["text"] for record in korean if record["label"] == "clean"],
-            "all korean": [record["text"] for record in korean]}
-    kiwi = quality._kiwi  # the same Kiwi object: the baseline differs only in what we do around it
-
-    def best_of_three(work) -> float:
-        timings = []
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                work()
-            timings.append(time.perf_counter() - start)
-        return min(timings)
-
-    for name, texts in sets.items():
-        characters = sum(len(text) for text in texts) * repeats
-        raw_s = best_of_three(lambda: [kiwi.split_into_sents(text, return_tokens=True) for text in texts])
-        stats_s = best_of_three(lambda: [quality.kiwi_statistics(text) for text in texts])
-        judge_s = best_of_three(lambda: quality.judge_batch(texts))
-        print(f"{name}: {len(texts)} docs x {repeats}, {characters} chars (best of 3)")
-        print(f"  raw kiwi.split_into_sents : {raw_s:6.2f} s {characters / raw_s:9.0f} chars/s")
-        print(f"  kiwi_statistics           : {stats_s:6.2f} s {characters / stats_s:9.0f} chars/s "
-              f"({stats_s / raw_s:.2f}x raw)")
-        print(f"  judge_batch (all checks)  : {judge_s:6.2f} s {characters / judge_s:9.0f} chars/s "
-              f"({judge_s / raw_s:.2f}x raw)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=Path, default=SAMPLE)
+    parser.add_argument("--dev", type=Path, default=DEV, help="real Korean JSONL files (text, genre)")
     parser.add_argument("--config", help="YAML thresholds (default: the dataclass defaults)")
     parser.add_argument("--errors", action="store_true", help="print every misjudged document")
     parser.add_argument("--stats", action="store_true", help="print the spread of every statistic")
-    parser.add_argument("--throughput", action="store_true", help="time judge_batch against raw Kiwi")
-    parser.add_argument("--repeats", type=int, default=3, help="passes over the documents per throughput timing")
+    parser.add_argument("--agreement", action="store_true", help="sampled Kiwi reading against whole documents")
+    parser.add_argument("--throughput", action="store_true", help="time judge_batch on the bench corpus")
+    parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
+    parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")
+    parser.add_argument("--kiwi_options", action="store_true", help="time Kiwi's own settings on the filter's samples")
+    parser.add_argument("--size_mb", type=float, default=5, help="bench corpus size for --agreement/--throughput")
+    parser.add_argument("--seed", type=int, default=0, help="bench corpus seed")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds for --throughput and --prepare_against")
+    parser.add_argument("--workdir", type=Path, default=BENCH / "out" / "quality")
+    parser.add_argument("--timeout_s", type=float, default=3600)
     args = parser.parse_args()
+    if args.prepare_against and not (args.prepare_against / "train.py").is_file():
+        parser.error(f"--prepare_against {args.prepare_against}: no train.py there (give a checkout of rankzero)")
 
     config = QualityConfig.from_yaml(args.config) if args.config else QualityConfig()
     quality = QualityFilter(config)
-    records = load_sample(args.sample)
-    result = evaluate(quality, records)
-    print_report(result)
-    if args.errors:
-        print_errors(records, result["reasons"])
+    records = load_jsonl(args.sample)
+    dev = load_dev(args.dev) if args.dev.is_dir() else []
+    if not dev:
+        print(f"(no development corpus at {args.dev}: pass --dev DIR)\n")
+    report_sample(quality, records, args.errors)
+    if dev:
+        report_dev(quality, dev, args.errors)
+    clean_korean = [record["text"] for record in records
+                    if record["label"] == "clean" and not record["kind"].startswith(("english", "code"))]
+    report_mojibake(quality, clean_korean + [record["text"] for record in dev])
     if args.stats:
         print_statistics(quality, records)
+    if args.files:
+        report_files(quality, file_documents(args.files))
+    corpus = None
+    if args.agreement or args.throughput or args.prepare_against or args.kiwi_options:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        corpus = bench_corpus(args.size_mb, args.seed, args.workdir)
+    if args.agreement:
+        sets = {"labelled sample": [r["text"] for r in records]}
+        if dev:
+            sets["ko_real_dev"] = [r["text"] for r in dev]
+        sets[f"bench corpus {args.size_mb:g} MiB"] = [r["text"] for r in load_jsonl(corpus)]
+        report_agreement(quality, sets)
     if args.throughput:
-        measure_throughput(quality, records, args.repeats)
+        report_throughput(config, [r["text"] for r in load_jsonl(corpus)], args.rounds)
+    if args.kiwi_options:
+        report_kiwi_options(quality, [r["text"] for r in load_jsonl(corpus)], args.rounds)
+    if args.prepare_against:
+        compare_prepare(args.prepare_against, corpus, args.workdir, args.rounds, args.timeout_s)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def versions() -> dict:
     from rankzero import malloc
 
     found = {"python": platform.python_version(), "malloc": malloc.active()}
-    for package in ("rankzero", "datasets", "tokenizers", "fastokens", "pyarrow", "numpy", "kiwipiepy"):
+    for package in ("rankzero", "datasets", "tokenizers", "fastokens", "pyarrow", "numpy", "kiwipiepy", "ftfy"):
         try:
             found[package] = version(package)
         except PackageNotFoundError:

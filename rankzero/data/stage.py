@@ -85,11 +85,13 @@ class Stage:
         hashes = None
         if self.quality_filter is not None:
             texts = ["".join(t for t, _ in segments) for segments in documents]
-            verdicts = self.quality_filter.judge_batch(texts)
+            verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
-            documents = [d for d, reason in zip(documents, verdicts) if reason is None]
-            hashes = np.fromiter((text_hash(t) for t, reason in zip(texts, verdicts) if reason is None),
-                                 dtype=np.uint64, count=len(documents))
+            kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
+            # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
+            dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
+            documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
+            hashes = np.fromiter((text_hash(f) for _, _, f in kept), dtype=np.uint64, count=len(documents))
         filtered = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, self.with_labels)
         done = time.perf_counter()

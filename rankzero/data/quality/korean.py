@@ -1,0 +1,187 @@
+"""Korean documents: the Hangul gate, then sentence statistics from one Kiwi pass over prose.
+
+    stats = hangul_statistics(text)                                        # which documents are Korean
+    sample = kiwi_sample(text, config.kiwi_max_chars, config.kiwi_windows)  # what Kiwi reads
+    stats = prose_statistics(sample, kiwi.tokenize(sample), config)
+
+Kiwi costs 30-50x more CPU per byte than the rest of the filter, so it first reads a sample of a long
+document: `kiwi_windows` windows from its start, middle and end, `kiwi_max_chars` in all, cut at line
+or sentence ends. The statistics below are shares, and such a sample decides as the whole document
+does unless they sit near a threshold; then, or when the sample would drop the document, the filter
+reads the whole (`near_threshold`, filter.py). bench/quality_eval.py --agreement measures both.
+
+Each line is cut into sentences at Kiwi's sentence-final punctuation (SF). A sentence is
+- prose, closed: it has a final ending (EF), or ends on a nominal one ("~함.", "~음.", see _sentences);
+- structure: otherwise, when it sits on a structure line (structure.py: list items, clauses, headings,
+  dialogue turns, table rows) or has fewer than `min_prose_morphemes` Korean morphemes (titles,
+  bylines, captions, labels);
+- prose, open: otherwise — a long run of words that never ends, like keyword lists and word salad.
+The share of closed sentences, of particles and endings and the morpheme length are measured over
+prose only; structure is judged on its own (`min_prose_share`), generously.
+"Korean morphemes" are tokens whose tag is not S* (punctuation, numbers, Latin, Hanja, bullets),
+W_* (URL, emoji, serials) or Z_*.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+from rankzero.data.quality.characters import URL, count, non_space_count
+from rankzero.data.quality.structure import structure_lines, without_table_rows
+
+_HANGUL = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")    # syllables and compatibility jamo (ㅋㅋ, ㅠㅠ)
+_WORD_CHARACTER = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")
+# Where a window may start or end inside a line: the space after a sentence's closing punctuation.
+_SENTENCE_END = re.compile(r"(?<=[.!?。…])[ \t]+")
+
+
+def hangul_statistics(text: str) -> dict[str, float]:
+    """Hangul among the letters (is it Korean?), and per non-space character outside table rows and
+    URLs (structure and links are judged on their own: a changelog citing release URLs is Korean)."""
+    letters = count(_WORD_CHARACTER, text) - count(_DIGIT, text) - text.count("_")  # [^\W\d_], but faster
+    hangul = count(_HANGUL, text)
+    body = without_table_rows(text)
+    if "://" in body or "www." in body:
+        body = URL.sub(" ", body)
+    body_hangul = hangul if body is text else count(_HANGUL, body)
+    return {"hangul_letter_share": hangul / letters if letters else 0.0,
+            "hangul_ratio": body_hangul / (non_space_count(body) or 1)}
+
+
+def is_korean(stats: dict, config) -> bool:
+    return stats["hangul_letter_share"] >= config.korean_min_hangul_letter_share
+
+
+def gate_reason(stats: dict, config) -> str | None:
+    return "low_hangul_ratio" if stats["hangul_ratio"] < config.min_hangul_ratio else None
+
+
+def kiwi_sample(text: str, budget: int, windows: int) -> str:
+    """The whole text when short; otherwise `windows` windows of equal size from its start to its end,
+    `budget` characters in all, each cut at line ends (or else sentence ends) where one is near, joined
+    by line breaks."""
+    if len(text) <= budget:
+        return text
+    size = budget // windows
+    last_start = len(text) - size
+    pieces = []
+    for index in range(windows):
+        start = last_start * index // (windows - 1) if windows > 1 else 0
+        if start:
+            start = _first_boundary(text, start, start + size // 2)
+        end = start + size
+        if end < len(text):
+            end = _last_boundary(text, start + size // 2, end)
+        pieces.append(text[start:end].strip())
+    return "\n".join(pieces)
+
+
+def _first_boundary(text: str, start: int, limit: int) -> int:
+    """Where the first line (else sentence) after `start` begins, if before `limit`; else `start`."""
+    newline = text.find("\n", start, limit)
+    if newline >= 0:
+        return newline + 1
+    match = _SENTENCE_END.search(text, start, limit)
+    return match.end() if match else start
+
+
+def _last_boundary(text: str, floor: int, end: int) -> int:
+    """Where the last line (else sentence) before `end` ends, if after `floor`; else `end`."""
+    newline = text.rfind("\n", floor, end)
+    if newline >= 0:
+        return newline
+    ends = [match.start() for match in _SENTENCE_END.finditer(text, floor, end)]
+    return ends[-1] if ends else end
+
+
+def _sentences(tokens, line_starts: list[int], min_prose_morphemes: int, stop: frozenset, stops_seen: set):
+    """Per sentence of a Kiwi token list: (line, Korean morphemes, their characters, particles and
+    endings among them, closed). A sentence ends at SF punctuation or a line break. It is closed by a
+    final ending (EF); or by a nominal one (ETN) at its end, the "~함." of notes and minutes, when
+    punctuation follows or the sentence is long enough to be prose — the "더보기" of a menu is not
+    closed. Every stop morpheme met is added to `stops_seen`."""
+    line, korean, chars, particles, closed, last_tag = 0, 0, 0, 0, False, ""
+    for token in tokens:
+        token_line = bisect.bisect_right(line_starts, token.start) - 1
+        if token_line != line:
+            nominal = last_tag == "ETN" and korean >= min_prose_morphemes
+            yield line, korean, chars, particles, closed or nominal
+            line, korean, chars, particles, closed, last_tag = token_line, 0, 0, 0, False, ""
+        tag = token.tag
+        kind = tag[0]
+        if kind in "SWZ":
+            if tag == "SF":
+                yield line, korean, chars, particles, closed or last_tag == "ETN"
+                korean, chars, particles, closed, last_tag = 0, 0, 0, False, ""
+            continue
+        korean += 1
+        chars += token.len
+        last_tag = tag
+        if kind == "J" or kind == "E":
+            particles += 1
+            closed = closed or tag == "EF"
+        if token.form in stop:
+            stops_seen.add(token.form)
+    yield line, korean, chars, particles, closed or (last_tag == "ETN" and korean >= min_prose_morphemes)
+
+
+def prose_statistics(sample: str, tokens, config) -> dict[str, float]:
+    """Statistics of one Kiwi analysis (`kiwi.tokenize(sample)`), over prose sentences (module docstring)."""
+    structure = structure_lines(sample)
+    line_starts = [0] + [match.end() for match in re.finditer("\n", sample)]
+    stops_seen: set = set()
+    korean_all = prose_korean = prose_chars = prose_particles = prose_sentences = closed_sentences = 0
+    for line, korean, chars, particles, closed in _sentences(tokens, line_starts, config.min_prose_morphemes,
+                                                             frozenset(config.stop_morphemes), stops_seen):
+        if not korean:
+            continue  # "2024.03.15", "▶", a closing quote after the period
+        korean_all += korean
+        if not closed and (structure[line] or korean < config.min_prose_morphemes):
+            continue  # structure: a heading, a list item, a label
+        prose_sentences += 1
+        closed_sentences += closed
+        prose_korean += korean
+        prose_chars += chars
+        prose_particles += particles
+    return {
+        "stop_morphemes": len(stops_seen),
+        "prose_share": prose_korean / korean_all if korean_all else 0.0,
+        "mean_morpheme_chars": prose_chars / prose_korean if prose_korean else 0.0,
+        "final_ending_sentence_ratio": closed_sentences / prose_sentences if prose_sentences else 0.0,
+        "particle_ending_ratio": prose_particles / prose_korean if prose_korean else 0.0,
+    }
+
+
+# How far a sample's statistic may fall from the whole document's: the 99th percentile of
+# |sample - whole| over the Korean documents longer than the default sample in the labelled sample,
+# ko_real_dev and the bench corpus (bench/quality_eval.py --agreement prints them). A sample this close
+# to a threshold does not decide; the whole document is read.
+SAMPLE_MARGINS = {"final_ending_sentence_ratio": 0.25, "particle_ending_ratio": 0.04, "prose_share": 0.12,
+                  "mean_morpheme_chars": 0.12}
+
+
+def near_threshold(stats: dict, config) -> bool:
+    """Whether a sample's statistics sit close enough to a threshold that the whole text may differ."""
+    floors = {"final_ending_sentence_ratio": config.min_final_ending_sentence_ratio,
+              "particle_ending_ratio": config.min_particle_ending_ratio,
+              "prose_share": config.min_prose_share,
+              "mean_morpheme_chars": config.min_mean_morpheme_chars}
+    if any(stats[name] < floor + SAMPLE_MARGINS[name] for name, floor in floors.items()):
+        return True
+    return stats["mean_morpheme_chars"] > config.max_mean_morpheme_chars - SAMPLE_MARGINS["mean_morpheme_chars"]
+
+
+def kiwi_reason(stats: dict, config) -> str | None:
+    if stats["stop_morphemes"] < config.min_stop_morphemes:
+        return "kiwi_few_stop_morphemes"
+    if stats["prose_share"] < config.min_prose_share:
+        return "kiwi_mostly_structure"
+    if not config.min_mean_morpheme_chars <= stats["mean_morpheme_chars"] <= config.max_mean_morpheme_chars:
+        return "kiwi_mean_morpheme_length"
+    if stats["final_ending_sentence_ratio"] < config.min_final_ending_sentence_ratio:
+        return "kiwi_no_final_endings"
+    if stats["particle_ending_ratio"] < config.min_particle_ending_ratio:
+        return "kiwi_low_particle_ending_ratio"
+    return None
