@@ -32,10 +32,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run from a che
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
 MARKS = {OK: "ok  ", WARN: "WARN", FAIL: "FAIL", INFO: "--  "}
 
-# Oldest versions this code is written against (pyproject.toml); kiwipiepy only for --quality_filter ko.
+# Oldest versions this code is written against (pyproject.toml), and what the optional ones are for.
 REQUIRED_PACKAGES = {"torch": "2.6", "transformers": "5.0", "datasets": "4.0", "tokenizers": "0.22",
-                     "accelerate": "1.0"}
-OPTIONAL_PACKAGES = {"kiwipiepy": "0.22"}
+                     "accelerate": "1.7"}
+OPTIONAL_PACKAGES = {"kiwipiepy": ("0.22", "needed for --quality_filter ko"),
+                     "ftfy": ("6.1", "needed for --quality_filter ko (mojibake repair)"),
+                     "fastokens": ("0.3.5", "the HF tokenizer is used instead: ~4x slower preparation"),
+                     "ray": ("2.50", "needed for --prep_engine ray: pip install 'rankzero[ray]'")}
 
 SPEED_SAMPLE_BYTES = 1 << 20
 SPEED_SENTENCES = [
@@ -85,12 +88,15 @@ def check_tokenizer(path: str | None) -> list[Check]:
     checks = [Check("tokenizer", OK if tokenizer.eos_token else WARN,
                     f"fast, {len(tokenizer):,} tokens, eos {tokenizer.eos_token!r}",
                     "" if tokenizer.eos_token else "no eos token: documents cannot be separated when packing", data)]
-    checks.append(tokenizer_speed(tokenizer))
+    checks.append(tokenizer_speed(path))
     return checks
 
 
-def tokenizer_speed(tokenizer, budget_s: float = 1.0) -> Check:
-    """MB/s of `encode_batch_fast` on varied Korean-heavy text (the way the data pipeline encodes)."""
+def tokenizer_speed(path: str, budget_s: float = 1.0) -> Check:
+    """MB/s of the engine the prepare would choose for this tokenizer (fastokens when its ids equal the HF
+    tokenizer's on the same check, else HF), on varied Korean-heavy text, the way the data pipeline encodes."""
+    from rankzero.data.tokenize import load_tokenizer, select_engine
+
     rng = random.Random(0)
     texts, size = [], 0
     while size < SPEED_SAMPLE_BYTES:
@@ -98,23 +104,23 @@ def tokenizer_speed(tokenizer, budget_s: float = 1.0) -> Check:
         text = " ".join(rng.sample(SPEED_SENTENCES, 4)) + f" {rng.randint(0, 10**9)}"
         texts.append(text)
         size += len(text.encode("utf-8"))
-    backend = tokenizer.backend_tokenizer
-    backend.encode_batch_fast(texts[:64])  # warm-up
+    choice = select_engine(load_tokenizer(path), "auto", texts[:64])
+    engine = choice.engine
+    engine.encode(texts[:64])  # warm-up
     started, encoded_bytes, tokens = time.perf_counter(), 0, 0
     while time.perf_counter() - started < budget_s:
-        for encoding in backend.encode_batch_fast(texts, add_special_tokens=False):
-            tokens += len(encoding.ids)
+        tokens += len(engine.encode(texts)[0])
         encoded_bytes += size
     elapsed = time.perf_counter() - started
     mb_per_s = encoded_bytes / 1e6 / elapsed
-    parallel = os.environ.get("TOKENIZERS_PARALLELISM", "").lower() not in ("false", "0", "off", "no")
-    data = {"mb_per_s": round(mb_per_s, 2), "tokens_per_s": round(tokens / elapsed), "rust_parallel": parallel}
+    data = {"mb_per_s": round(mb_per_s, 2), "tokens_per_s": round(tokens / elapsed), "engine": engine.name,
+            "fallback_reason": choice.fallback_reason}
     slow = mb_per_s < 1.0
-    return Check("tokenizer_speed", WARN if slow else OK,
-                 f"{mb_per_s:.1f} MB/s, {tokens / elapsed / 1e6:.2f} M tok/s (encode_batch_fast, "
-                 f"{'all cores' if parallel else '1 thread'})",
-                 "under 1 MB/s: the machine is busy or the tokenizer is unusual (expect ~3.5-4 MB/s per core)"
-                 if slow else "", data)
+    fix = ("under 1 MB/s: the machine is busy or the tokenizer is unusual" if slow else
+           f"fastokens is not used: {choice.fallback_reason}" if choice.fallback_reason else "")
+    return Check("tokenizer_speed", WARN if slow or choice.fallback_reason else OK,
+                 f"{mb_per_s:.1f} MB/s, {tokens / elapsed / 1e6:.2f} M tok/s ({engine.name} {engine.version})",
+                 fix, data)
 
 
 # --- CPU, memory, disks ----------------------------------------------------------------------
@@ -398,14 +404,14 @@ def check_packages() -> list[Check]:
     from packaging.version import Version
 
     checks = []
-    for name, minimum in {**REQUIRED_PACKAGES, **OPTIONAL_PACKAGES}.items():
+    wanted = {**{name: (minimum, "") for name, minimum in REQUIRED_PACKAGES.items()}, **OPTIONAL_PACKAGES}
+    for name, (minimum, why) in wanted.items():
         required = name in REQUIRED_PACKAGES
         try:
             version = metadata.version(name)
         except metadata.PackageNotFoundError:
             checks.append(Check(name, FAIL if required else WARN, "not installed",
-                                f"pip install '{name}>={minimum}'" + ("" if required else
-                                                                       " (needed for --quality_filter ko)"),
+                                f"pip install '{name}>={minimum}'" + (f" ({why})" if why else ""),
                                 {"version": None, "required": required}))
             continue
         too_old = Version(version) < Version(minimum)
