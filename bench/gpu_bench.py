@@ -166,7 +166,6 @@ def rankzero(args, work: Path, variant: str) -> dict:
 
 
 def hf_defaults(args, prepared: str) -> dict:
-    import torch
     from datasets import load_from_disk
     from transformers import AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 

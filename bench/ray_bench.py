@@ -113,7 +113,7 @@ def main() -> None:
             runs[engine].append(run_once(engine, corpus, tokenizer, args))
     # The per-CPU cost of each stage: one worker, one Rust thread, so stage seconds are CPU seconds.
     single = run_once("local", corpus, tokenizer, args, "--dataset_num_proc", "1")
-    ratios = [r["wall_s"] / l["wall_s"] for l, r in zip(runs["local"], runs["ray"])]
+    ratios = [r["wall_s"] / lo["wall_s"] for lo, r in zip(runs["local"], runs["ray"])]
     report = {"date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), "machine": machine_info(),
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                        text=True).stdout.strip(),

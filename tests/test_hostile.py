@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data.handoff import ALWAYS_HASHED_BYTES, prepare_or_wait
+from rankzero.data.cache import ALWAYS_HASHED_BYTES
+from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.sources import iter_chunks, iter_texts, resolve_source

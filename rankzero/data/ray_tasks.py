@@ -17,9 +17,7 @@ are done. Phases (see ray_engine.py):
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -28,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from rankzero.data.cache import write_atomic, write_json_atomic
 from rankzero.data.pack import Packer, arrow_array
 from rankzero.data.shards import StagedWriter, output_schema, read_staged, select_documents
 from rankzero.data.sources import Source, iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
@@ -78,35 +77,8 @@ def task_file(work: Path, index: int, what: str) -> Path:
     return work / f"task-{index:06d}.{what}"
 
 
-def write_atomic(path: Path, write) -> None:
-    """`write(tmp_path)` into a fresh temporary name next to `path` (O_EXCL), then rename over it."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, payload: dict) -> None:
-    write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(payload), encoding="utf-8"))
-
-
 def write_npz_atomic(path: Path, **arrays) -> None:
-    def write(tmp):
-        with open(tmp, "wb") as handle:
-            np.savez(handle, **{k: v for k, v in arrays.items() if v is not None})
-
-    write_atomic(path, write)
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    write_atomic(path, lambda handle: np.savez(handle, **{k: v for k, v in arrays.items() if v is not None}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,8 +171,8 @@ class TaskRunner:
         with_labels = self.job.data_args.mode == "sft"
         path = task_file(self.work, task.index, "stage.arrow")
 
-        def write(tmp):
-            with StagedWriter(Path(tmp), with_labels) as writer:
+        def write(handle):
+            with StagedWriter(handle, with_labels) as writer:
                 for ids, lengths, labels, _ in documents:
                     writer.write(ids, lengths, labels)
 
@@ -255,8 +227,8 @@ class TaskRunner:
             order = np.random.default_rng([self.job.seed, task.index, 2]).permutation(rows)
             table = pa.Table.from_arrays(table.take(arrow_array(order)).columns, schema=schema)
 
-            def write(tmp):
-                with pa.ipc.new_stream(tmp, schema) as writer:
+            def write(handle):
+                with pa.ipc.new_stream(handle, schema) as writer:
                     writer.write_table(table, max_chunksize=self.job.data_args.dataset_writer_batch_size)
 
             write_atomic(task_file(self.work, task.index, "shard.arrow"), write)

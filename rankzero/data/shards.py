@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -35,11 +36,11 @@ SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
 class StagedWriter:
     """Appends tokenized documents (one row each) to an Arrow stream file."""
 
-    def __init__(self, path: Path, with_labels: bool):
+    def __init__(self, sink: Path | BinaryIO, with_labels: bool):
         fields = [("input_ids", pa.list_(pa.int32()))] + ([("labels", pa.list_(pa.int32()))] if with_labels else [])
         self.schema = pa.schema(fields)
-        self.path = path
-        self._writer = pa.ipc.new_stream(str(path), self.schema)
+        self.path = sink if isinstance(sink, Path) else None
+        self._writer = pa.ipc.new_stream(str(sink) if isinstance(sink, Path) else sink, self.schema)
 
     def write(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
         offsets = np.concatenate([[0], np.cumsum(lengths)])

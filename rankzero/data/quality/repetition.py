@@ -88,9 +88,10 @@ def statistics(text: str, config) -> dict[str, float]:
     }
     for n in TOP_NGRAMS:
         stats[f"top_{n}gram_char_share"] = top_ngram_share(words, n, total_chars)
+    share = 1.0
     for n in DUP_NGRAMS:
         # A repeated n-gram holds a repeated shorter one: once none repeats, no longer one does.
-        share = dup_ngram_share(words, n, total_chars) if n == DUP_NGRAMS[0] or share else 0.0
+        share = dup_ngram_share(words, n, total_chars) if share else 0.0
         stats[f"dup_{n}gram_char_share"] = share
     return stats
 

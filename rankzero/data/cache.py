@@ -1,0 +1,327 @@
+"""The cache dir as a place other users can write: safe file primitives and the check of a published dataset.
+
+    write_json_atomic(path, payload)      # unguessable temp name (O_EXCL|O_NOFOLLOW), then rename into place
+    read_json(path)                       # never through a symlink, never blocking on a FIFO
+    problem = verify_published(FP, inputs, deep=False)   # None, MISSING, or what is wrong (ForeignDataset raised)
+    with exclusive_lock(FP.lock, blocking=False) as locked: ...
+
+handoff.py runs the protocol (who builds, who waits, when to publish) on top of these; the Ray engine
+writes its task files with the same `write_atomic`. A cache dir shared by several users, and what its
+permissions should be: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import shutil
+import stat
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+from rankzero.data.sources import content_hash
+from rankzero.errors import RankzeroError
+
+logger = logging.getLogger(__name__)
+
+MISSING = "not built yet"
+ALWAYS_HASHED_BYTES = 1 << 20  # files this small (state.json, dataset_info.json) are checksummed on every use
+# Free space a build needs, from its input size: a prepared token takes 4 bytes (int32 id; 4.05 with the
+# document boundaries, measured) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
+# (bench/handoff_bench.py --space; larger vocabularies make fewer tokens).
+BYTES_PER_TOKEN = 3
+OUTPUT_BYTES_PER_TOKEN = 4
+
+
+class ForeignDataset(RankzeroError):
+    """The cache holds something at FP that rankzero did not build for these inputs: never used, never removed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing and reading without following anything planted
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
+    """`write(handle)` into a file beside `path` with an unguessable name (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW),
+    then rename it into place: a symlink someone planted at `path`, or at any name we could guess, is
+    replaced, never followed; a reader sees the whole file or none of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, payload: dict, mode: int | None = None) -> None:
+    write_atomic(path, lambda handle: handle.write(json.dumps(payload, indent=2, default=str).encode()), mode)
+
+
+def open_no_follow(path: Path, flags: int = os.O_RDONLY) -> int:
+    """An fd for the regular file at `path`, never through a symlink (ELOOP) and never blocking on a FIFO."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        with os.fdopen(open_no_follow(path), encoding="utf-8") as handle:
+            value = json.load(handle)
+        return value if isinstance(value, dict) else None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return None
+
+
+def lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def current_umask() -> int:
+    # The only way to read the umask sets it; no other thread creates a file in this instant that matters
+    # (the heartbeat's temp files are created 0600 whatever the umask).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_writable(cache_dir: Path) -> None:
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise RankzeroError(f"--cache_dir {cache_dir}: not writable ({error.strerror}); choose another with --cache_dir "
+                            "or RANKZERO_CACHE") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Published datasets: what the manifest promises, and checking it before use
+
+
+def file_table(directory: Path) -> dict[str, dict]:
+    """Every file of a finished build with its size and xxh3-128 checksum: the manifest's "files"."""
+    table = {}
+    for entry in sorted(os.scandir(directory), key=lambda entry: entry.name):
+        info = entry.stat(follow_symlinks=False)
+        assert stat.S_ISREG(info.st_mode), f"a build dir holds only files: {entry.path}"
+        if entry.name != "manifest.json":
+            with os.fdopen(open_no_follow(Path(entry.path)), "rb") as handle:
+                table[entry.name] = {"size": info.st_size, "xxh3_128": content_hash(handle, info.st_size)}
+    return table
+
+
+def verify_published(final: Path, inputs: dict | None = None, deep: bool = False) -> str | None:
+    """None when `final` is a complete dataset built from `inputs`; otherwise what is wrong with it (MISSING
+    when there is nothing). Raises ForeignDataset for what rankzero must neither use nor remove.
+
+    Cheap: a stat per file, and a checksum of the small ones; `deep` (--verify_data) checksums every byte."""
+    info = lstat(final)
+    if info is None:
+        return MISSING
+    if not stat.S_ISDIR(info.st_mode):
+        kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a directory"
+        raise ForeignDataset(f"{final} is {kind}: rankzero publishes only directories it built and follows no link in "
+                             "the cache dir; remove it, or use another --cache_dir")
+    manifest = read_json(final / "manifest.json")
+    if manifest is None:
+        return "no readable manifest.json: deleted, or an interrupted copy"
+    if manifest.get("fingerprint") != final.name:
+        raise ForeignDataset(f"{final}: its manifest.json is for fingerprint {manifest.get('fingerprint')!r}: the dir "
+                             "was copied or planted there, and rankzero never trains on it; remove it, or use another "
+                             "--cache_dir")
+    if inputs is not None:
+        differ = _differences(json.loads(json.dumps(inputs, sort_keys=True, default=str)),
+                              manifest.get("fingerprint_inputs"))
+        if differ:
+            raise ForeignDataset(f"{final}: its manifest.json says it was built from other inputs ({', '.join(differ)} "
+                                 "differ from this run's): not the data its name promises, and rankzero never trains "
+                                 "on it; remove it, or use another --cache_dir")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        return "its manifest.json lists no files (written by an older rankzero)"
+    for name, expected in files.items():
+        well_formed = isinstance(expected, dict) and isinstance(expected.get("size"), int)
+        if os.sep in name or name in (".", "..") or not well_formed:
+            raise ForeignDataset(f"{final}: its manifest.json lists {name!r} in a way rankzero never writes; remove it")
+        found = lstat(final / name)
+        if found is None:
+            return f"{name} is missing"
+        if not stat.S_ISREG(found.st_mode):
+            return f"{name} is not a regular file"
+        if found.st_size != expected.get("size"):
+            return f"{name} is {found.st_size:,} bytes, its manifest says {expected['size']:,} (cut short or rewritten)"
+    for name, expected in files.items():
+        if deep or expected["size"] <= ALWAYS_HASHED_BYTES:
+            try:
+                with os.fdopen(open_no_follow(final / name), "rb") as handle:
+                    digest = content_hash(handle, expected["size"])
+            except OSError as error:
+                return f"{name} cannot be read ({error.strerror})"
+            if digest != expected.get("xxh3_128"):
+                return f"{name} does not match its checksum in manifest.json (changed on disk)"
+    return None
+
+
+def _differences(expected: dict, found) -> list[str]:
+    if not isinstance(found, dict):
+        return ["all"]
+    return sorted(key for key in expected.keys() | found.keys() if expected.get(key) != found.get(key))
+
+
+def build_id(final: Path) -> str | None:
+    """Which build FP/ holds: None when there is none, "" when it has no (readable) manifest."""
+    if lstat(final) is None:
+        return None
+    return str((read_json(final / "manifest.json") or {}).get("build_id", ""))
+
+
+def usable(final: Path, inputs: dict | None, rejected: str | None) -> bool:
+    """A published FP/ that is not the one this rank found unusable, and passes the cheap checks."""
+    current = build_id(final)
+    return current is not None and current != rejected and verify_published(final, inputs) is None
+
+
+def check_loaded_rows(prepared_dir: str | os.PathLike, rows: int) -> None:
+    """After loading: as many rows as the manifest promises (a shard cut at a record-batch boundary still loads)."""
+    manifest = read_json(Path(prepared_dir) / "manifest.json") or {}
+    promised = manifest.get("sequences")
+    if promised is not None and promised != rows:
+        raise RankzeroError(f"{prepared_dir}: {rows:,} rows loaded, its manifest.json promises {promised:,}: the prepared "
+                            "data is damaged; remove the directory and run again to rebuild it")
+
+
+# ---------------------------------------------------------------------------------------------
+# The build's lock, leftovers and disk space
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open FP.lock read-only (flock needs no write access, so another user's lock file works too), creating
+    it when absent; refuse a symlink or any other kind of file someone put there."""
+    while True:
+        try:
+            try:
+                return open_no_follow(path)
+            except FileNotFoundError:
+                # Create it separately: O_CREAT on an existing file of another user in a sticky dir fails
+                # where fs.protected_regular is set, plain opening does not.
+                return open_no_follow(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            continue  # another process created it between the two opens
+        except OSError as error:
+            if error.errno not in (errno.ELOOP, errno.EINVAL):
+                raise
+            raise RankzeroError(f"{path} is {'a symlink' if error.errno == errno.ELOOP else 'not a regular file'}: "
+                                "rankzero never made it and never follows it (someone else can write this cache "
+                                "dir?); remove it, or use another --cache_dir") from None
+
+
+@contextmanager
+def exclusive_lock(path: Path, blocking: bool):
+    fd = _open_lock_file(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except OSError as error:
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                yield False
+                return
+            raise
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def remove_dead_builds(cache_dir: Path, fingerprint: str) -> None:
+    """Called with the lock held: any tmp (or damaged) dir of this fingerprint belongs to a builder that died."""
+    for dead in [*cache_dir.glob(f"{fingerprint}.tmp-*"), *cache_dir.glob(f"{fingerprint}.damaged-*")]:
+        info = lstat(dead)
+        if info is None:
+            continue
+        if not stat.S_ISDIR(info.st_mode):  # a symlink planted there: rmtree would refuse it anyway; say so
+            logger.warning("%s is not a directory rankzero made (a symlink?): left alone", dead)
+            continue
+        logger.warning("removing %s left by a builder that died", dead)
+        shutil.rmtree(dead, ignore_errors=True)
+    for beat in cache_dir.glob(f"{fingerprint}.heartbeat.*"):
+        info = lstat(beat)
+        if info is not None and time.time() - info.st_mtime > 60:
+            beat.unlink(missing_ok=True)  # unlinks a symlink itself, never its target
+
+
+def move_aside(final: Path, problem: str) -> None:
+    """Take a damaged FP/ out of every rank's sight in one rename (onto an empty dir of an unguessable name),
+    then delete it: its fingerprint says exactly how to rebuild it."""
+    aside = Path(tempfile.mkdtemp(dir=final.parent, prefix=f"{final.name}.damaged-"))
+    try:
+        os.rename(final, aside)
+    except OSError as error:
+        aside.rmdir()
+        raise RankzeroError(f"{final} is damaged ({problem}) and could not be moved aside ({error.strerror}): remove it "
+                            "by hand, or use another --cache_dir") from None
+    logger.warning("%s is damaged (%s): removed, building it again", final, problem)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def space_needed(data_args, sources) -> int | None:
+    """Roughly the disk a build takes at its peak, from the input size (None when a hub source hides it)."""
+    sizes = [source.total_bytes() for source in sources]
+    if any(size is None for size in sizes):
+        return None
+    per_token = OUTPUT_BYTES_PER_TOKEN * (2 if data_args.mode == "sft" else 1)  # labels double the ids
+    staged = 2 if any(source.weight is not None for source in sources) else 1  # mixing stages every token once more
+    return int(sum(sizes) / BYTES_PER_TOKEN * per_token * staged)
+
+
+def size_text(value: int | None) -> str:
+    return "?" if value is None else f"{value / 1e9:,.1f} GB" if value >= 1e8 else f"{value / 1e6:,.1f} MB"
+
+
+def needed_text(needed: int | None) -> str:
+    if needed is None:
+        return "the input size is not known beforehand (a hub source)"
+    return (f"this build needs about {size_text(needed)}: a token per ~{BYTES_PER_TOKEN} bytes of input, "
+            f"{OUTPUT_BYTES_PER_TOKEN} bytes per prepared token")
+
+
+def check_free_space(cache_dir: Path, needed: int | None) -> int:
+    """Fail before the build when it cannot fit; warn when it might not. Returns the free bytes."""
+    free = shutil.disk_usage(cache_dir).free
+    if needed is not None and free < needed:
+        # A tokenizer with a large vocabulary (or ASCII-escaped JSON input) makes fewer tokens per byte than
+        # the estimate assumes; below a third of it, a build would need 9+ input bytes per token to fit.
+        message = f"--cache_dir {cache_dir}: {size_text(free)} free, and {needed_text(needed)}"
+        if free < needed / 3:
+            raise RankzeroError(f"{message}; free space there, or pass another --cache_dir")
+        logger.warning("%s; it may not fit", message)
+    return free
+
+
+def out_of_space(error: BaseException | None) -> bool:
+    """ENOSPC/EDQUOT anywhere in the exception chain (pyarrow raises OSError without an errno, by message)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and (error.errno in (errno.ENOSPC, errno.EDQUOT) or any(
+                text in str(error) for text in ("No space left on device", "Disk quota exceeded"))):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
