@@ -1050,7 +1050,7 @@ def lorem_ipsum(rng):
 
 
 def ad_copy(rng):
-    """Grammatical advertising copy: the kind of junk these heuristics are not built to catch."""
+    """Grammatical gambling ad copy: fluent sentence by sentence; what gives it away is what it asks."""
     term = rng.choice(SPAM_TERMS[:8])
     name = rng.choice(["럭키", "골드", "다이아", "에이스", "제우스"]) + rng.choice(["벳", "카지노", "토토"])
     return (f"{name}는 10년 동안 한 번도 사고가 없었던 {term}입니다. 지금 가입하시면 첫 충전 금액의 30%를 "

@@ -44,8 +44,8 @@ from rankzero.data.quality import korean, mojibake, words  # noqa: E402
 
 SAMPLE = REPO / "data" / "quality_sample.jsonl"
 DEV = REPO.parent / "shared" / "corpora" / "ko_real_dev"
-# Shipped to show what heuristics cannot catch (docs/quality.md, "Limits"); reported apart.
-BEYOND_HEURISTICS = ("ad_copy", "shuffled_words")
+# Junk that reads as fluent Korean sentence by sentence (an ad, shuffled words); reported apart.
+FLUENT_JUNK = ("ad_copy", "shuffled_words")
 MACHINE_KINDS = ("base64", "hex", "uuencode", "long_tokens", "minified", "mojibake_euckr")
 
 
@@ -99,9 +99,8 @@ def report_sample(quality: QualityFilter, records: list[dict], show_errors: bool
 
     clean = [reason for record, reason in labelled if record["label"] == "clean"]
     print(f"\nclean kept: {rate(sum(reason is None for reason in clean), len(clean))}; junk dropped: "
-          f"{dropped(lambda kind: True)} — the heuristic kinds {dropped(lambda kind: kind not in BEYOND_HEURISTICS)} "
-          f"(machine text {dropped(lambda kind: kind in MACHINE_KINDS)}), the kinds beyond heuristics "
-          f"({', '.join(BEYOND_HEURISTICS)}) {dropped(lambda kind: kind in BEYOND_HEURISTICS)}\n")
+          f"{dropped(lambda kind: True)} — machine text {dropped(lambda kind: kind in MACHINE_KINDS)}, fluent junk "
+          f"({', '.join(FLUENT_JUNK)}) {dropped(lambda kind: kind in FLUENT_JUNK)}\n")
     if show_errors:
         for record, reason in labelled:
             if (record["label"] == "clean") == (reason is not None):
@@ -109,12 +108,12 @@ def report_sample(quality: QualityFilter, records: list[dict], show_errors: bool
                       f"{record['text'][:160]!r}")
 
 
-def report_dev(quality: QualityFilter, records: list[dict], show_errors: bool) -> None:
+def report_dev(quality: QualityFilter, records: list[dict], show_errors: bool, where: Path) -> None:
     reasons = quality.judge_batch([record["text"] for record in records])
     per_genre = defaultdict(Counter)
     for record, reason in zip(records, reasons):
         per_genre[record["genre"]][reason or "kept"] += 1
-    print("## Real Korean, development corpus\n")
+    print(f"## Real Korean, {where}\n")
     print("| genre | docs | kept | dropped, by reason |\n|---|---:|---:|---|")
     for genre, counts in sorted(per_genre.items()):
         total = sum(counts.values())
@@ -437,7 +436,7 @@ def main() -> None:
         print(f"(no development corpus at {args.dev}: pass --dev DIR)\n")
     report_sample(quality, records, args.errors)
     if dev:
-        report_dev(quality, dev, args.errors)
+        report_dev(quality, dev, args.errors, args.dev)
     clean_korean = [record["text"] for record in records
                     if record["label"] == "clean" and not record["kind"].startswith(("english", "code"))]
     report_mojibake(quality, clean_korean + [record["text"] for record in dev])

@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import json
 import multiprocessing
+import random
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,6 @@ from rankzero.data.quality.structure import is_structure_line
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "quality_sample.jsonl"
 SHIPPED_CONFIG = ROOT / "configs" / "quality_ko.yaml"
-# Junk the sample ships to show what heuristics cannot catch (docs/quality.md, "Limits").
-BEYOND_HEURISTICS = ("ad_copy", "shuffled_words")
 STRUCTURE_KINDS = ("statute", "notice", "table", "dialogue", "list", "news_page", "forum_thread", "poem")
 MACHINE_KINDS = ("base64", "hex", "uuencode", "long_tokens", "minified", "mojibake_euckr")
 
@@ -55,12 +54,11 @@ def whole_document(filter_: QualityFilter) -> QualityFilter:
     return filter_.with_config(dataclasses.replace(filter_.config, kiwi_max_chars=10**9, kiwi_recheck_max_chars=10**9))
 
 
-def test_sample_every_clean_kept_every_heuristic_junk_dropped(quality):
+def test_sample_every_clean_kept_every_junk_dropped(quality):
     records = load_sample()
     reasons = quality.judge_batch([record["text"] for record in records])
     lost = [(r["kind"], reason) for r, reason in zip(records, reasons) if r["label"] == "clean" and reason]
-    missed = [r["kind"] for r, reason in zip(records, reasons)
-              if r["label"] == "junk" and r["kind"] not in BEYOND_HEURISTICS and reason is None]
+    missed = [r["kind"] for r, reason in zip(records, reasons) if r["label"] == "junk" and reason is None]
     assert sum(r["label"] == "clean" for r in records) >= 200 and sum(r["label"] == "junk" for r in records) >= 200
     assert lost == [] and missed == []
     assert set(reasons) - {None} <= set(REASONS)
@@ -75,6 +73,26 @@ def test_sample_has_every_genre_structure_and_junk_kind():
                  "symbol_lines", "boilerplate", "repeated_lines", "fragment", "number_table", "url_list",
                  "lorem_ipsum") + MACHINE_KINDS:
         assert ("junk", junk) in kinds, junk
+
+
+# Fluent Korean written for this repository: one ad, two texts with half of what makes it one, and a
+# paragraph whose words are shuffled below.
+GAMBLING_AD = ("행운카지노는 안전한 바카라와 스포츠 배팅을 한곳에서 즐길 수 있는 곳입니다. 신규 회원께는 첫 입금의 "
+               "20%를 더 드리며 환전은 10분이면 끝납니다. 상담은 텔레그램 @lucky777 로 연락 주세요.")
+GAMBLING_NEWS = ("경찰은 해외에 서버를 두고 불법 토토와 온라인 카지노를 운영한 일당을 붙잡았다고 밝혔다. 이들은 텔레그램으로 "
+                 "회원을 모아 3년 동안 수백억 원대의 판돈을 굴렸으며, 환전을 미끼로 돈을 가로챈 혐의도 받고 있다.")
+SHOP_CONTACT = ("동네 작은 꽃집입니다. 주문 제작 꽃다발은 하루 전에 말씀해 주시면 준비해 드립니다. 문의는 카톡 ID: "
+                "@flower_lee 또는 가게 전화로 편하게 연락 주세요.")
+ORDERED = ("우리 동네에는 오래된 빵집이 하나 있다. 주인 할머니는 새벽마다 반죽을 하고 계신다. 갓 구운 빵을 사려는 "
+           "사람들이 아침 일찍부터 줄을 서 있는 모습은 이 동네의 익숙한 풍경이다. 할머니가 만드는 단팥빵은 달지 않은 "
+           "맛으로 유명하다. 나는 학교에 가는 길에 그 빵을 하나 사서 먹는 것을 좋아했다. 졸업한 뒤에도 고향에 내려올 "
+           "때면 가장 먼저 그 가게를 찾는다. 작은 가게가 오래 버틸 수 있는 이유는 변하지 않는 정성에 있을 것이다.")
+
+
+def shuffled(text: str, seed: int) -> str:
+    words = text.split()
+    random.Random(seed).shuffle(words)
+    return " ".join(words)
 
 
 # One input per rule; each passes every rule that runs before the one it is meant to fail.
@@ -109,6 +127,8 @@ CRAFTED = {
                              "및 요금 안내, 먹거리 장터 운영 시간과 참가 업체 목록",
     "kiwi_low_particle_ending_ratio": "강남 맛집 추천 강남역 파스타 맛집 홍대 카페 추천 신촌 고기집 합정 브런치 카페 "
                                       "정보 지금 예약하세요. 바로 확인하세요. 주차 가능 매장 있습니다.",
+    "gambling_ad": GAMBLING_AD,
+    "kiwi_word_order": shuffled(ORDERED, 1),
 }
 
 
@@ -130,6 +150,53 @@ def test_thresholds_are_read_from_the_config(quality, reason, change):
     assert quality.judge(text) is None
     strict = quality.with_config(dataclasses.replace(QualityConfig(), **change))
     assert strict.judge(text) == reason
+
+
+def test_gambling_ad_needs_both_a_handle_and_gambling_terms(quality):
+    assert quality.judge(GAMBLING_NEWS) is None  # gambling terms, a messenger named, no handle
+    assert quality.judge(SHOP_CONTACT) is None   # a handle, no gambling
+    assert quality.judge(GAMBLING_AD.replace("@lucky777", "상담원")) is None
+    assert quality.judge(GAMBLING_AD.replace("바카라와 스포츠 배팅", "게임").replace("환전은", "처리는")) is None
+    off = quality.with_config(dataclasses.replace(QualityConfig(), gambling_terms=[]))
+    assert off.judge(GAMBLING_AD) is None
+
+
+def test_word_order_tells_shuffled_words_from_their_sentences(quality):
+    ordered = quality.statistics(ORDERED)
+    assert ordered["word_order_pairs"] >= 20 and ordered["word_order_broken_ratio"] < 0.1
+    assert quality.judge(ORDERED) is None
+    verdicts = [quality.judge(shuffled(ORDERED, seed)) for seed in range(8)]
+    assert verdicts.count("kiwi_word_order") >= 5, verdicts  # a shuffle can land near Korean order by chance
+    assert set(verdicts) <= {"kiwi_word_order", None}
+    # Too few constrained pairs to judge: a short shuffled sentence is left alone.
+    short = shuffled("새로운 연구를 시작한 팀은 할 수 있는 일을 찾고 있다고 말했다.", 1)
+    assert quality.statistics(short)["word_order_pairs"] < QualityConfig().min_word_order_pairs
+
+
+def test_a_sentence_ending_on_a_modified_noun_is_closed(quality):
+    # Reviews, synopses and captions end on a noun their clause modifies (ETM + noun): a sentence.
+    review = "주인공의 마음이 고스란히 전해지는 따뜻한 영화. 마지막 장면에서 한참 동안 눈물이 핑 도는 작품."
+    assert quality.statistics(review)["final_ending_sentence_ratio"] == 1.0
+    assert quality.judge(review) is None
+    # A noun after a noun or a particle does not close one: keyword runs stay open.
+    keywords = "서울 봄 축제 일정과 행사장 위치의 안내 및 교통편 정보의 주차장 요금의 먹거리 장터 참가 업체 목록"
+    assert quality.statistics(keywords)["final_ending_sentence_ratio"] == 0.0
+
+
+def test_word_order_pairs_are_counted_per_rule():
+    from kiwipiepy import Kiwi
+
+    kiwi = Kiwi()
+
+    def order(text):
+        return korean.word_order_statistics(text, kiwi.tokenize(text))
+
+    # 새로운→연구(ETM→NNG), 하고→있다(EC→VX), 그→사람(MM→NNG), 할→수 and 있는→것(ETM→NNB): all kept.
+    assert order("새로운 연구를 하고 있다. 그 사람은 할 수 있는 것을 했다.") == {
+        "word_order_pairs": 5.0, "word_order_broken_ratio": 0.0}
+    # Across a sentence end or a line break nothing is constrained.
+    assert order("연구를 하는\n사람이 있다.")["word_order_pairs"] == 0.0
+    assert order("떨었다 새로운 있다")["word_order_broken_ratio"] == 1.0
 
 
 def test_every_reason_is_reachable():
@@ -356,9 +423,10 @@ def test_quality_eval_counts_per_genre_and_mojibake(quality, tmp_path, monkeypat
                                                  for text in (PROSE, sample_texts("news")[0])), encoding="utf-8")
     (tmp_path / "menus.jsonl").write_text(json.dumps({"text": CRAFTED["kiwi_few_stop_morphemes"]}, ensure_ascii=False),
                                           encoding="utf-8")  # no genre: the file's name
-    quality_eval.report_dev(quality, quality_eval.load_dev(tmp_path), show_errors=False)
+    quality_eval.report_dev(quality, quality_eval.load_dev(tmp_path), show_errors=False, where=tmp_path)
     quality_eval.report_mojibake(quality, [PROSE])
     out = capsys.readouterr().out
+    assert f"## Real Korean, {tmp_path}" in out
     assert "| news | 2 | 100.0% (2/2) | — |" in out
     assert "| menus | 1 | 0.0% (0/1) | kiwi_few_stop_morphemes 1 |" in out
     assert "| UTF-8 read as Latin-1 | 100.0% (1/1) | 100.0% (1/1) | 0.0% (0/1) |" in out

@@ -9,7 +9,8 @@ One module per rule family, in the order they run:
   words.py        machine text in any language: encoded blobs, minified dumps, character runs
   characters.py   symbol, punctuation and digit shares; link lines
   repetition.py   placeholders, boilerplate, repeated lines, paragraphs and n-grams
-  korean.py       Korean documents: the Hangul gate, then one Kiwi pass over prose sentences
+  solicitation.py gambling ads: a messenger @handle beside gambling terms
+  korean.py       Korean documents: the Hangul gate, then one Kiwi pass over prose sentences and word order
   structure.py    which lines are list items, clauses, headings, turns, table rows (for korean.py)
 config.py holds every threshold; filter.py runs the families. docs/quality.md gives the evidence.
 """

@@ -30,6 +30,12 @@ BOILERPLATE_PHRASES = (
     "javascript를 활성화", "자바스크립트를 활성화", "enable javascript",
 )
 
+# Gambling-site vocabulary: two of these beside a messenger handle make a gambling ad (solicitation.py).
+# Only words whose everyday sense is rare: "충전" (charging), "슬롯" (a card slot), "사설" (an
+# editorial) are left out.
+GAMBLING_TERMS = ("카지노", "토토", "바카라", "먹튀", "배팅", "베팅", "환전", "홀덤", "릴게임", "파워볼", "casino",
+                  "baccarat", "betting")
+
 # A document containing one of these is template filler, whatever else it holds (C4 drops them).
 PLACEHOLDER_PHRASES = ("lorem ipsum", "dolor sit amet", "consectetur adipiscing")
 
@@ -69,6 +75,9 @@ class QualityConfig:
     max_dup_9gram_char_share: float = 0.142
     max_dup_10gram_char_share: float = 0.127
     ngram_max_chars: int = 100_000
+    # Gambling ads, every document: a messenger @handle and this many distinct gambling terms ([] = off).
+    gambling_terms: list[str] = field(default_factory=lambda: list(GAMBLING_TERMS))
+    min_gambling_terms: int = 2
     # Which documents are Korean, and what to do with the others.
     korean_min_hangul_letter_share: float = 0.5
     drop_non_korean: bool = False
@@ -85,6 +94,9 @@ class QualityConfig:
     max_mean_morpheme_chars: float = 3.0
     min_final_ending_sentence_ratio: float = 0.40
     min_particle_ending_ratio: float = 0.15
+    # Word order (korean.word_order_statistics): judged once a document has this many constrained pairs.
+    min_word_order_pairs: int = 10
+    max_word_order_broken_ratio: float = 0.35
 
     def __post_init__(self) -> None:
         problems = [f"{spec.name}={getattr(self, spec.name)!r} must be between 0 and 1"

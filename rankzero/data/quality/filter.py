@@ -5,8 +5,9 @@
     reasons = quality.judge_batch(texts)
 
 Order (the first failing rule is the reason): mojibake (mojibake.py) → length → word shape (words.py)
-→ character shares (characters.py) → repetition (repetition.py) → for Korean documents, the Hangul
-gate and one Kiwi pass over prose (korean.py, structure.py). Every document is judged after its
+→ character shares (characters.py) → repetition (repetition.py) → gambling ads (solicitation.py) →
+for Korean documents, the Hangul gate and one Kiwi pass over prose and word order (korean.py,
+structure.py). Every document is judged after its
 mojibake is repaired; the repaired text is what the pipeline hashes and tokenizes.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 
-from rankzero.data.quality import characters, korean, mojibake, repetition, words
+from rankzero.data.quality import characters, korean, mojibake, repetition, solicitation, words
 from rankzero.data.quality.config import QualityConfig
 
 # Reasons in the order the rules run.
@@ -36,16 +37,18 @@ REASONS: tuple[str, ...] = (
     "dup_paragraphs",
     "top_ngram_repetition",
     "dup_ngram_repetition",
+    "gambling_ad",
     "low_hangul_ratio",
     "kiwi_few_stop_morphemes",
     "kiwi_mostly_structure",
     "kiwi_mean_morpheme_length",
     "kiwi_no_final_endings",
     "kiwi_low_particle_ending_ratio",
+    "kiwi_word_order",
 )
 
-# Language-agnostic families, cheapest first: each has statistics(text, config) and reason(stats, config).
-_FAMILIES = (words, characters, repetition)
+# Families every document meets, cheapest first: each has statistics(text, config) and reason(stats, config).
+_FAMILIES = (words, characters, repetition, solicitation)
 _NEEDS_KIWI = "needs Kiwi"  # a sentinel, never returned
 
 
