@@ -2,7 +2,7 @@
 
     python bench/gpu_bench.py                          # ~1B Llama (configs/model_config_1b.json), seq 2048, bf16, 300 steps
     python bench/gpu_bench.py --batch 4 --steps 200 --rounds 2
-    python bench/gpu_bench.py --systems rankzero,rankzero_compile,rankzero_documents,hf_defaults,bare
+    python bench/gpu_bench.py --systems rankzero,rankzero_eager,rankzero_documents,hf_defaults,bare
     python bench/gpu_bench.py --cpu_smoke              # tiny model on CPU, seconds: checks the harness, measures nothing
 
 On one CUDA GPU, every system trains the same model config from the same seed on the same packed
@@ -10,8 +10,9 @@ blocks (`data/sample/` prepared by train.py at `--seq`; they repeat), with the s
 `--steps` optimizer steps, each in a fresh process:
 
 - `rankzero`: `train.py` as users run it — fast defaults (bf16 autocast over fp32 weights, TF32,
-  fused AdamW, DataLoader workers), SDPA's causal path, packed blocks;
-- `rankzero_compile`: the same with `--torch_compile` (regional: one decoder layer compiled, reused);
+  fused AdamW, DataLoader workers, and on Ampere+ with Triton regional torch.compile: each decoder
+  layer compiled), SDPA's causal path, packed blocks;
+- `rankzero_eager`: the same with `--torch_compile false`;
 - `rankzero_documents`: the same with `--mask_across_documents` (the backend rankzero picks is printed);
 - `hf_defaults`: `transformers.Trainer` on the same blocks with `TrainingArguments(bf16=True)` and
   nothing else tuned (labels from DataCollatorForLanguageModeling, as run_clm.py does);
@@ -42,10 +43,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SYSTEMS = ("rankzero", "rankzero_compile", "rankzero_documents", "hf_defaults", "bare")
+SYSTEMS = ("rankzero", "rankzero_eager", "rankzero_documents", "hf_defaults", "bare")
 NAMES = {
     "rankzero": "rankzero train.py",
-    "rankzero_compile": "rankzero train.py --torch_compile",
+    "rankzero_eager": "rankzero train.py --torch_compile false",
     "rankzero_documents": "rankzero train.py --mask_across_documents",
     "hf_defaults": "HF Trainer defaults (bf16=True)",
     "bare": "bare PyTorch loop",
@@ -62,7 +63,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20, help="steps left out of the measurement")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--systems", default="rankzero,rankzero_compile,hf_defaults,bare")
+    parser.add_argument("--systems", default="rankzero,rankzero_eager,hf_defaults,bare")
     parser.add_argument("--work_dir", default=None)
     parser.add_argument("--system", choices=("hf_defaults", "bare"), default=None,
                         help="run one baseline in this process and print its JSON line (used by the main run)")
@@ -147,7 +148,8 @@ def one_gpu() -> dict:
 def rankzero(args, work: Path, variant: str) -> dict:
     out = work / variant
     shutil.rmtree(out, ignore_errors=True)
-    flags = {"rankzero": [], "rankzero_compile": ["--torch_compile"], "rankzero_documents": ["--mask_across_documents"]}
+    flags = {"rankzero": [], "rankzero_eager": ["--torch_compile", "false"],
+             "rankzero_documents": ["--mask_across_documents"]}
     command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch),

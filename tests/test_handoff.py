@@ -297,7 +297,9 @@ def test_15_3_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(
 def test_15_11_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
     big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(40000, seed=7)])
     cache = tmp_path / "cache"
-    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200]
+    # The HF tokenizer on one thread (~4x fastokens): the build is still running when the signal comes.
+    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
+                                                 "--tokenizer_engine", "hf"]
     port = free_port()
     builder, waiter = (_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1))
     deadline = time.monotonic() + 120

@@ -171,12 +171,23 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
         function.cache_clear()
         request.addfinalizer(function.cache_clear)
 
+    from rankzero.train import training_args
+
+    monkeypatch.setattr(training_args, "triton_available", lambda: True)
     args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
     assert args.bf16 is (gpu != "V100")
     assert args.tf32 is (True if gpu == "H100" else None)
     assert args.use_cpu is False and args.optim == "adamw_torch_fused" and args.dataloader_pin_memory is True
+    # Regional compile by default only where Triton makes the kernels: NVIDIA Ampere and newer.
+    assert args.torch_compile is (gpu == "H100")
     if gpu == "V100":
         assert "capability 7.0 has no native bf16" in applied["bf16"]
+    eager, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), torch_compile=False),
+                                            frozenset({"torch_compile"}), runtime_of(1))
+    assert eager.torch_compile is False and "torch_compile" not in applied
+    monkeypatch.setattr(training_args, "triton_available", lambda: False)
+    no_triton, _, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
+    assert no_triton.torch_compile is False
 
 
 @pytest.mark.parametrize("world_size", [1, 2])
