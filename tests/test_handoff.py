@@ -32,7 +32,15 @@ def _spawn(args, rank, world, local_rank, local_world, node, port, extra_env=Non
            "LOCAL_RANK": str(local_rank), "LOCAL_WORLD_SIZE": str(local_world), "GROUP_RANK": str(node),
            "NODE_RANK": str(node), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **(extra_env or {})}
     command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)]
-    return subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint():
+    # As under a terminal. A test run started in the background (`cmd &` in a script, some CI runners)
+    # inherits SIGINT ignored, an ignored signal stays ignored across exec, and Python then never raises
+    # KeyboardInterrupt: the SIGINT test would send a signal that nothing receives.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_all(processes, timeout=240):
