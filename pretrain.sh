@@ -68,6 +68,7 @@ if [[ ! -f "$DEMO_DIR/tokenizer/tokenizer.json" ]]; then
   "$PYTHON" "$HERE/scripts/train_tokenizer.py" --dataset "$HERE/data/sample/ko.jsonl" "$HERE/data/sample/en.txt" \
     --vocab_size 2048 --output_dir "$DEMO_DIR/tokenizer"
 fi
+rm -rf "$DEMO_DIR/model"  # the demo trains from scratch every time (its tokenizer and prepared data are reused)
 "${TORCHRUN[@]}" "$HERE/train.py" "$HERE/configs/recipes/demo.yaml" \
   --dataset "$HERE/data/sample/ko.jsonl" "$HERE/data/sample/en.txt" \
   --model_config "$HERE/configs/model_config_tiny.json" --tokenizer_path "$DEMO_DIR/tokenizer" \

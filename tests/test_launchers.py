@@ -31,6 +31,11 @@ def test_demo_runs_with_no_arguments_under_five_minutes(tmp_path):
     assert not [line for line in output.splitlines() if "warn" in line.lower()], output[-3000:]
     assert "data_parallel = one process, no DDP" in result.stdout
     assert re.findall(r"^step (\d+)/200 \|", result.stdout, re.M) == [str(s) for s in range(20, 201, 20)]
+    # Run again, as newcomers do: a fresh model from the reused tokenizer and data, just as quietly.
+    again = run([REPO / "pretrain.sh"], timeout=300, env=env, cwd=tmp_path)
+    output = again.stdout + again.stderr
+    assert not [line for line in output.splitlines() if "warn" in line.lower()], output[-3000:]
+    assert re.findall(r"^step (\d+)/200 \|", again.stdout, re.M) == [str(s) for s in range(20, 201, 20)]
 
 
 def test_two_nodes_on_one_machine_train_together_then_continue(tmp_path, tokenizer_dir):

@@ -11,13 +11,14 @@ does unless they sit near a threshold; then, or when the sample would drop the d
 reads the whole (`near_threshold`, filter.py). bench/quality_eval.py --agreement measures both.
 
 Each line is cut into sentences at Kiwi's sentence-final punctuation (SF). A sentence is
-- prose, closed: it has a final ending (EF), or ends on a nominal one ("~함.", "~음.", see _sentences);
+- prose, closed: it has a final ending (EF), or ends as a noun phrase ("~함.", "…도는 영화.", see _sentences);
 - structure: otherwise, when it sits on a structure line (structure.py: list items, clauses, headings,
   dialogue turns, table rows) or has fewer than `min_prose_morphemes` Korean morphemes (titles,
   bylines, captions, labels);
 - prose, open: otherwise — a long run of words that never ends, like keyword lists and word salad.
 The share of closed sentences, of particles and endings and the morpheme length are measured over
-prose only; structure is judged on its own (`min_prose_share`), generously.
+prose only; structure is judged on its own (`min_prose_share`), generously. The same analysis gives
+the word-order statistic (word_order_statistics): shuffled words pass every sentence statistic.
 "Korean morphemes" are tokens whose tag is not S* (punctuation, numbers, Latin, Hanja, bullets),
 W_* (URL, emoji, serials) or Z_*.
 """
