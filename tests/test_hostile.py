@@ -303,6 +303,35 @@ def test_11_a_full_disk_is_one_line_naming_the_cache_free_space_and_need(tmp_pat
         assert "the partial build was removed" in errors[0]
 
 
+def test_11_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monkeypatch, caplog):
+    # The processes above need `unshare`; this checks the same decisions everywhere, on faked disk usage.
+    import collections
+    import errno
+
+    from rankzero.data import cache
+    from rankzero.errors import RankzeroError
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+    with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
+        cache.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+    with caplog.at_level("WARNING"):
+        assert cache.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+    assert "it may not fit" in caplog.text
+    assert cache.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+
+    assert cache.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert cache.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
+    try:
+        try:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        except OSError as quota:
+            raise RuntimeError("writing a shard failed") from quota
+    except RuntimeError as chained:
+        assert cache.out_of_space(chained)
+    assert not cache.out_of_space(OSError(errno.EACCES, "Permission denied")) and not cache.out_of_space(None)
+
+
 # ------------------------------------------------------------------ 12. arguments
 
 
