@@ -95,7 +95,7 @@ def check_tokenizer(path: str | None) -> list[Check]:
 def tokenizer_speed(path: str, budget_s: float = 1.0) -> Check:
     """MB/s of the engine the prepare would choose for this tokenizer (fastokens when its ids equal the HF
     tokenizer's on the same check, else HF), on varied Korean-heavy text, the way the data pipeline encodes."""
-    from rankzero.data.tokenize import load_tokenizer, select_engine
+    from rankzero.data.encode import load_tokenizer, select_engine
 
     rng = random.Random(0)
     texts, size = [], 0

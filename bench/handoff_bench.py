@@ -82,7 +82,7 @@ def timed_pair(args: list[str], cached: bool = False) -> tuple[float, float]:
 
 
 def train_tokenizer_on_samples(path: Path, vocab: int) -> None:
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     texts = [json.loads(line)["text"] for line in (REPO / "data/sample/ko.jsonl").read_text().splitlines()]
     train_tokenizer(texts, vocab, path)
@@ -140,7 +140,7 @@ def fake_published(cache: Path, flags: list[str], template: Path, shards: list[P
     import pyarrow as pa
 
     from rankzero.args import parse_args
-    from rankzero.data import cache
+    from rankzero.data import published
     from rankzero.data.plan import make_plan
 
     args = parse_args(["--tokenize_only", *flags])
@@ -160,7 +160,7 @@ def fake_published(cache: Path, flags: list[str], template: Path, shards: list[P
     shutil.copyfile(template / "dataset_info.json", build / "dataset_info.json")
     manifest = json.loads((template / "manifest.json").read_text())
     manifest.update({"fingerprint": fingerprint, "fingerprint_inputs": inputs, "sequences": rows, "shards": len(names),
-                     "build_id": f"bench-{fingerprint}", "files": cache.file_table(build)})
+                     "build_id": f"bench-{fingerprint}", "files": published.file_table(build)})
     (build / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     os.replace(build, cache / fingerprint)
     return cache / fingerprint
@@ -186,7 +186,7 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
 
     import xxhash
 
-    from rankzero.data import cache
+    from rankzero.data import published as checks
 
     seq = 512
     inputs = make_input(work, int(gib * (1 << 30)), files=16)
@@ -228,14 +228,14 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
                             state.update(block)
             run()  # every page in the cache first: these are the hash functions' figures, not the disk's
             figures.setdefault(f"{name}_hot", []).append(timed(run))
-        figures.setdefault("verify_cheap_hot", []).append(timed(lambda: cache.verify_published(final)))
-        figures.setdefault("verify_deep_hot", []).append(timed(lambda: cache.verify_published(final, deep=True)))
+        figures.setdefault("verify_cheap_hot", []).append(timed(lambda: checks.verify_published(final)))
+        figures.setdefault("verify_deep_hot", []).append(timed(lambda: checks.verify_published(final, deep=True)))
         drop_from_page_cache(files)
-        figures.setdefault("verify_cheap_cold", []).append(timed(lambda: cache.verify_published(final)))
+        figures.setdefault("verify_cheap_cold", []).append(timed(lambda: checks.verify_published(final)))
         drop_from_page_cache(files)
-        figures.setdefault("verify_deep_cold", []).append(timed(lambda: cache.verify_published(final, deep=True)))
+        figures.setdefault("verify_deep_cold", []).append(timed(lambda: checks.verify_published(final, deep=True)))
         for mode in ("sample", "full"):
-            from rankzero.data.sources import _file_identity
+            from rankzero.data.specs import _file_identity
 
             drop_from_page_cache(input_files)
             figures.setdefault(f"fingerprint_{mode}_cold", []).append(

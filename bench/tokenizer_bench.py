@@ -11,7 +11,7 @@ measured as paragraphs of five sentences, as they occur in documents.
 
 Tokenizers, all trained by the same `tokenizers` BpeTrainer on the same text with the same special
 tokens and vocab size:
-  ours               rankzero.tokenizer (Hangul runs kept with their leading space and may end in one
+  ours               rankzero.tokenizer_trainer (Hangul runs kept with their leading space and may end in one
                      sentence mark, scripts separated, single digits, other punctuation apart, no normalizer)
   baseline           the default ByteLevel pre-tokenizer (GPT-2 regex, prefix space added) and nothing else
   ours+digit-runs    ablation: digit runs instead of single digits (what splitting digits costs)
@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from rankzero import tokenizer as rz  # noqa: E402
+from rankzero import tokenizer_trainer as rz  # noqa: E402
 
 SENTENCE_SPLIT = re.compile(r"(?<=[.?!])\s+|\n+")
 TRICKY = [" leading space", "tab\there", "crlf\r\nline", "nbsp\u00a0zero\u200bwidth", "제1조 ① ② ③",

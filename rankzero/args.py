@@ -308,7 +308,7 @@ def given_fields(parser, argv: list[str]) -> frozenset[str]:
 
 def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -> None:
     """Report every problem in the arguments at once, before any heavy work starts."""
-    from rankzero.data.sources import check_weight
+    from rankzero.data.specs import check_weight
 
     problems = []
     if not data.dataset:
@@ -321,7 +321,7 @@ def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -
     if data.max_seq_length < 2:
         problems.append(f"--max_seq_length {data.max_seq_length}: must be at least 2")
     if data.tokenizer_engine == "fastokens":
-        from rankzero.data.tokenize import fastokens_installed
+        from rankzero.data.encode import fastokens_installed
 
         if not fastokens_installed():
             problems.append("--tokenizer_engine fastokens: the fastokens package is not installed (pip install fastokens)")

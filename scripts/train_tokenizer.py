@@ -9,7 +9,7 @@
 Sources are read as a stream (one pass, records→text as in train.py), capped by --max_documents or
 --max_bytes; a deterministic 1/--heldout_fraction of documents is never trained on and gives the
 chars-per-token figure printed at the end. Progress goes to stderr; the last stdout line is
-`saved: <output_dir>`. The choices behind the tokenizer are documented in rankzero/tokenizer.py.
+`saved: <output_dir>`. The choices behind the tokenizer are documented in rankzero/tokenizer_trainer.py.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--heldout_fraction {args.heldout_fraction}: must be in [0, 1)")
     if args.base_tokenizer and not os.path.isfile(os.path.join(args.base_tokenizer, "tokenizer.json")):
         problems.append(f"--base_tokenizer {args.base_tokenizer}: no tokenizer.json there")
-    from rankzero.data.sources import resolve_source
+    from rankzero.data.specs import resolve_source
     from rankzero.errors import RankzeroError
 
     for spec in args.dataset:
@@ -72,8 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    from rankzero.data.sources import iter_texts
-    from rankzero.tokenizer import DocumentStream, chars_per_token, hangul_share, train_tokenizer
+    from rankzero.data.readers import iter_texts
+    from rankzero.tokenizer_trainer import DocumentStream, chars_per_token, hangul_share, train_tokenizer
 
     texts = iter_texts(args.dataset, text_column=args.text_column, txt_sample_by=args.txt_sample_by)
     first = next(texts, None)  # an empty source is an error before training, not an empty tokenizer

@@ -50,7 +50,7 @@ TOKENIZER_VOCAB_SIZE = 1000
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory):
     """A directory holding an HF fast tokenizer (tokenizer.json, bos/eos/pad/unk, chat template)."""
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     path = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer(SAMPLE_TEXTS, TOKENIZER_VOCAB_SIZE, path)

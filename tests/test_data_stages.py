@@ -10,8 +10,9 @@ import pytest
 from datautil import write_jsonl
 from rankzero.data.pack import Packer
 from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.sources import iter_chunks, iter_texts, resolve_source
-from rankzero.data.tokenize import IGNORE_INDEX, DocumentEncoder, load_tokenizer
+from rankzero.data.readers import iter_chunks, iter_texts
+from rankzero.data.specs import resolve_source
+from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
 
 # --------------------------------------------------------------------------------------- sources

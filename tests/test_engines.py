@@ -10,9 +10,9 @@ import pytest
 
 from conftest import SAMPLE_TEXTS
 from datautil import REPO, data_args, korean_documents, prepare_cli, prepare_then, prepared_dir, write_jsonl
-from rankzero.data import tokenize
+from rankzero.data import encode
 from rankzero.data.handoff import prepare_or_wait
-from rankzero.data.tokenize import (IGNORE_INDEX, DocumentEncoder, FastokensEngine, HFEngine, load_tokenizer,
+from rankzero.data.encode import (IGNORE_INDEX, DocumentEncoder, FastokensEngine, HFEngine, load_tokenizer,
                                     select_engine, split_long)
 from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
@@ -62,7 +62,7 @@ def test_engines_agree_on_corpora_and_hard_strings(which, tokenizer_dir, gpt2_st
     texts = [json.loads(line)["text"] for line in (sample / "ko.jsonl").read_text(encoding="utf-8").splitlines()]
     texts += (sample / "en.txt").read_text(encoding="utf-8").splitlines() + korean_documents(300)
     texts += [json.loads(line)["text"] for line in (REPO / "data" / "quality_sample.jsonl").read_text().splitlines()]
-    texts += tokenize._hard_strings(info)
+    texts += encode._hard_strings(info)
     hf, fast = _both(info, [[(t, True)] for t in texts if t])
     _assert_same(fast, hf)
     assert select_engine(info, "auto", texts).engine.name == "fastokens"
@@ -70,7 +70,8 @@ def test_engines_agree_on_corpora_and_hard_strings(which, tokenizer_dir, gpt2_st
 
 def test_sft_labels_are_identical_on_both_engines(info, tmp_path):
     from rankzero.data.records import ChatRenderer, chunk_documents
-    from rankzero.data.sources import iter_chunks, resolve_source
+    from rankzero.data.readers import iter_chunks
+    from rankzero.data.specs import resolve_source
 
     chat = [json.loads(line) for line in (REPO / "data" / "sample" / "chat.jsonl").read_text().splitlines()]
     path = write_jsonl(tmp_path / "chat.jsonl", chat)
@@ -105,7 +106,7 @@ def test_a_tokenizer_fastokens_cannot_run_falls_back_with_one_warning(tmp_path, 
     backend.save(str(tmp_path / "tokenizer.json"))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
     info = load_tokenizer(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="rankzero.data.tokenize"):
+    with caplog.at_level(logging.WARNING, logger="rankzero.data.encode"):
         choice = select_engine(info, "auto", ["한국어 문장."])
     assert choice.engine.name == "hf" and "cannot run this tokenizer" in choice.fallback_reason
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1 and "Metaspace" in caplog.text
@@ -129,8 +130,8 @@ def test_any_difference_falls_back_or_is_an_error(info, monkeypatch):
     with pytest.raises(RankzeroError, match="ids differ from the HF tokenizer's"):
         select_engine(info, "fastokens", [])
     # A difference only in the corpus sample is caught too.
-    monkeypatch.setattr(tokenize, "HARD_STRINGS", ())
-    monkeypatch.setattr(tokenize, "_hard_strings", lambda info: [])
+    monkeypatch.setattr(encode, "HARD_STRINGS", ())
+    monkeypatch.setattr(encode, "_hard_strings", lambda info: [])
     assert select_engine(info, "auto", ["평범한 문장"]).engine.name == "fastokens"
     assert select_engine(info, "auto", ["🏳️ 깃발"]).engine.name == "hf"
 
@@ -138,7 +139,7 @@ def test_any_difference_falls_back_or_is_an_error(info, monkeypatch):
 def test_forced_engine_without_the_package_is_an_argument_error(tmp_path, tokenizer_dir, monkeypatch):
     from rankzero.args import DataArguments, check_arguments
 
-    monkeypatch.setattr(tokenize, "fastokens_installed", lambda: False)
+    monkeypatch.setattr(encode, "fastokens_installed", lambda: False)
     args = DataArguments(dataset=["x.jsonl"], tokenizer_path=str(tokenizer_dir), tokenizer_engine="fastokens")
     with pytest.raises(ValueError, match="--tokenizer_engine fastokens: the fastokens package is not installed"):
         check_arguments(args, None, None)
@@ -170,11 +171,11 @@ def test_prepared_data_is_identical_on_both_engines_and_shares_one_fingerprint(t
 def test_long_documents_encode_in_pieces_to_the_same_ids(which, tokenizer_dir, gpt2_style_dir, monkeypatch):
     info = load_tokenizer(tokenizer_dir if which == "ours" else gpt2_style_dir)
     long_text = "\n\n".join(korean_documents(400, seed=5)) + " tail words 끝."
-    monkeypatch.setattr(tokenize, "PIECE_CHARS", 2000)
-    monkeypatch.setattr(tokenize, "CALL_CHARS", 5000)
+    monkeypatch.setattr(encode, "PIECE_CHARS", 2000)
+    monkeypatch.setattr(encode, "CALL_CHARS", 5000)
     for engine in (HFEngine(info), FastokensEngine(info)):
-        cut = tokenize.split_point(engine)
-        assert cut is tokenize._CUTS[0 if which == "ours" else 1]  # GPT-2's prefix space: cut before spaces only
+        cut = encode.split_point(engine)
+        assert cut is encode._CUTS[0 if which == "ours" else 1]  # GPT-2's prefix space: cut before spaces only
         pieces = split_long(long_text, 2000, cut)
         assert len(pieces) > 10 and "".join(pieces) == long_text and max(map(len, pieces)) <= 2000
         documents = [[("짧은 문서", True)], [(long_text, True)], [("또 짧은 문서", True)]]

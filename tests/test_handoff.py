@@ -201,8 +201,8 @@ from pathlib import Path
 from rankzero.args import parse_args
 from rankzero.data.handoff import job_key
 from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
-from rankzero.data.sources import resolve_source
-from rankzero.data.tokenize import load_tokenizer
+from rankzero.data.specs import resolve_source
+from rankzero.data.encode import load_tokenizer
 from rankzero.errors import run_cli
 from rankzero.runtime import Runtime
 import train

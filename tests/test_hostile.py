@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data.cache import ALWAYS_HASHED_BYTES
+from rankzero.data.published import ALWAYS_HASHED_BYTES
 from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
 from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.sources import iter_chunks, iter_texts, resolve_source
-from rankzero.data.tokenize import load_tokenizer
+from rankzero.data.readers import iter_chunks, iter_texts
+from rankzero.data.specs import resolve_source
+from rankzero.data.encode import load_tokenizer
 from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 
@@ -153,7 +154,7 @@ def test_3_training_refuses_fewer_rows_than_the_manifest_promises(tmp_path, toke
 
 def _resolve_in_child(spec: str, timeout: float = 60) -> list[str]:
     """resolve_source in a fresh process with a deadline: a regression hangs that process, not the test run."""
-    code = ("import json, sys; from rankzero.data.sources import resolve_source; "
+    code = ("import json, sys; from rankzero.data.specs import resolve_source; "
             "print(json.dumps(list(resolve_source(sys.argv[1]).files)))")
     result = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=timeout,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -308,28 +309,29 @@ def test_11_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monke
     import collections
     import errno
 
-    from rankzero.data import cache
+    from rankzero import files
+    from rankzero.data import published
     from rankzero.errors import RankzeroError
 
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr(cache.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+    monkeypatch.setattr(published.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
     with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
-        cache.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+        published.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
     with caplog.at_level("WARNING"):
-        assert cache.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+        assert published.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
     assert "it may not fit" in caplog.text
-    assert cache.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+    assert published.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
 
-    assert cache.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
-    assert cache.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
+    assert files.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert files.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
     try:
         try:
             raise OSError(errno.EDQUOT, "Disk quota exceeded")
         except OSError as quota:
             raise RuntimeError("writing a shard failed") from quota
     except RuntimeError as chained:
-        assert cache.out_of_space(chained)
-    assert not cache.out_of_space(OSError(errno.EACCES, "Permission denied")) and not cache.out_of_space(None)
+        assert files.out_of_space(chained)
+    assert not files.out_of_space(OSError(errno.EACCES, "Permission denied")) and not files.out_of_space(None)
 
 
 # ------------------------------------------------------------------ 12. arguments

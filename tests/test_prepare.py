@@ -12,8 +12,8 @@ from datautil import (REPO as REPO_ROOT, data_args, korean_documents, prepare_cl
                       write_jsonl)
 from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
-from rankzero.data.sources import resolve_source
-from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
+from rankzero.data.specs import resolve_source
+from rankzero.data.encode import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 
@@ -100,7 +100,7 @@ def test_direct_and_staged_packing_give_the_same_blocks(tmp_path, tokenizer_dir,
     Both must emit exactly the same blocks (only the shuffle's bucket count may differ)."""
     import datasets
 
-    from rankzero.data.sources import Source
+    from rankzero.data.specs import Source
 
     direct = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "direct", [corpus]), SINGLE, 0)
     monkeypatch.setattr(Source, "total_bytes", lambda self: None)  # as for a hub source: size unknown

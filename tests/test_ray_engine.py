@@ -22,7 +22,7 @@ import pytest
 from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
 from rankzero.data import ray_engine
 from rankzero.data.handoff import prepare_or_wait
-from rankzero.data.tokenize import DocumentEncoder, load_tokenizer
+from rankzero.data.encode import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 

@@ -38,7 +38,7 @@ def tokenizer(tokenizer_dir):
 
 
 def test_saved_dir_is_an_hf_fast_tokenizer(tokenizer_dir, tokenizer):
-    from rankzero.tokenizer import SPECIAL_TOKENS
+    from rankzero.tokenizer_trainer import SPECIAL_TOKENS
 
     assert (tokenizer_dir / "tokenizer.json").is_file()
     assert tokenizer.is_fast
@@ -119,7 +119,7 @@ def test_digits_are_single_tokens(tokenizer):
 
 
 def test_small_vocab_is_an_error(tmp_path):
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     with pytest.raises(ValueError, match="--vocab_size 100 is too small"):
         train_tokenizer(["abc"], 100, tmp_path / "tok")
@@ -129,7 +129,7 @@ def test_small_vocab_is_an_error(tmp_path):
 
 @pytest.fixture(scope="module")
 def english_base(tmp_path_factory):
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     path = tmp_path_factory.mktemp("english_base")
     train_tokenizer((ENGLISH_PARAGRAPHS + CODE_SNIPPETS) * 3, 500, path)
@@ -138,7 +138,7 @@ def english_base(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def extended(english_base, tmp_path_factory):
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     path = tmp_path_factory.mktemp("extended")
     train_tokenizer(KOREAN_PARAGRAPHS * 3, 1200, path, base_tokenizer=english_base)
@@ -164,7 +164,7 @@ def test_extension_keeps_every_old_id(english_base, extended):
 def test_extension_round_trips_and_improves_korean(english_base, extended):
     from transformers import AutoTokenizer
 
-    from rankzero.tokenizer import chars_per_token
+    from rankzero.tokenizer_trainer import chars_per_token
 
     base = AutoTokenizer.from_pretrained(str(english_base))
     new = AutoTokenizer.from_pretrained(str(extended))
@@ -182,7 +182,7 @@ def test_extension_merges_fire_in_the_order_training_assumed(english_base):
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from rankzero.tokenizer import _learn_merges
+    from rankzero.tokenizer_trainer import _learn_merges
 
     base = AutoTokenizer.from_pretrained(str(english_base))
     state = json.loads(base.backend_tokenizer.to_str())
@@ -204,7 +204,7 @@ def test_extension_merges_fire_in_the_order_training_assumed(english_base):
 
 
 def test_extension_vocab_must_grow(english_base, tmp_path):
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     with pytest.raises(ValueError, match="must be larger than the base"):
         train_tokenizer(KOREAN_PARAGRAPHS, 300, tmp_path / "tok", base_tokenizer=english_base)
@@ -214,7 +214,7 @@ def test_extension_refuses_non_byte_level(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
 
     backend = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -228,7 +228,7 @@ def test_extension_refuses_non_byte_level(tmp_path):
 def test_document_stream_caps_and_holds_out():
     import io
 
-    from rankzero.tokenizer import DocumentStream
+    from rankzero.tokenizer_trainer import DocumentStream
 
     texts = [f"문서 {i}" for i in range(1000)]
     log = io.StringIO()

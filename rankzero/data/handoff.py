@@ -49,13 +49,12 @@ import traceback
 import uuid
 from pathlib import Path
 
-from rankzero.data.cache import (MISSING, build_id, check_free_space,
-                                 check_writable, exclusive_lock, file_table, move_aside,
-                                 needed_text, out_of_space, read_json, remove_dead_builds, size_text, space_needed,
-                                 current_umask, usable, verify_published, write_json_atomic)
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan, make_plan
+from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
+                                     needed_text, remove_dead_builds, space_needed, usable, verify_published)
 from rankzero.errors import BuilderFailed, RankzeroError
+from rankzero.files import current_umask, exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from rankzero.data.plan import Plan
 from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   select_documents, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.sources import iter_chunks
+from rankzero.data.readers import iter_chunks
 from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
 from rankzero.errors import RankzeroError
 

@@ -16,8 +16,9 @@ import json
 from dataclasses import dataclass
 
 from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.sources import Source, iter_chunks, resolve_source
-from rankzero.data.tokenize import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
+from rankzero.data.readers import iter_chunks
+from rankzero.data.specs import Source, resolve_source
+from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
 from rankzero.errors import RankzeroError
 
 FORMAT_VERSION = 2  # bump when the output of the same inputs changes

@@ -38,13 +38,13 @@ from typing import Callable
 
 import numpy as np
 
-from rankzero.data.cache import read_json, write_json_atomic
 from rankzero.data.local import mixing_ratios
 from rankzero.data.pack import Packer
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
 from rankzero.data.shards import name_data_files, write_dataset_metadata
 from rankzero.errors import RankzeroError
+from rankzero.files import read_json, write_json_atomic
 
 logger = logging.getLogger(__name__)
 

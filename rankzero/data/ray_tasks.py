@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.cache import write_atomic, write_json_atomic
 from rankzero.data.pack import Packer, arrow_array
 from rankzero.data.shards import StagedWriter, output_schema, read_staged, select_documents
-from rankzero.data.sources import Source, iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
+from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
+from rankzero.data.specs import Source
 from rankzero.data.stage import Stage
 from rankzero.errors import RankzeroError
+from rankzero.files import write_atomic, write_json_atomic
 
 # A task's share of a line file: large enough to amortise a task (~1 s of work), small enough to balance
 # the load and to bound an actor's memory. RANKZERO_RAY_TASK_BYTES overrides it (the tests use small tasks).

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.tokenize import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
 
 
 @dataclass

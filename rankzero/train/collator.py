@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rankzero.data.tokenize import IGNORE_INDEX
+from rankzero.data.encode import IGNORE_INDEX
 
 
 def document_position_ids(document_lengths, row_length: int) -> np.ndarray:

@@ -133,7 +133,7 @@ def resume_hint(preemption, trainer, output_dir: Path) -> str:
 def load_prepared(prepared_dir: Path, mode: str):
     import datasets
 
-    from rankzero.data.cache import check_loaded_rows
+    from rankzero.data.published import check_loaded_rows
 
     dataset = datasets.load_from_disk(str(prepared_dir))
     if isinstance(dataset, datasets.DatasetDict):

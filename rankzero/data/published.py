@@ -1,19 +1,16 @@
-"""The cache dir as a place other users can write: safe file primitives and the check of a published dataset.
+"""A published dataset: what its manifest promises, the checks before it is used, the space a build needs.
 
-    write_json_atomic(path, payload)      # unguessable temp name (O_EXCL|O_NOFOLLOW), then rename into place
-    read_json(path)                       # never through a symlink, never blocking on a FIFO
     problem = verify_published(FP, inputs, deep=False)   # None, MISSING, or what is wrong (ForeignDataset raised)
-    with exclusive_lock(FP.lock, blocking=False) as locked: ...
+    files = file_table(tmp)                              # the manifest's "files": size and xxh3 of each
+    move_aside(FP, problem)                              # a damaged FP/ out of sight in one rename, then deleted
+    free = check_free_space(cache_dir, needed)           # refuse a build that cannot fit, warn when it may not
 
-handoff.py runs the protocol (who builds, who waits, when to publish) on top of these; the Ray engine
-writes its task files with the same `write_atomic`. A cache dir shared by several users, and what its
-permissions should be: docs/design.md.
+handoff.py runs the protocol (who builds, who waits, when to publish) on top of these and of
+rankzero/files.py (the file primitives that never follow a planted link).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -21,12 +18,10 @@ import shutil
 import stat
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable
 
-from rankzero.data.sources import content_hash
 from rankzero.errors import RankzeroError
+from rankzero.files import content_hash, lstat, open_no_follow, read_json, size_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,63 +36,6 @@ OUTPUT_BYTES_PER_TOKEN = 4
 
 class ForeignDataset(RankzeroError):
     """The cache holds something at FP that rankzero did not build for these inputs: never used, never removed."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing and reading without following anything planted
-
-
-def write_atomic(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
-    """`write(handle)` into a file beside `path` with an unguessable name (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW),
-    then rename it into place: a symlink someone planted at `path`, or at any name we could guess, is
-    replaced, never followed; a reader sees the whole file or none of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            if mode is not None:
-                os.fchmod(handle.fileno(), mode)
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, payload: dict, mode: int | None = None) -> None:
-    write_atomic(path, lambda handle: handle.write(json.dumps(payload, indent=2, default=str).encode()), mode)
-
-
-def open_no_follow(path: Path, flags: int = os.O_RDONLY) -> int:
-    """An fd for the regular file at `path`, never through a symlink (ELOOP) and never blocking on a FIFO."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return fd
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        with os.fdopen(open_no_follow(path), encoding="utf-8") as handle:
-            value = json.load(handle)
-        return value if isinstance(value, dict) else None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-        return None
-
-
-def lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def current_umask() -> int:
-    # The only way to read the umask sets it; no other thread creates a file in this instant that matters
-    # (the heartbeat's temp files are created 0600 whatever the umask).
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def check_writable(cache_dir: Path) -> None:
@@ -208,48 +146,6 @@ def check_loaded_rows(prepared_dir: str | os.PathLike, rows: int) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The build's lock, leftovers and disk space
-
-
-def _open_lock_file(path: Path) -> int:
-    """Open FP.lock read-only (flock needs no write access, so another user's lock file works too), creating
-    it when absent; refuse a symlink or any other kind of file someone put there."""
-    while True:
-        try:
-            try:
-                return open_no_follow(path)
-            except FileNotFoundError:
-                # Create it separately: O_CREAT on an existing file of another user in a sticky dir fails
-                # where fs.protected_regular is set, plain opening does not.
-                return open_no_follow(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL)
-        except FileExistsError:
-            continue  # another process created it between the two opens
-        except OSError as error:
-            if error.errno not in (errno.ELOOP, errno.EINVAL):
-                raise
-            raise RankzeroError(f"{path} is {'a symlink' if error.errno == errno.ELOOP else 'not a regular file'}: "
-                                "rankzero never made it and never follows it (someone else can write this cache "
-                                "dir?); remove it, or use another --cache_dir") from None
-
-
-@contextmanager
-def exclusive_lock(path: Path, blocking: bool):
-    fd = _open_lock_file(path)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except OSError as error:
-            if error.errno in (errno.EAGAIN, errno.EACCES):
-                yield False
-                return
-            raise
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def remove_dead_builds(cache_dir: Path, fingerprint: str) -> None:
     """Called with the lock held: any tmp (or damaged) dir of this fingerprint belongs to a builder that died."""
     for dead in [*cache_dir.glob(f"{fingerprint}.tmp-*"), *cache_dir.glob(f"{fingerprint}.damaged-*")]:
@@ -291,10 +187,6 @@ def space_needed(data_args, sources) -> int | None:
     return int(sum(sizes) / BYTES_PER_TOKEN * per_token * staged)
 
 
-def size_text(value: int | None) -> str:
-    return "?" if value is None else f"{value / 1e9:,.1f} GB" if value >= 1e8 else f"{value / 1e6:,.1f} MB"
-
-
 def needed_text(needed: int | None) -> str:
     if needed is None:
         return "the input size is not known beforehand (a hub source)"
@@ -313,15 +205,3 @@ def check_free_space(cache_dir: Path, needed: int | None) -> int:
             raise RankzeroError(f"{message}; free space there, or pass another --cache_dir")
         logger.warning("%s; it may not fit", message)
     return free
-
-
-def out_of_space(error: BaseException | None) -> bool:
-    """ENOSPC/EDQUOT anywhere in the exception chain (pyarrow raises OSError without an errno, by message)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and (error.errno in (errno.ENOSPC, errno.EDQUOT) or any(
-                text in str(error) for text in ("No space left on device", "Disk quota exceeded"))):
-            return True
-        error = error.__cause__ or error.__context__
-    return False

@@ -1,6 +1,6 @@
 """Train a lossless byte-level BPE tokenizer for Korean-first text and save it as an HF fast tokenizer.
 
-    from rankzero.tokenizer import train_tokenizer
+    from rankzero.tokenizer_trainer import train_tokenizer
     tokenizer = train_tokenizer(texts, vocab_size=32000, output_dir="tok/")       # from scratch
     tokenizer = train_tokenizer(ko_texts, 40000, "tok2/", base_tokenizer="tok/")   # extend, old ids kept
     AutoTokenizer.from_pretrained("tok/").is_fast  # True

@@ -1,0 +1,229 @@
+"""Chunk readers: a source's documents as a stream of chunks, never the whole corpus in memory.
+
+    for chunk in iter_chunks(resolve_source("corpus/*.jsonl"), source_index=0, batch_size=1000): ...
+    for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
+
+The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
+(parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
+columnar formats are read in record batches. `line_ranges` cuts a line file into byte ranges that
+can be read independently (the Ray engine's tasks).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
+from rankzero.errors import RankzeroError
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class Chunk:
+    """A unit of work for a preparation worker: raw lines of one file, or a list of records."""
+
+    source_index: int
+    path: str
+    fmt: str  # "jsonl" | "txt-line" | "txt-paragraph" | "txt-document" | "records"
+    payload: Any  # bytes for line formats, list[dict] for records
+    first_line: int  # 1-based line (line formats) or record number (records) of the first item
+    byte_offset: int = 0  # offset of payload[0] in the file (line formats)
+    nbytes: int = 0
+
+
+def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
+    if source.kind == "files":
+        for path in source.files:
+            yield from iter_file_chunks(path, source_index, batch_size, txt_sample_by)
+    elif source.kind == "saved":
+        yield from _record_chunks(source.location, source_index, _iter_saved_records(source.location), batch_size)
+    else:
+        yield from _record_chunks(source.location, source_index, _iter_hub_records(source), batch_size)
+
+
+def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
+                     end: int | None = None) -> Iterator[Chunk]:
+    """One file's chunks; for line formats optionally only bytes [start, end) (see `line_ranges`)."""
+    fmt = line_format(path, txt_sample_by)
+    if fmt is not None:
+        yield from _line_chunks(path, source_index, fmt, batch_size, start, end)
+    else:
+        yield from _record_chunks(path, source_index, _iter_file_records(path, Path(path).suffix.lower()), batch_size)
+
+
+def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about `target_bytes` covering the file, each starting at a line start
+    (after a blank line with `paragraphs`), so ranges can be read independently."""
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as handle:
+        while starts[-1] + target_bytes < size:
+            handle.seek(starts[-1] + target_bytes)
+            handle.readline()  # to the next line start
+            if paragraphs:
+                while (line := handle.readline()) and line.strip():
+                    pass
+            position = handle.tell()
+            if position >= size:
+                break
+            starts.append(position)
+    return list(zip(starts, starts[1:] + [size]))
+
+
+def lines_before(path: str, offset: int) -> int:
+    """How many lines end before byte `offset` (to turn a range's line numbers into the file's)."""
+    count, done = 0, 0
+    with open(path, "rb") as handle:
+        while done < offset:
+            block = handle.read(min(1 << 24, offset - done))
+            if not block:
+                break
+            count += block.count(b"\n")
+            done += len(block)
+    return count
+
+
+def _is_json_array(path: str) -> bool:
+    with open(path, "rb") as handle:
+        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def line_format(path: str, txt_sample_by: str) -> str | None:
+    """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
+    suffix = Path(path).suffix.lower()
+    if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
+        fmt = LINE_FORMATS.get(suffix, "jsonl")
+        return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
+    return None
+
+
+def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0,
+                 end: int | None = None) -> Iterator[Chunk]:
+    """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
+    paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line)."""
+    with open(path, "rb") as handle:
+        # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
+        bom = len(BOM) if start == 0 and handle.read(len(BOM)) == BOM else 0
+        if fmt == "txt-document":
+            handle.seek(bom)
+            payload = handle.read()
+            yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
+            return
+        offset = chunk_offset = max(start, bom)
+        handle.seek(offset)
+        lines: list[bytes] = []
+        first_line, line_no, docs = 1, 0, 0
+        for line in handle:
+            if end is not None and offset >= end:
+                break
+            line_no += 1
+            lines.append(line)
+            offset += len(line)
+            if fmt == "txt-paragraph":
+                docs += line.strip() == b""
+            else:
+                docs += 1
+            if docs >= batch_size and (fmt != "txt-paragraph" or line.strip() == b""):
+                payload = b"".join(lines)
+                yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+                lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
+        if lines:
+            payload = b"".join(lines)
+            yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+
+
+def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
+    batch: list[dict] = []
+    first = 1
+    for number, record in enumerate(records, start=1):
+        batch.append(record)
+        if len(batch) >= batch_size:
+            yield Chunk(source_index, path, "records", batch, first, nbytes=_approx_bytes(batch))
+            batch, first = [], number + 1
+    if batch:
+        yield Chunk(source_index, path, "records", batch, first, nbytes=_approx_bytes(batch))
+
+
+def _approx_bytes(records: list[dict]) -> int:
+    return sum(len(v) for r in records for v in r.values() if isinstance(v, str))
+
+
+def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
+    if suffix == ".json":
+        # A JSON array is read whole (JSON has no streaming boundary): use .jsonl for large corpora.
+        with open(path, encoding="utf-8-sig") as handle:  # -sig: skips a byte-order mark
+            try:
+                data = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise RankzeroError(f"{path}:{error.lineno}: malformed JSON ({error.msg}, column {error.colno})") from None
+        for index, record in enumerate(data, start=1):
+            if not isinstance(record, dict):
+                raise RankzeroError(f"{path}: item {index} of the JSON array is {type(record).__name__}, expected an object")
+            yield record
+    elif suffix == ".csv":
+        with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: no '\ufefftext' column
+            yield from csv.DictReader(handle)
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    elif suffix == ".arrow":
+        import pyarrow as pa
+
+        try:
+            reader = pa.ipc.open_stream(pa.OSFile(path))
+        except pa.ArrowInvalid:
+            reader = pa.ipc.open_file(pa.OSFile(path))
+            for index in range(reader.num_record_batches):
+                yield from reader.get_batch(index).to_pylist()
+            return
+        for batch in reader:
+            yield from batch.to_pylist()
+
+
+def _iter_saved_records(location: str) -> Iterator[dict]:
+    import datasets
+
+    loaded = datasets.load_from_disk(location)
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise RankzeroError(f"--dataset {location}: a DatasetDict without a 'train' split (splits: {list(loaded)})")
+        loaded = loaded["train"]
+    for batch in loaded.iter(batch_size=1024):
+        columns = list(batch)
+        for row in zip(*(batch[c] for c in columns)):
+            yield dict(zip(columns, row))
+
+
+def _iter_hub_records(source: Source) -> Iterator[dict]:
+    import datasets
+
+    try:
+        stream = datasets.load_dataset(
+            source.location, source.hub_config, split="train", streaming=True, revision=source.hub_revision
+        )
+    except Exception as error:  # the hub client raises many types; name the source in one message
+        raise RankzeroError(f"--dataset {source.spec}: could not open hub dataset '{source.location}': {error}") from error
+    yield from stream
+
+
+def iter_texts(specs: list[str], text_column: str | None = None, txt_sample_by: str = "line",
+               chat_template: str | None = None, special_tokens: dict | None = None) -> Iterator[str]:
+    """Serial stream of document texts (records→text applied) from `--dataset`-style specs."""
+    from rankzero.data.records import ChatRenderer, chunk_documents
+
+    renderer = ChatRenderer(chat_template, special_tokens or {})
+    for index, spec in enumerate(specs):
+        source = resolve_source(spec)
+        for chunk in iter_chunks(source, index, batch_size=256, txt_sample_by=txt_sample_by):
+            for segments in chunk_documents(chunk, text_column, renderer).documents:
+                yield "".join(text for text, _ in segments)
