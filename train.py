@@ -22,18 +22,22 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 def main(argv: list[str] | None = None) -> int:
     from rankzero.args import parse_args
-    from rankzero.data.handoff import prepare_or_wait
     from rankzero.logging_utils import setup_logging
     from rankzero.runtime import Runtime
 
     runtime = Runtime.from_env()
     setup_logging(runtime)
-    args = parse_args(argv)
+    args = parse_args(argv)  # every problem in the arguments, before any data work (and before torch, for ours)
+
+    from rankzero.data.handoff import prepare_or_wait
+    from rankzero.data.plan import make_plan
+
     started = time.perf_counter()
-    prepared = prepare_or_wait(args.data, runtime, seed=args.seed)
+    plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
+    prepared = prepare_or_wait(plan, args.cache, runtime)
     print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
     print(f"prepared: {prepared}", flush=True)
-    if args.data.tokenize_only:
+    if args.tokenize_only:
         return 0
 
     from rankzero.train.run import train

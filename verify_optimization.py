@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Where prepared data will live (default: $RANKZERO_CACHE or ~/.cache/rankzero).")
     parser.add_argument("--json", action="store_true", help="Print one JSON object on stdout instead of the report.")
     args = parser.parse_args(argv)
-    from rankzero.args import DEFAULT_CACHE_DIR
+    from rankzero.config import DEFAULT_CACHE_DIR
     from rankzero.logging_utils import stdout_to_stderr
 
     cache_dir = args.cache_dir or os.environ.get("RANKZERO_CACHE") or DEFAULT_CACHE_DIR

@@ -144,7 +144,7 @@ def fake_published(cache: Path, flags: list[str], template: Path, shards: list[P
     from rankzero.data.plan import make_plan
 
     args = parse_args(["--tokenize_only", *flags])
-    plan = make_plan(args.data, args.seed)
+    plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
     inputs, fingerprint = plan.inputs, plan.fingerprint
     build = cache / f"{fingerprint}.tmp-bench"
     build.mkdir(parents=True)

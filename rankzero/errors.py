@@ -10,6 +10,14 @@ class RankzeroError(Exception):
     """A problem the user can fix (bad input, bad flag, missing file). Printed without a traceback."""
 
 
+class ConfigError(ValueError):
+    """Problems with the arguments, one line each, every one naming its flag; reported together."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("invalid arguments:\n  - " + "\n  - ".join(self.problems))
+
+
 class BuilderFailed(RankzeroError):
     """Raised on a waiting rank when the rank that prepares the data failed or died."""
 
@@ -18,6 +26,9 @@ def run_cli(main) -> int:
     """Run `main()`; print user errors as one clear message and exit 1, anything else with its traceback."""
     try:
         return main() or 0
+    except ConfigError as error:  # a usage error: argparse's exit status
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
     except (RankzeroError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1

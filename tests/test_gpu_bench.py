@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from trainutil import REPO, quiet_env, run
+from helpers import REPO, quiet_env, run
 
 BENCH = REPO / "bench" / "gpu_bench.py"
 

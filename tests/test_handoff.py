@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,48 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from datautil import REPO, korean_documents, prepare_cli, prepared_dir, write_jsonl
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from helpers import REPO, free_port, korean_documents, prepare_cli, prepared_dir, spawn, wait_all, write_jsonl
 
 
 def _snapshot(directory: Path) -> dict:
     return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.rglob("*"))}
-
-
-def _spawn(args, rank, world, local_rank, local_world, node, port, extra_env=None):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RANK": str(rank), "WORLD_SIZE": str(world),
-           "LOCAL_RANK": str(local_rank), "LOCAL_WORLD_SIZE": str(local_world), "GROUP_RANK": str(node),
-           "NODE_RANK": str(node), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **(extra_env or {})}
-    command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)]
-    return subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)
-
-
-def _default_sigint():
-    # As under a terminal. A test run started in the background (`cmd &` in a script, some CI runners)
-    # inherits SIGINT ignored, an ignored signal stays ignored across exec, and Python then never raises
-    # KeyboardInterrupt: the SIGINT test would send a signal that nothing receives.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _wait_all(processes, timeout=240):
-    """Wait for every process; return [(returncode, stdout, stderr, exit time)]."""
-    deadline, ended = time.monotonic() + timeout, {}
-    while len(ended) < len(processes):
-        for index, process in enumerate(processes):
-            if index not in ended and process.poll() is not None:
-                ended[index] = time.monotonic()
-        if time.monotonic() > deadline:
-            for process in processes:
-                process.kill()
-            raise AssertionError("processes did not finish in time")
-        time.sleep(0.05)
-    return [(p.returncode, *p.communicate(), ended[i]) for i, p in enumerate(processes)]
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +54,8 @@ def test_builder_error_reaches_the_waiting_rank_within_seconds(tmp_path, tokeniz
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     port = free_port()
     args = _common(bad, tokenizer_dir, tmp_path / "cache") + ["--dataset_batch_size", 100]
-    processes = [_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1)]
-    (code0, _, err0, end0), (code1, _, err1, end1) = _wait_all(processes)
+    processes = [spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1)]
+    (code0, _, err0, end0), (code1, _, err1, end1) = wait_all(processes)
     assert code0 != 0 and "bad.jsonl:1201: malformed JSON" in err0
     assert code1 != 0 and "rank 0 failed" in err1 and "bad.jsonl:1201: malformed JSON" in err1, err1
     assert end1 - end0 < 5.0
@@ -109,7 +71,7 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     # The HF tokenizer on one thread: slow enough (~4x fastokens) that the build is still running when killed.
     args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
                                                  "--tokenizer_engine", "hf"]
-    builder, waiter = (_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1))
+    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
     deadline = time.monotonic() + 120
     while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
         assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
@@ -117,7 +79,7 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     assert builder.poll() is None, "the build finished before it could be killed; make the corpus larger"
     builder.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
-    (code, _, err, ended), = _wait_all([waiter], timeout=60)
+    (code, _, err, ended), = wait_all([waiter], timeout=60)
     builder.communicate()
     assert code != 0 and "died while preparing" in err, err
     assert ended - killed_at < 10.0
@@ -136,9 +98,9 @@ def test_two_nodes_build_once_when_shared_and_once_per_node_when_not(tmp_path, t
     for node in (0, 1):
         cache = tmp_path / ("shared" if shared else f"node{node}")
         for local in (0, 1):
-            processes.append(_spawn(_common(corpus, tokenizer_dir, cache), 2 * node + local, 4, local, 2, node, port,
-                                    {"RANKZERO_PROBE_S": "3"}))
-    results = _wait_all(processes)
+            processes.append(spawn(["--tokenize_only", *_common(corpus, tokenizer_dir, cache)], 2 * node + local, 4,
+                                   local, 2, node, port, env={"RANKZERO_PROBE_S": "3"}))
+    results = wait_all(processes)
     assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
     outputs = [prepared_dir(out) for _, out, _, _ in results]
     builds = sum(err.count("[prepare] published") for _, _, err, _ in results)
@@ -156,27 +118,27 @@ def test_two_concurrent_jobs_share_one_build(tmp_path, tokenizer_dir, corpus):
     command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)]
     jobs = [subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(2)]
-    results = _wait_all(jobs)
+    results = wait_all(jobs)
     assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
     assert len({prepared_dir(out) for _, out, _, _ in results}) == 1
     assert sum(err.count("[prepare] published") for _, _, err, _ in results) == 1
 
 
 def test_prep_scope_overrides_detection_and_single_node_needs_no_probe(tmp_path, tokenizer_dir, corpus):
-    from datautil import data_args
+    from helpers import data_args
     from rankzero.data.handoff import elect_scope
     from rankzero.runtime import Runtime
 
     node1 = Runtime(rank=2, world_size=4, local_rank=0, local_world_size=2, node_rank=1, hostname="n1")
     forced = data_args(tokenizer_dir, tmp_path, [corpus], prep_scope="node")
-    assert elect_scope(forced, node1, tmp_path) == "node"  # no probe wait: the flag decides
+    assert elect_scope(forced.cache.prep_scope, node1, tmp_path) == "node"  # no probe wait: the flag decides
     one_node = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
-    assert elect_scope(data_args(tokenizer_dir, tmp_path, [corpus]), one_node, tmp_path) == "global"
+    assert elect_scope(data_args(tokenizer_dir, tmp_path, [corpus]).cache.prep_scope, one_node, tmp_path) == "global"
     assert not list(tmp_path.glob(".probe-*"))
 
 
 def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, corpus):
-    from datautil import data_args
+    from helpers import data_args
     from rankzero.data.handoff import wait_for_builder
     from rankzero.errors import BuilderFailed
     from rankzero.runtime import Runtime
@@ -185,11 +147,11 @@ def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, corpus):
     waiter = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
     started = time.monotonic()
     with pytest.raises(BuilderFailed, match="--prep_timeout_s"):
-        wait_for_builder(args, waiter, tmp_path, "fp", "job", "rank 0")
+        wait_for_builder(args.cache.prep_timeout_s, waiter, tmp_path, "fp", "job", "rank 0")
     assert time.monotonic() - started < 5
 
 
-# --------------------------------------------------------------------------- issue 15: hostile cache dirs
+# --------------------------------------------------------------------------- a cache dir others can write
 
 # Runs in a child process: computes the names this very process would use (fingerprint, job key, pid),
 # plants a symlink at each of the chosen kinds, then runs train.py's main. Usage:
@@ -200,9 +162,7 @@ from pathlib import Path
 
 from rankzero.args import parse_args
 from rankzero.data.handoff import job_key
-from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
-from rankzero.data.specs import resolve_source
-from rankzero.data.encode import load_tokenizer
+from rankzero.data.plan import make_plan
 from rankzero.errors import run_cli
 from rankzero.runtime import Runtime
 import train
@@ -210,8 +170,7 @@ import train
 kinds, file_target, dir_target, argv = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4:]
 args = parse_args(["--tokenize_only", *argv])
 runtime, pid = Runtime.from_env(), os.getpid()
-sources = [resolve_source(spec) for spec in args.data.dataset]
-fp = compute_fingerprint(fingerprint_inputs(args.data, args.seed, sources, load_tokenizer(args.data.tokenizer_path)))
+fp = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed).fingerprint
 job = job_key(runtime, "global")
 names = {  # every name a run uses, and the temp names earlier versions derived from the pid
     "heartbeat": [f"{fp}.heartbeat.{job}", f".{fp}.heartbeat.{job}.{pid}.tmp"],
@@ -221,7 +180,7 @@ names = {  # every name a run uses, and the temp names earlier versions derived 
     "lock": [f"{fp}.lock"],
     "final": [fp],
 }
-cache = Path(args.data.cache_dir).resolve()
+cache = Path(args.cache.cache_dir).resolve()
 cache.mkdir(parents=True, exist_ok=True)
 for kind in kinds:
     for name in names[kind]:
@@ -237,7 +196,7 @@ def _tree(path: Path) -> dict:
 
 
 @pytest.mark.parametrize("kinds", ["heartbeat,probe,tmp", "failed,heartbeat", "lock", "final"])
-def test_15_1_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_dir, corpus, kinds):
+def test_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_dir, corpus, kinds):
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.txt"
@@ -284,7 +243,7 @@ def test_15_1_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokeni
         assert "prepared:" not in result.stdout
 
 
-def test_15_3_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_path, tokenizer_dir, corpus):
+def test_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_path, tokenizer_dir, corpus):
     args = _common(corpus, tokenizer_dir, tmp_path / "cache")
     out = prepared_dir(prepare_cli(*args).stdout)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -292,7 +251,7 @@ def test_15_3_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(
     with open(shard, "r+b") as handle:
         handle.truncate(shard.stat().st_size // 2)
     port = free_port()
-    results = _wait_all([_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1)])
+    results = wait_all([spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1)])
     assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
     assert {prepared_dir(stdout) for _, stdout, _, _ in results} == {out}
     assert sum(err.count("[prepare] published") for _, _, err, _ in results) == 1
@@ -302,20 +261,20 @@ def test_15_3_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_15_11_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
+def test_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
     big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(40000, seed=7)])
     cache = tmp_path / "cache"
     # The HF tokenizer on one thread (~4x fastokens): the build is still running when the signal comes.
     args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
                                                  "--tokenizer_engine", "hf"]
     port = free_port()
-    builder, waiter = (_spawn(args, rank, 2, rank, 2, 0, port) for rank in (0, 1))
+    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
     deadline = time.monotonic() + 120
     while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
         assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
         time.sleep(0.1)
     builder.send_signal(signum)
-    (code, _, err, _), (waiter_code, _, waiter_err, _) = _wait_all([builder, waiter], timeout=60)
+    (code, _, err, _), (waiter_code, _, waiter_err, _) = wait_all([builder, waiter], timeout=60)
     name = signal.Signals(signum).name
     assert code == (143 if signum == signal.SIGTERM else 130), err
     assert re.search(rf"\[prepare\] {name} received: stopped preparing, removed the build dir \S+\.tmp-\S+, wrote "

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datautil import REPO, prepare_cli, prepared_dir, write_jsonl
+from helpers import REPO, prepare_cli, prepared_dir, write_jsonl
 
 from rankzero import malloc
 

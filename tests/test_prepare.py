@@ -8,16 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from datautil import (REPO as REPO_ROOT, data_args, korean_documents, prepare_cli, prepare_then, prepared_dir,
-                      write_jsonl)
-from rankzero.data.handoff import prepare_or_wait
-from rankzero.data.plan import compute_fingerprint, fingerprint_inputs
-from rankzero.data.specs import resolve_source
+from helpers import (REPO as REPO_ROOT, data_args, korean_documents, plan_of, prepare, prepare_cli, prepare_then,
+                     prepared_dir, write_jsonl)
 from rankzero.data.encode import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
-from rankzero.runtime import Runtime
 
-SINGLE = Runtime(0, 1, 0, 1, 0, "test-host")
 
 
 def _snapshot(directory):
@@ -89,7 +84,7 @@ def test_output_does_not_depend_on_workers_or_batch_sizes(tmp_path, tokenizer_di
     for index, (workers, batch, writer) in enumerate([(1, 1000, 1000), (2, 13, 7)]):
         args = data_args(tokenizer_dir, tmp_path / f"cache{index}", [corpus], dataset_num_proc=workers,
                          dataset_batch_size=batch, dataset_writer_batch_size=writer)
-        outputs.append(prepare_or_wait(args, SINGLE, seed=3))
+        outputs.append(prepare(args, seed=3))
     assert outputs[0].name == outputs[1].name
     first, second = (datasets.load_from_disk(str(o)) for o in outputs)
     assert first["input_ids"] == second["input_ids"] and first["document_lengths"] == second["document_lengths"]
@@ -102,9 +97,9 @@ def test_direct_and_staged_packing_give_the_same_blocks(tmp_path, tokenizer_dir,
 
     from rankzero.data.specs import Source
 
-    direct = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "direct", [corpus]), SINGLE, 0)
+    direct = prepare(data_args(tokenizer_dir, tmp_path / "direct", [corpus]), seed=0)
     monkeypatch.setattr(Source, "total_bytes", lambda self: None)  # as for a hub source: size unknown
-    staged = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "staged", [corpus]), SINGLE, 0)
+    staged = prepare(data_args(tokenizer_dir, tmp_path / "staged", [corpus]), seed=0)
     first, second = (datasets.load_from_disk(str(out)) for out in (direct, staged))
     assert sorted(zip(map(tuple, first["input_ids"]), map(tuple, first["document_lengths"]))) == \
         sorted(zip(map(tuple, second["input_ids"]), map(tuple, second["document_lengths"])))
@@ -115,23 +110,23 @@ def test_direct_and_staged_packing_give_the_same_blocks(tmp_path, tokenizer_dir,
 def test_seed_changes_only_the_order(tmp_path, tokenizer_dir, corpus):
     import datasets
 
-    a = datasets.load_from_disk(str(prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus]), SINGLE, 1)))
-    b = datasets.load_from_disk(str(prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus]), SINGLE, 2)))
+    a = datasets.load_from_disk(str(prepare(data_args(tokenizer_dir, tmp_path / "c", [corpus]), seed=1)))
+    b = datasets.load_from_disk(str(prepare(data_args(tokenizer_dir, tmp_path / "c", [corpus]), seed=2)))
     assert a["input_ids"] != b["input_ids"] and sorted(a["input_ids"]) == sorted(b["input_ids"])
 
 
 def test_cached_rerun_rewrites_nothing(tmp_path, tokenizer_dir, corpus):
     args = data_args(tokenizer_dir, tmp_path / "cache", [corpus])
-    first = prepare_or_wait(args, SINGLE, seed=0)
+    first = prepare(args, seed=0)
     before = _snapshot(tmp_path / "cache")
-    assert prepare_or_wait(args, SINGLE, seed=0) == first
+    assert prepare(args, seed=0) == first
     assert _snapshot(tmp_path / "cache") == before
 
 
 def test_unpacked_rows_hold_whole_documents_split_at_max_length(tmp_path, tokenizer_dir, corpus):
     import datasets
 
-    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [corpus], packing=False, max_seq_length=48), SINGLE, 0)
+    out = prepare(data_args(tokenizer_dir, tmp_path / "c", [corpus], packing=False, max_seq_length=48), seed=0)
     dataset = datasets.load_from_disk(str(out))
     manifest = json.loads((out / "manifest.json").read_text())
     assert max(map(len, dataset["input_ids"])) <= 48 and manifest["tail_tokens_dropped"] == 0
@@ -146,7 +141,7 @@ def test_sft_mode_writes_labels(tmp_path, tokenizer_dir):
     chat = write_jsonl(tmp_path / "chat.jsonl", [
         {"messages": [{"role": "user", "content": f"질문 {i}"}, {"role": "assistant", "content": f"답변 {i}입니다."}]}
         for i in range(50)])
-    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [chat], mode="sft", max_seq_length=16), SINGLE, 0)
+    out = prepare(data_args(tokenizer_dir, tmp_path / "c", [chat], mode="sft", max_seq_length=16), seed=0)
     dataset = datasets.load_from_disk(str(out))
     assert "labels" in dataset.column_names
     for ids, labels in zip(dataset["input_ids"], dataset["labels"]):
@@ -159,7 +154,7 @@ def test_sft_mode_writes_labels(tmp_path, tokenizer_dir):
 def test_mixing_weights_set_token_shares(tmp_path, tokenizer_dir):
     big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(600, seed=1)])
     small = write_jsonl(tmp_path / "small.jsonl", [{"text": f"English document number {i}. " * 3} for i in range(200)])
-    out = prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", f"{small}@1"]), SINGLE, 0)
+    out = prepare(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", f"{small}@1"]), seed=0)
     sources = json.loads((out / "manifest.json").read_text())["sources"]
     natural = [s["tokens"] for s in sources]
     assert natural[0] > 2 * natural[1]  # the small source is below half naturally ...
@@ -167,16 +162,14 @@ def test_mixing_weights_set_token_shares(tmp_path, tokenizer_dir):
     for source in sources:
         assert abs(source["share_of_output_tokens"] - 0.5) < 0.05, sources
     with pytest.raises(RankzeroError, match="give every source a weight"):
-        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", str(small)]), SINGLE, 0)
+        prepare(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", str(small)]), seed=0)
 
 
 def test_fingerprint_covers_inputs_but_not_worker_knobs(tmp_path, tokenizer_dir, corpus):
     import shutil
 
     def fingerprint(path=corpus, tokenizer=tokenizer_dir, **overrides):
-        args = data_args(tokenizer, tmp_path / "c", [path], **overrides)
-        sources = [resolve_source(s) for s in args.dataset]
-        return compute_fingerprint(fingerprint_inputs(args, 0, sources, load_tokenizer(args.tokenizer_path)))
+        return plan_of(data_args(tokenizer, tmp_path / "c", [path], **overrides), 0).fingerprint
 
     base = fingerprint()
     assert fingerprint(dataset_num_proc=1, dataset_batch_size=5, dataset_writer_batch_size=3) == base
@@ -202,10 +195,10 @@ def test_fingerprint_covers_inputs_but_not_worker_knobs(tmp_path, tokenizer_dir,
 def test_nothing_left_names_the_stage(tmp_path, tokenizer_dir):
     empty_docs = write_jsonl(tmp_path / "blank.jsonl", [{"text": "   "}, {"text": ""}])
     with pytest.raises(RankzeroError, match=r"records→text: all 2 documents were removed \(empty: 2\)"):
-        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [empty_docs]), SINGLE, 0)
+        prepare(data_args(tokenizer_dir, tmp_path / "c", [empty_docs]), seed=0)
     tiny = write_jsonl(tmp_path / "tiny.jsonl", [{"text": "짧다"}])
     with pytest.raises(RankzeroError, match="packing: only .* fewer than one block"):
-        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", [tiny], max_seq_length=512), SINGLE, 0)
+        prepare(data_args(tokenizer_dir, tmp_path / "c", [tiny], max_seq_length=512), seed=0)
     assert not [p for p in (tmp_path / "c").iterdir() if p.is_dir()], "nothing half-written may stay"
 
 
@@ -216,20 +209,20 @@ def test_bad_input_leaves_nothing_loadable(tmp_path, tokenizer_dir, corpus):
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     args = data_args(tokenizer_dir, tmp_path / "cache", [bad], dataset_batch_size=50)
     with pytest.raises(RankzeroError, match=r"bad.jsonl:251: malformed JSON"):
-        prepare_or_wait(args, SINGLE, 0)
+        prepare(args, seed=0)
     leftovers = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert all(name.endswith((".lock", ".failed")) for name in leftovers), leftovers
     failure = json.loads(next((tmp_path / "cache").glob("*.failed")).read_text())
     assert "bad.jsonl:251" in failure["error"] and failure["rank"] == 0
-    args.skip_bad_records = True
-    out = prepare_or_wait(args, SINGLE, 0)
+    out = prepare(data_args(tokenizer_dir, tmp_path / "cache", [bad], dataset_batch_size=50, skip_bad_records=True),
+                  seed=0)
     assert json.loads((out / "manifest.json").read_text())["dropped"] == {"bad_record": 1}
 
 
 def test_argument_errors_are_reported_together_before_work(tmp_path):
     result = prepare_cli("--dataset", tmp_path / "nope.jsonl", "--tokenizer_path", tmp_path / "missing",
                          "--max_seq_length", 1, "--cache_dir", tmp_path / "c", check=False)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "--tokenizer_path" in result.stderr and "--max_seq_length 1" in result.stderr
     assert not (tmp_path / "c").exists()
 
@@ -253,7 +246,8 @@ def test_env_knobs_and_flags(monkeypatch, tmp_path, tokenizer_dir):
     monkeypatch.setenv("DATASET_NUM_PROC", "3")
     monkeypatch.setenv("DATASET_BATCH_SIZE", "17")
     args = data_args(tokenizer_dir, tmp_path, ["x"], dataset_batch_size=5)
-    assert (args.dataset_num_proc, args.dataset_batch_size, args.dataset_writer_batch_size) == (3, 5, 1000)
+    workers = args.workers
+    assert (workers.dataset_num_proc, workers.dataset_batch_size, workers.dataset_writer_batch_size) == (3, 5, 1000)
     monkeypatch.setenv("DATASET_WRITER_BATCH_SIZE", "lots")
     with pytest.raises(ValueError, match="DATASET_WRITER_BATCH_SIZE"):
         data_args(tokenizer_dir, tmp_path, ["x"])
@@ -265,11 +259,11 @@ def test_quality_filter_in_the_pipeline_counts_every_reason(tmp_path, tokenizer_
     corpus = write_jsonl(tmp_path / "mixed.jsonl", records)
     args = data_args(tokenizer_dir, tmp_path / "c", [corpus], quality_filter="ko", dataset_num_proc=2,
                      dataset_batch_size=40)
-    manifest = json.loads((prepare_or_wait(args, SINGLE, 0) / "manifest.json").read_text())
+    manifest = json.loads((prepare(args, seed=0) / "manifest.json").read_text())
     dropped = manifest["dropped"]
     assert manifest["docs_in"] == len(records)
     assert manifest["docs_kept"] + sum(dropped.values()) == len(records)
-    assert dropped["duplicate"] == 1
+    assert dropped["exact_duplicate"] == 1
     clean = sum(r["label"] == "clean" for r in sample)
     assert clean * 0.95 <= manifest["docs_kept"] <= clean + 0.05 * (len(sample) - clean)
     assert len(dropped) >= 5, dropped  # many kinds of junk, each counted under its own reason

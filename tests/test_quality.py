@@ -320,26 +320,23 @@ def test_pipeline_tokenizes_and_dedups_the_repaired_text(tmp_path, tokenizer_dir
     """Mojibake twins placed before their originals: repaired, they are the originals, so the originals
     go as duplicates and the output is token for token that of the originals alone."""
     import datasets
-    from datautil import data_args, korean_documents, write_jsonl
-    from rankzero.data.handoff import prepare_or_wait
-    from rankzero.runtime import Runtime
+    from helpers import data_args, korean_documents, prepare, write_jsonl
 
     originals = korean_documents(30)
     twins = [MOJIBAKE["latin-1"](text) for text in originals]
-    single = Runtime(0, 1, 0, 1, 0, "test-host")
 
-    def prepare(name, texts):
+    def prepared(name, texts):
         corpus = write_jsonl(tmp_path / f"{name}.jsonl", [{"text": text} for text in texts])
         args = data_args(tokenizer_dir, tmp_path / name, [corpus], quality_filter="ko", max_seq_length=512)
-        out = prepare_or_wait(args, single, 0)
+        out = prepare(args, seed=0)
         return json.loads((out / "manifest.json").read_text()), datasets.load_from_disk(str(out))
 
-    manifest, repaired = prepare("twins", twins + originals)
-    reference_manifest, reference = prepare("originals", originals)
+    manifest, repaired = prepared("twins", twins + originals)
+    reference_manifest, reference = prepared("originals", originals)
     kept = reference_manifest["docs_kept"]
     assert kept >= 20
     assert manifest["dropped"]["mojibake_repaired (kept)"] == kept
-    assert manifest["dropped"]["duplicate"] == kept and manifest["docs_kept"] == kept
+    assert manifest["dropped"]["exact_duplicate"] == kept and manifest["docs_kept"] == kept
     assert sorted(map(tuple, repaired["input_ids"])) == sorted(map(tuple, reference["input_ids"]))
 
 

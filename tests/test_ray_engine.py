@@ -19,15 +19,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from datautil import REPO, data_args, korean_documents, prepare_cli, prepared_dir, write_jsonl
+from helpers import REPO, data_args, korean_documents, prepare, prepare_cli, prepared_dir, write_jsonl
 from rankzero.data import ray_engine
-from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.encode import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
-from rankzero.runtime import Runtime
 
 ray = pytest.importorskip("ray")
-SINGLE = Runtime(0, 1, 0, 1, 0, "test-host")
 TASK_BYTES = 20_000
 
 
@@ -45,7 +42,7 @@ def _ray_processes() -> set[int]:
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
     """A local cluster for the module; RAY_ADDRESS points every build at it."""
-    from trainutil import free_port
+    from helpers import free_port
 
     port = free_port()
     temp = tmp_path_factory.mktemp("ray")
@@ -78,7 +75,7 @@ def _build(tmp_path, tokenizer_dir, corpus, engine, **overrides):
     import datasets
 
     args = data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine, **overrides)
-    out = prepare_or_wait(args, SINGLE, seed=0)
+    out = prepare(args, seed=0)
     return datasets.load_from_disk(str(out)), json.loads((out / "manifest.json").read_text())
 
 
@@ -119,7 +116,7 @@ def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_d
     corpus = write_jsonl(tmp_path / "mixed.jsonl", records)
     local = _build(tmp_path, tokenizer_dir, corpus, "local", quality_filter="ko", max_seq_length=32)
     ray_built = _build(tmp_path, tokenizer_dir, corpus, "ray", quality_filter="ko", max_seq_length=32)
-    assert ray_built[1]["dropped"]["duplicate"] >= 30
+    assert ray_built[1]["dropped"]["exact_duplicate"] >= 30
     _assert_same_content(local, ray_built, 32)
     assert ray_built[1]["prep_engine"]["passes"] == 2
 
@@ -187,7 +184,7 @@ def test_a_rerun_after_a_driver_crash_reuses_finished_tasks(tmp_path, tokenizer_
 
 
 def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_cluster):
-    from trainutil import free_port, losses, run, train_flags, write_corpus
+    from helpers import free_port, losses, run, train_flags, write_corpus
 
     corpus = write_corpus(tmp_path / "docs.jsonl")
     out = tmp_path / "run"
@@ -204,4 +201,4 @@ def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_
 
 def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluster):
     with pytest.raises(RankzeroError, match="--prep_engine ray reads files every node can see"):
-        prepare_or_wait(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), SINGLE, 0)
+        prepare(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), seed=0)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from trainutil import REPO, free_port, log_history, losses, run, train_flags, write_corpus
+from helpers import REPO, free_port, log_history, losses, run, train_flags, write_corpus
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from rankzero.args import ModelArguments
+from rankzero.config import ModelConfig
 from rankzero.train.collator import BlockCollator
 from rankzero.train.model import build_model
-from trainutil import TINY
+from helpers import TINY
 
 ROWS = [[7, 5, 4], [3, 13]]  # document lengths of two packed rows of 16 tokens
 
@@ -31,7 +31,7 @@ def tokenizer(tokenizer_dir):
 
 def build(tokenizer, attention: str):
     torch.manual_seed(0)
-    return build_model(ModelArguments(model_config=str(TINY)), tokenizer, None, attention)
+    return build_model(ModelConfig(model_config=str(TINY)), tokenizer, None, attention)
 
 
 def packed_rows():

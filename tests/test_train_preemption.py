@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from trainutil import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
+from helpers import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
 
 STEPS = 40
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rankzero.train.collator import IGNORE_INDEX, BlockCollator, document_position_ids
-from trainutil import TINY
+from helpers import TINY
 
 
 def rows(*lengths_per_row, labels=False):
@@ -206,7 +206,7 @@ def test_one_process_under_torchrun_sets_up_without_ddp(tmp_path):
     import subprocess
     import sys
 
-    from trainutil import REPO, quiet_env
+    from helpers import REPO, quiet_env
 
     script = f"""
 import os
@@ -259,11 +259,11 @@ def test_flops_per_token_counts_zero3_partitioned_parameters_whole():
 def test_bf16_checkpoint_loads_as_fp32_master_weights(tmp_path, tokenizer_dir):
     from transformers import AutoTokenizer
 
-    from rankzero.args import ModelArguments
+    from rankzero.config import ModelConfig
     from rankzero.train.model import build_model
 
     tiny_model().to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
-    model = build_model(ModelArguments(pretrained_model=str(tmp_path / "bf16")),
+    model = build_model(ModelConfig(pretrained_model=str(tmp_path / "bf16")),
                         AutoTokenizer.from_pretrained(tokenizer_dir), None, "sdpa")
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 

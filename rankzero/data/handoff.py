@@ -1,6 +1,6 @@
 """Prepare once, share with every rank: fingerprint, builder election, atomic publish, waiting.
 
-    path = prepare_or_wait(data_args, runtime, seed)     # every rank calls it; all get the same path
+    path = prepare_or_wait(plan, args.cache, runtime)    # every rank calls it; all get the same path
 
 Files in the cache dir, for fingerprint FP (a hash of every input that changes the output):
 
@@ -49,8 +49,9 @@ import traceback
 import uuid
 from pathlib import Path
 
+from rankzero.config import CacheConfig
 from rankzero.data.pipeline import build_dataset
-from rankzero.data.plan import Plan, make_plan
+from rankzero.data.plan import Plan
 from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
                                      needed_text, remove_dead_builds, space_needed, usable, verify_published)
 from rankzero.errors import BuilderFailed, RankzeroError
@@ -82,10 +83,10 @@ def job_key(runtime: Runtime, scope: str) -> str:
 # Builder election
 
 
-def elect_scope(data_args, runtime: Runtime, cache_dir: Path) -> str:
-    """'global' (one builder for the job) or 'node' (one per node)."""
-    if data_args.prep_scope != "auto":
-        return data_args.prep_scope
+def elect_scope(prep_scope: str, runtime: Runtime, cache_dir: Path) -> str:
+    """'global' (one builder for the job) or 'node' (one per node), for --prep_scope."""
+    if prep_scope != "auto":
+        return prep_scope
     if runtime.local_world_size >= runtime.world_size:
         return "global"
     probe = cache_dir / f".probe-{job_key(runtime, 'global')}"
@@ -160,16 +161,17 @@ def _raise_on_sigterm(signum, frame):
     raise _Terminated(signum)
 
 
-def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tuple[str | None, str] = (None, "")) -> Path:
+def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tuple[str | None, str] = (None, ""),
+          verify_data: bool = False) -> Path:
     """Build and publish FP (or reuse what another job publishes first). Writes FP.failed on any error.
 
     `rejected`: the build id and problem of the FP/ this rank found unusable (None: there was none)."""
-    data_args, fingerprint, inputs = plan.data_args, plan.fingerprint, plan.inputs
+    fingerprint, inputs = plan.fingerprint, plan.inputs
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    needed, free, tmp = space_needed(data_args, plan.sources), None, None
+    needed, free, tmp = space_needed(plan.sources, plan.with_labels), None, None
     try:
         with Heartbeat(heartbeat_path, runtime) as heartbeat:
             stale = read_json(failed_marker)
@@ -181,7 +183,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
                 with exclusive_lock(cache_dir / f"{fingerprint}.lock", blocking=False) as locked:
                     if locked:
                         same = rejected[0] is not None and build_id(final) == rejected[0]
-                        problem = rejected[1] if same else verify_published(final, inputs, data_args.verify_data)
+                        problem = rejected[1] if same else verify_published(final, inputs, verify_data)
                         if problem is None:
                             return final
                         remove_dead_builds(cache_dir, fingerprint)
@@ -261,7 +263,7 @@ def _print_summary(manifest: dict, final: Path) -> None:
 # The waiting side
 
 
-def wait_for_builder(data_args, runtime: Runtime, cache_dir: Path, fingerprint: str, job: str, builder: str,
+def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, fingerprint: str, job: str, builder: str,
                      inputs: dict | None = None, rejected: str | None = None) -> Path:
     """Poll until the builder publishes FP/ (not the one this rank rejected, see `build`), fails or dies."""
     final = cache_dir / fingerprint
@@ -291,8 +293,8 @@ def wait_for_builder(data_args, runtime: Runtime, cache_dir: Path, fingerprint: 
         elif now - started > STARTUP_GRACE_S:
             raise BuilderFailed(f"{builder} never started preparing the data ({STARTUP_GRACE_S:.0f} s without a heartbeat "
                                 f"in {cache_dir}); is the cache dir the same path on every rank?")
-        if now - started > data_args.prep_timeout_s:
-            raise BuilderFailed(f"gave up waiting for {builder} after --prep_timeout_s {data_args.prep_timeout_s:.0f}")
+        if now - started > timeout_s:
+            raise BuilderFailed(f"gave up waiting for {builder} after --prep_timeout_s {timeout_s:.0f}")
         if now - last_report >= REPORT_EVERY_S:
             last_report = now
             progress = (beat or {}).get("progress", {})
@@ -313,20 +315,19 @@ def _describe(progress: dict) -> str:
 # Entry
 
 
-def prepare_or_wait(data_args, runtime: Runtime, seed: int) -> Path:
-    """Return the published dataset dir for these arguments, building it on exactly one rank per scope."""
-    cache_dir = Path(data_args.cache_dir).expanduser().resolve()
-    plan = make_plan(data_args, seed)
+def prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime) -> Path:
+    """Return the published dataset dir of this plan, building it on exactly one rank per scope."""
+    cache_dir = Path(cache.cache_dir).expanduser().resolve()
     fingerprint, inputs = plan.fingerprint, plan.inputs
     final = cache_dir / fingerprint
-    problem = verify_published(final, inputs, deep=data_args.verify_data)
+    problem = verify_published(final, inputs, deep=cache.verify_data)
     if problem is None:  # the cached path writes nothing
         return final
     rejected = build_id(final)
-    scope = elect_scope(data_args, runtime, cache_dir) if runtime.is_distributed else "global"
+    scope = elect_scope(cache.prep_scope, runtime, cache_dir) if runtime.is_distributed else "global"
     job = job_key(runtime, scope)
     if is_builder(runtime, scope):
         check_writable(cache_dir)
-        return build(plan, runtime, cache_dir, job, (rejected, problem))
+        return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
     builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
-    return wait_for_builder(data_args, runtime, cache_dir, fingerprint, job, builder, inputs, rejected)
+    return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected)

@@ -7,7 +7,7 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing; exact duplicates are dropped
-   globally, first one wins.
+   globally, first one wins (duplicates.py).
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import shutil
 import signal
 import time
@@ -34,12 +33,14 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import Packer
+from rankzero.data.duplicates import ExactDuplicates
+from rankzero.data.mixing import mixing_ratios, passes, subsample
+from rankzero.data.pack import Packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
+from rankzero.data.readers import iter_chunks
 from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
-                                  select_documents, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.readers import iter_chunks
+                                  write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
 from rankzero.errors import RankzeroError
 
@@ -49,12 +50,11 @@ KIWI_THREADS_PER_PROCESS = 2
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
     t_start = time.perf_counter()
-    data_args = plan.data_args
     engine = plan.choose_engine()
     stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
     rng = np.random.default_rng(plan.seed)
     bucket_dir = out_dir / "_buckets"
-    packer = Packer(data_args.max_seq_length, data_args.packing)
+    packer = Packer(plan.packing.max_seq_length, plan.packing.packing)
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in plan.sources]
@@ -88,7 +88,7 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
         t_encode = time.perf_counter()
 
         if sum(s.docs_kept for s in stats) == 0:
-            raise RankzeroError(nothing_left_message(stats, data_args))
+            raise RankzeroError(nothing_left_message(stats))
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
@@ -105,12 +105,9 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     t_pack = time.perf_counter()
 
     sequences = int(sum(bucket_counts))
-    if sequences == 0:
-        raise RankzeroError(
-            f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
-            f"{data_args.max_seq_length}; add data or lower --max_seq_length")
+    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length)
     names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, plan.columns,
-                                  data_args.dataset_writer_batch_size)
+                                  plan.workers.dataset_writer_batch_size)
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(out_dir, names)
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
@@ -138,9 +135,9 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 _STAGE: Stage | None = None  # the stage of this process: the builder's, or a worker's own
 
 
-def _worker_init(data_args, engine_name: str, quality_config, threads: int) -> None:
+def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool) -> None:
     global _STAGE
-    _STAGE = Stage.in_worker(data_args, engine_name, quality_config, threads)
+    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -168,9 +165,10 @@ def _start_pool(plan: Plan, engine, workers: int):
     Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
     fresh (spawn) and building their own stage. On a 2-core machine that is one process: this one.
     """
+    hashes = plan.dedup.dedup == "exact"
     if plan.quality is None:
         set_rust_threads(max(workers, 1))
-        stage = Stage(plan.data_args, plan.tokenizer, engine)
+        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, stage
     processes = workers // KIWI_THREADS_PER_PROCESS
@@ -178,11 +176,11 @@ def _start_pool(plan: Plan, engine, workers: int):
         from rankzero.data.quality import QualityFilter
 
         set_rust_threads(workers)
-        return None, Stage(plan.data_args, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
+        return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes)
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(plan.data_args, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS))
+                               initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes))
     return pool, None
 
 
@@ -200,30 +198,26 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
                     seconds: Counter) -> None:
     """Stage A: every source's documents, tokenized, to `sinks[source_index](ids, lengths, labels)`."""
     global _STAGE
-    data_args = plan.data_args
-    workers = data_args.dataset_num_proc
-    seen: set[int] = set()
+    workers = plan.workers.dataset_num_proc
+    duplicates = ExactDuplicates()
 
     def consume(result: ChunkResult) -> None:
         ids, lengths, labels = result.ids, result.lengths, result.labels
         if result.hashes is not None:  # exact duplicates, across chunks and sources, first one wins
-            keep = np.ones(len(lengths), dtype=bool)
-            for index, digest in enumerate(result.hashes.tolist()):
-                if digest in seen:
-                    keep[index] = False
-                else:
-                    seen.add(digest)
+            keep = duplicates.keep(result.hashes)
             if not keep.all():
-                result.dropped["duplicate"] += int((~keep).sum())
+                result.dropped["exact_duplicate"] += int((~keep).sum())
                 ids, lengths, labels = select_documents(ids, lengths, labels, keep)
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
-        stats[result.source_index].add_chunk(result, len(lengths), len(ids))
+        stats[result.source_index].add(result.docs_in, len(lengths), result.bytes_in, len(ids), result.dropped,
+                                       result.replaced_lines)
         seconds.update(result.seconds)
         progress.update(result.docs_in, len(lengths), result.bytes_in, len(ids))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
-              for chunk in iter_chunks(source, index, data_args.dataset_batch_size, data_args.txt_sample_by))
+              for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
+                                       plan.source_config.txt_sample_by))
     pool, _STAGE = _start_pool(plan, engine, workers)
     in_flight: deque = deque()
     try:
@@ -254,33 +248,11 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 # Stage B with weights
 
 
-def mixing_ratios(stats: list[SourceStats]) -> None:
-    """weight = share of output tokens; output total = natural total; ratio = target / natural."""
-    weights = [s.weight for s in stats]
-    if all(w is None for w in weights):
-        return
-    missing = [s.spec for s in stats if s.weight is None]
-    if missing:
-        raise RankzeroError(f"--dataset: give every source a weight (SPEC@WEIGHT) or none; missing for {missing}")
-    empty = [s.spec for s in stats if s.tokens == 0]
-    if empty:
-        raise RankzeroError(f"--dataset: sources {empty} have a weight but no tokens left after filtering")
-    total = sum(s.tokens for s in stats)
-    weight_sum = sum(weights)
-    for s in stats:
-        s.ratio = (s.weight / weight_sum) * total / s.tokens
-
-
 def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator) -> None:
     """Weighted mixing: each source's staged documents, `ratio` times over (the last pass a random subset)."""
     for path, stat in zip(staged, stats):
         sink = _counting_sink(scatter, stat)
-        passes = math.ceil(stat.ratio - 1e-9)
-        for repeat in range(passes):
-            keep_share = min(1.0, stat.ratio - repeat)
+        for share in passes(stat.ratio):
             for ids, lengths, labels in read_staged(path):
-                if keep_share < 1.0:
-                    keep = rng.random(len(lengths)) < keep_share
-                    ids, lengths, labels = select_documents(ids, lengths, labels, keep)
-                sink(ids, lengths, labels)
+                sink(*subsample(ids, lengths, labels, share, rng))
             pa.default_memory_pool().release_unused()

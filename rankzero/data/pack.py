@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from rankzero.errors import RankzeroError
+
 
 @dataclass
 class Blocks:
@@ -61,6 +63,19 @@ def numpy_view(array: pa.Array) -> np.ndarray:
 def list_array(offsets: np.ndarray, values: np.ndarray) -> pa.ListArray:
     """Rows `values[offsets[i]:offsets[i + 1]]` as an Arrow list column (int32 offsets, zero-copy values)."""
     return pa.ListArray.from_arrays(arrow_array(offsets.astype(np.int32)), arrow_array(values))
+
+
+def select_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, keep: np.ndarray):
+    """The documents where `keep` is true, from flat ids (and labels) and per-document lengths."""
+    token_mask = np.repeat(keep, lengths)
+    return ids[token_mask], lengths[keep], (labels[token_mask] if labels is not None else None)
+
+
+def require_blocks(sequences: int, tail_tokens: int, max_seq_length: int) -> None:
+    """Every engine's last check: at least one row came out."""
+    if sequences == 0:
+        raise RankzeroError(f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
+                            f"{max_seq_length}; add data or lower --max_seq_length")
 
 
 class Packer:

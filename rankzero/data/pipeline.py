@@ -1,12 +1,14 @@
 """Preparation, end to end: sources → records→text → quality → tokens → blocks → shuffled Arrow shards.
 
-    manifest = build_dataset(make_plan(data_args, seed), out_dir)   # handoff.py, on the rank that builds
+    manifest = build_dataset(plan, out_dir)      # handoff.py, on the rank that builds (plan.py: make_plan)
 
 The pieces, in the order data flows through them:
 
     plan.py        sources, tokenizer, quality settings and fingerprint, resolved once; the tokenizer
                    engine (fastokens or HF) chosen by checking its ids on a sample
     stage.py       the per-chunk stage, the same on every engine: records → text → quality → tokens
+    duplicates.py  exact duplicates, first one wins: one decision for both engines
+    mixing.py      SPEC@WEIGHT: mixing ratios and weighted passes, for both engines
     local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,
                    packing into blocks and a uniform seeded shuffle into shards
     ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's
@@ -29,7 +31,7 @@ from rankzero.data.plan import Plan
 
 def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the planned dataset into `out_dir` (a private tmp dir); return its manifest."""
-    if plan.data_args.prep_engine == "ray":
+    if plan.workers.prep_engine == "ray":
         from rankzero.data.ray_engine import build_ray
 
         return build_ray(plan, out_dir, on_progress)

@@ -1,34 +1,43 @@
-"""The plan of a prepare, resolved once: sources, tokenizer, quality settings, fingerprint.
+"""The plan of a prepare, resolved once from the configs: sources, tokenizer, quality settings, fingerprint.
 
-    plan = make_plan(data_args, seed)        # every rank: cheap (stat of the sources, tokenizer hash)
+    plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, seed)   # every rank; cheap
     plan.fingerprint                         # names the published dir
     choice = plan.choose_engine()            # the builder only: checks fastokens against HF on a sample
 
 Both build engines (`local.py` on this machine, `ray_engine.py` on a cluster) take a plan and run the
 same per-chunk stage (`stage.py`) over its sources; the handoff (`handoff.py`) publishes the result
-under `plan.fingerprint`.
+under `plan.fingerprint`. The fingerprint hashes the configs that change the output (sources, stage,
+packing, dedup) as a canonical dict, with each source's identity and the tokenizer's content in place
+of their paths — never the workers config, nor the tokenizer engine (`select_engine` only takes an
+engine that gives the HF tokenizer's ids).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
 
-from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.readers import iter_chunks
-from rankzero.data.specs import Source, resolve_source
+from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
+from rankzero.data.readers import iter_chunks
+from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
-FORMAT_VERSION = 2  # bump when the output of the same inputs changes
+FORMAT_VERSION = 3  # bump when the output of the same inputs changes (3: exact dedup without the filter)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    data_args: object  # rankzero.args.DataArguments
+    source_config: SourcesConfig
+    stage: StageConfig
+    packing: PackingConfig
+    dedup: DedupConfig
+    workers: WorkersConfig
     seed: int
-    sources: list[Source]
+    sources: tuple[Source, ...]
     tokenizer: TokenizerInfo
     quality: object | None  # rankzero.data.quality.QualityConfig, or None without the filter
     inputs: dict  # what the fingerprint hashes
@@ -36,49 +45,48 @@ class Plan:
 
     @property
     def with_labels(self) -> bool:
-        return self.data_args.mode == "sft"
+        return self.stage.with_labels
 
     @property
     def columns(self) -> list[str]:
         return ["input_ids", "document_lengths"] + (["labels"] if self.with_labels else [])
 
     def choose_engine(self) -> EngineChoice:
-        return select_engine(self.tokenizer, self.data_args.tokenizer_engine, corpus_sample(self))
+        return select_engine(self.tokenizer, self.stage.tokenizer_engine, corpus_sample(self))
 
 
-def make_plan(data_args, seed: int, sources: list[Source] | None = None, tokenizer: TokenizerInfo | None = None) -> Plan:
-    sources = sources or [resolve_source(spec) for spec in data_args.dataset]
-    tokenizer = tokenizer or load_tokenizer(data_args.tokenizer_path)
-    quality = quality_config(data_args)
-    inputs = fingerprint_inputs(data_args, seed, sources, tokenizer, quality)
-    return Plan(data_args, seed, sources, tokenizer, quality, inputs, compute_fingerprint(inputs))
+def make_plan(source_config: SourcesConfig, stage: StageConfig, packing: PackingConfig, dedup: DedupConfig,
+              workers: WorkersConfig, seed: int, tokenizer: TokenizerInfo | None = None) -> Plan:
+    sources = tuple(resolve_source(spec) for spec in source_config.dataset)
+    tokenizer = tokenizer or load_tokenizer(stage.tokenizer_path)
+    quality = quality_config(stage)
+    inputs = fingerprint_inputs(source_config, stage, packing, dedup, seed, sources, tokenizer, quality)
+    return Plan(source_config, stage, packing, dedup, workers, seed, sources, tokenizer, quality, inputs,
+                compute_fingerprint(inputs))
 
 
-def quality_config(data_args):
-    if data_args.quality_filter == "none":
+def quality_config(stage: StageConfig):
+    if stage.quality_filter == "none":
         return None
     from rankzero.data.quality import QualityConfig
 
-    return QualityConfig.from_yaml(data_args.quality_config) if data_args.quality_config else QualityConfig()
+    return QualityConfig.from_yaml(stage.quality_config) if stage.quality_config else QualityConfig()
 
 
-def fingerprint_inputs(data_args, seed: int, sources, tokenizer, quality=None) -> dict:
-    """Everything that changes the prepared output — and nothing that doesn't (workers, batch sizes, the
-    tokenizer engine: `select_engine` only takes an engine that gives the HF tokenizer's ids)."""
-    quality = quality if quality is not None else quality_config(data_args)
+def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing: PackingConfig, dedup: DedupConfig,
+                       seed: int, sources, tokenizer: TokenizerInfo, quality=None) -> dict:
+    """Everything that changes the prepared output, and nothing that does not."""
+    stage_settings = {k: v for k, v in dataclasses.asdict(stage).items()
+                      if k not in ("tokenizer_path", "tokenizer_engine", "quality_config")}  # by content instead
     return {
         "format_version": FORMAT_VERSION,
-        "sources": [{"identity": s.identity(data_args.fingerprint_content), "weight": s.weight} for s in sources],
+        "sources": [{"identity": s.identity(source_config.fingerprint_content), "weight": s.weight} for s in sources],
+        "txt_sample_by": source_config.txt_sample_by,
         "tokenizer_sha256": tokenizer.content_hash,
-        "max_seq_length": data_args.max_seq_length,
-        "packing": data_args.packing,
-        "mode": data_args.mode,
-        "text_column": data_args.text_column,
-        "txt_sample_by": data_args.txt_sample_by,
-        "quality_filter": data_args.quality_filter,
+        "stage": stage_settings,
         "quality_settings": quality.to_dict() if quality else None,
-        "skip_bad_records": data_args.skip_bad_records,
-        "on_decode_error": data_args.on_decode_error,
+        "packing": dataclasses.asdict(packing),
+        "dedup": dataclasses.asdict(dedup),
         "seed": seed,
     }
 
@@ -90,14 +98,13 @@ def compute_fingerprint(inputs: dict) -> str:
 def corpus_sample(plan: Plan) -> list[str]:
     """Texts from the start of every source (~SAMPLE_CHARS in all), as the stage would encode them,
     for the tokenizer-engine check. Bad records are skipped here: the build itself reports them."""
-    data_args = plan.data_args
     renderer = ChatRenderer(plan.tokenizer.chat_template, plan.tokenizer.special_tokens)
     budget = max(SAMPLE_CHARS // max(len(plan.sources), 1), 16 << 10)
     sample = []
     for index, source in enumerate(plan.sources):
-        chunks = iter_chunks(source, index, 64, data_args.txt_sample_by)
+        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by)
         try:
-            parsed = chunk_documents(next(chunks), data_args.text_column, renderer, with_masks=plan.with_labels,
+            parsed = chunk_documents(next(chunks), plan.stage.text_column, renderer, with_masks=plan.with_labels,
                                      skip_bad_records=True, on_decode_error="replace")
         except (StopIteration, RankzeroError):
             continue

@@ -177,12 +177,12 @@ def move_aside(final: Path, problem: str) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def space_needed(data_args, sources) -> int | None:
+def space_needed(sources, with_labels: bool) -> int | None:
     """Roughly the disk a build takes at its peak, from the input size (None when a hub source hides it)."""
     sizes = [source.total_bytes() for source in sources]
     if any(size is None for size in sizes):
         return None
-    per_token = OUTPUT_BYTES_PER_TOKEN * (2 if data_args.mode == "sft" else 1)  # labels double the ids
+    per_token = OUTPUT_BYTES_PER_TOKEN * (2 if with_labels else 1)  # labels double the ids
     staged = 2 if any(source.weight is not None for source in sources) else 1  # mixing stages every token once more
     return int(sum(sizes) / BYTES_PER_TOKEN * per_token * staged)
 

@@ -8,12 +8,12 @@ actor builds its tokenizer and Kiwi from paths in its own process and declares i
 ~500 MB caps the actors per node. Tasks write Arrow files straight into a work dir on the shared
 filesystem, `FP.ray-work/` beside the build dir; only counts come back to the driver.
 
-    no filter, no weights   one pass: each task packs its documents into blocks, permutes them, and
-                            writes one shard plus its unpacked tail
-    --quality_filter ko     two passes: tasks stage their documents and hashes; the driver finds the
-    or SPEC@WEIGHT          exact duplicates over the whole corpus (first one wins, in source and file
-                            order, as the local engine does) and the mixing ratios; then each task
-                            packs what is left
+    --dedup none,           one pass: each task packs its documents into blocks, permutes them, and
+    no weights              writes one shard plus its unpacked tail
+    --dedup exact           two passes: tasks stage their documents and hashes; the driver finds the
+    or SPEC@WEIGHT          exact duplicates over the whole corpus (duplicates.py, in task order: the
+                            local engine's decisions) and the mixing ratios; then each task packs what
+                            is left
 
 The driver packs the tails (each shorter than a block) into one last shard, so the number of full
 blocks equals the local engine's, lists the shards in a seeded random order, writes the save_to_disk
@@ -37,12 +37,14 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pyarrow as pa
 
-from rankzero.data.local import mixing_ratios
-from rankzero.data.pack import Packer
+from rankzero.data.duplicates import ExactDuplicates
+from rankzero.data.mixing import mixing_ratios
+from rankzero.data.pack import Packer, arrow_array, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
-from rankzero.data.shards import name_data_files, write_dataset_metadata
+from rankzero.data.shards import name_data_files, output_schema, write_dataset_metadata
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json, write_json_atomic
 
@@ -54,20 +56,21 @@ ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its m
 
 def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
-    data_args = plan.data_args
     tasks = plan_tasks(plan, TASK_BYTES)
     engine = plan.choose_engine()
     work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
     progress = Progress(sum(t.nbytes for t in tasks), on_progress)
-    two_pass = plan.quality is not None or any(s.weight is not None for s in plan.sources)
+    dedup = plan.dedup.dedup == "exact"
+    two_pass = dedup or any(s.weight is not None for s in plan.sources)
     t_setup = time.perf_counter()
 
-    with ray_session(data_args.ray_address, data_args.dataset_num_proc) as cluster:
+    with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
-        job = Job(data_args, engine.engine.name, plan.quality, threads, str(work), "stage" if two_pass else "single",
-                  plan.seed, plan.columns)
+        job = Job(plan.stage, engine.engine.name, plan.quality, dedup, threads, plan.workers.dataset_batch_size,
+                  plan.source_config.txt_sample_by, plan.packing, plan.workers.dataset_writer_batch_size, str(work),
+                  "stage" if two_pass else "single", plan.seed, plan.columns)
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -75,9 +78,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         if two_pass:
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
-            _drop_duplicates(work, tasks, encoded, stats)
+            if dedup:
+                _drop_duplicates(work, tasks, encoded, stats)
             if sum(s.docs_kept for s in stats) == 0:
-                raise RankzeroError(nothing_left_message(stats, data_args))
+                raise RankzeroError(nothing_left_message(stats))
             mixing_ratios(stats)
             progress.report()
             job.phase, job.ratios = "pack", {str(i): s.ratio for i, s in enumerate(stats)}
@@ -94,7 +98,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         stats[meta["source_index"]].tokens_out += meta["tokens_out"]
         stats[meta["source_index"]].documents_out += meta["documents_out"]
     if sum(s.docs_kept for s in stats) == 0:
-        raise RankzeroError(nothing_left_message(stats, data_args))
+        raise RankzeroError(nothing_left_message(stats))
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
@@ -113,7 +117,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
                                         "random order",
-                             "dedup_scope": "global (exact, first one wins in source order)"}}
+                             "dedup_scope": "global (first one wins in source order)"}}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra)
 
@@ -230,35 +234,21 @@ def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
 
 def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
     for meta in metas:
-        stat = stats[meta["source_index"]]
-        stat.docs_in += meta["docs_in"]
-        stat.docs_kept += meta["docs_kept"]
-        stat.bytes_in += meta["bytes_in"]
-        stat.tokens += meta["tokens"]
-        stat.dropped.update(meta["dropped"])
-        if meta["replaced_lines"]:
-            stat.dropped["lines_with_replaced_bytes (kept)"] += meta["replaced_lines"]
+        stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
+                                        meta["dropped"], meta["replaced_lines"])
 
 
 def _drop_duplicates(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]) -> None:
-    """Exact duplicates over the whole corpus: the first occurrence in task order wins, as in the local
-    engine. Costs ~16 bytes per kept document on the driver (hashes plus their order)."""
-    staged = [np.load(task_file(work, t.index, "hashes.npz")) for t in tasks]
-    hashes = [files["hashes"] for files in staged]
-    keep = np.ones(sum(map(len, hashes)), dtype=bool)
-    if len(keep):
-        keep[:] = False
-        keep[np.unique(np.concatenate(hashes), return_index=True)[1]] = True
-    offset = 0
-    for task, meta, files, task_hashes in zip(tasks, metas, staged, hashes):
-        lost = np.flatnonzero(~keep[offset:offset + len(task_hashes)])
-        offset += len(task_hashes)
+    """Exact duplicates over the whole corpus: the tasks' hashes through the local engine's decision
+    (duplicates.py) in task order, which is source order; only hashes reach the driver, never text."""
+    duplicates = ExactDuplicates()
+    for task, meta in zip(tasks, metas):
+        with np.load(task_file(work, task.index, "hashes.npz")) as files:
+            hashes, lengths = files["hashes"], files["lengths"]
+        lost = np.flatnonzero(~duplicates.keep(hashes))
         write_npz_atomic(task_file(work, task.index, "drop.npz"), indices=lost)
         if len(lost):
-            stat = stats[meta["source_index"]]
-            stat.docs_kept -= len(lost)
-            stat.tokens -= int(files["lengths"][lost].sum())
-            stat.dropped["duplicate"] += len(lost)
+            stats[meta["source_index"]].drop("exact_duplicate", len(lost), int(lengths[lost].sum()))
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path) -> tuple[list[str], int, int]:
@@ -270,7 +260,7 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
             task_file(work, task.index, "shard.arrow").rename(out_dir / name)
             names.append(name)
             sequences += meta["rows"]
-    packer = Packer(plan.data_args.max_seq_length, plan.data_args.packing)
+    packer = Packer(plan.packing.max_seq_length, plan.packing.packing)
     batches = []
     for task in tasks:
         tail = np.load(task_file(work, task.index, "tail.npz"))
@@ -280,20 +270,13 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
                 batches.append(blocks.to_record_batch())
     tail_tokens = packer.finish()
     if batches:
-        import pyarrow as pa
-
-        from rankzero.data.pack import arrow_array
-        from rankzero.data.shards import output_schema
-
         schema = output_schema(plan.columns)
         table = pa.Table.from_batches(batches).select(schema.names)
         table = table.take(arrow_array(np.random.default_rng([plan.seed, 4]).permutation(len(table))))
         with pa.ipc.new_stream(str(out_dir / "tails.arrow"), schema) as writer:
             writer.write_table(pa.Table.from_arrays(table.columns, schema=schema),
-                               max_chunksize=plan.data_args.dataset_writer_batch_size)
+                               max_chunksize=plan.workers.dataset_writer_batch_size)
         names.append("tails.arrow")
         sequences += len(table)
-    if sequences == 0:
-        raise RankzeroError(f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
-                            f"{plan.data_args.max_seq_length}; add data or lower --max_seq_length")
+    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length)
     return names, sequences, tail_tokens

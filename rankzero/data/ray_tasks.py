@@ -13,6 +13,9 @@ are done. Phases (see ray_engine.py):
     single   stage → pack → one shard of blocks (permuted) + the unpacked tail      (no dedup, no weights)
     stage    stage → staged documents + their hashes                                (dedup or weights)
     pack     staged documents − duplicates, × the mixing ratio → pack → shard + tail
+
+A task gets a `Job`: the stage config, the packing config and the few numbers it uses — never the
+command line.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import Packer, arrow_array
-from rankzero.data.shards import StagedWriter, output_schema, read_staged, select_documents
+from rankzero.config import PackingConfig, StageConfig
+from rankzero.data.mixing import passes, subsample
+from rankzero.data.pack import Packer, arrow_array, select_documents
+from rankzero.data.shards import StagedWriter, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source
 from rankzero.data.stage import Stage
@@ -61,7 +66,7 @@ def plan_tasks(plan, task_bytes: int = TASK_BYTES) -> list[Task]:
             tasks.append(Task(len(tasks), source_index, "saved", source.location, 0, -1, source.total_bytes()))
             continue
         for path in source.files:
-            fmt = line_format(path, plan.data_args.txt_sample_by)
+            fmt = line_format(path, plan.source_config.txt_sample_by)
             if fmt is None or fmt == "txt-document":
                 tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, os.path.getsize(path)))
                 continue
@@ -90,10 +95,15 @@ def write_npz_atomic(path: Path, **arrays) -> None:
 class Job:
     """What every task of one phase needs; small and picklable (paths and settings, no tokenizer)."""
 
-    data_args: object
+    stage: StageConfig
     engine_name: str
-    quality: object | None
+    quality: object | None  # rankzero.data.quality.QualityConfig
+    hashes: bool  # --dedup exact: stage each document's text hash
     threads: int
+    batch_size: int
+    txt_sample_by: str
+    packing: PackingConfig
+    writer_batch_size: int
     work: str
     phase: str  # "single" | "stage" | "pack"
     seed: int
@@ -107,9 +117,8 @@ class TaskRunner:
     def __init__(self, job: Job):
         self.job = job
         self.work = Path(job.work)
-        self.stage = None if job.phase == "pack" else Stage.in_worker(job.data_args, job.engine_name, job.quality,
-                                                                      job.threads)
-        self.packer_args = (job.data_args.max_seq_length, job.data_args.packing)
+        self.stage = None if job.phase == "pack" else Stage.in_worker(job.stage, job.engine_name, job.quality,
+                                                                      job.threads, job.hashes)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -143,12 +152,12 @@ class TaskRunner:
     def _encode(self, task: Task):
         """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes) and counts."""
         source = Source(task.path, task.kind, task.path)
-        data_args = self.job.data_args
+        job = self.job
         if task.kind == "saved":
-            chunks = iter_chunks(source, task.source_index, data_args.dataset_batch_size)
+            chunks = iter_chunks(source, task.source_index, job.batch_size)
         else:
-            chunks = iter_file_chunks(task.path, task.source_index, data_args.dataset_batch_size,
-                                      data_args.txt_sample_by, task.start, None if task.end < 0 else task.end)
+            chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
+                                      None if task.end < 0 else task.end)
         documents, dropped, seconds = [], Counter(), Counter()
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
         for chunk in chunks:
@@ -169,7 +178,7 @@ class TaskRunner:
         return documents, meta
 
     def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:
-        with_labels = self.job.data_args.mode == "sft"
+        with_labels = self.job.stage.with_labels
         path = task_file(self.work, task.index, "stage.arrow")
 
         def write(handle):
@@ -202,18 +211,12 @@ class TaskRunner:
             documents.append(select_documents(ids, lengths, labels, keep) + (None,))
         # Mixing: ceil(ratio) passes over the task's documents, the last a seeded random subset.
         rng = np.random.default_rng([self.job.seed, task.index, 1])
-        mixed, passes = [], int(np.ceil(ratio - 1e-9))
-        for repeat in range(passes):
-            share = min(1.0, ratio - repeat)
-            for ids, lengths, labels, _ in documents:
-                if share < 1.0:
-                    ids, lengths, labels = select_documents(ids, lengths, labels, rng.random(len(lengths)) < share)
-                mixed.append((ids, lengths, labels, None))
-        return mixed
+        return [(*subsample(ids, lengths, labels, share, rng), None)
+                for share in passes(ratio) for ids, lengths, labels, _ in documents]
 
     def _pack(self, task: Task, documents: list, meta: dict | None = None) -> dict:
         """Pack the task's documents, permute its blocks, write its shard and its unpacked tail."""
-        packer = Packer(*self.packer_args)
+        packer = Packer(self.job.packing.max_seq_length, self.job.packing.packing)
         batches, tokens_out, documents_out = [], 0, 0
         for ids, lengths, labels, _ in documents:
             tokens_out += int(lengths.sum())
@@ -230,7 +233,7 @@ class TaskRunner:
 
             def write(handle):
                 with pa.ipc.new_stream(handle, schema) as writer:
-                    writer.write_table(table, max_chunksize=self.job.data_args.dataset_writer_batch_size)
+                    writer.write_table(table, max_chunksize=self.job.writer_batch_size)
 
             write_atomic(task_file(self.work, task.index, "shard.arrow"), write)
         tail_ids, tail_lengths, tail_labels = packer.remainder()

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from rankzero import malloc
 from rankzero.data.plan import FORMAT_VERSION
 
 PROGRESS_EVERY_S = 5.0
@@ -78,15 +79,22 @@ class SourceStats:
     documents_out: int = 0
     dropped: Counter = field(default_factory=Counter)
 
-    def add_chunk(self, result, kept: int, tokens: int) -> None:
-        """Count a ChunkResult of this source, of which `kept` documents and `tokens` tokens go on."""
-        self.docs_in += result.docs_in
+    def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int) -> None:
+        """Count a piece of this source (a chunk, or a Ray task), of which `kept` documents and `tokens`
+        tokens go on: every engine counts through here."""
+        self.docs_in += docs_in
         self.docs_kept += kept
-        self.bytes_in += result.bytes_in
+        self.bytes_in += bytes_in
         self.tokens += tokens
-        self.dropped.update(result.dropped)
-        if result.replaced_lines:
-            self.dropped["lines_with_replaced_bytes (kept)"] += result.replaced_lines
+        self.dropped.update(dropped)
+        if replaced_lines:
+            self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
+
+    def drop(self, reason: str, documents: int, tokens: int) -> None:
+        """Take back documents counted as kept (exact duplicates found after counting)."""
+        self.docs_kept -= documents
+        self.tokens -= tokens
+        self.dropped[reason] += documents
 
 
 def total_dropped(stats: list[SourceStats]) -> Counter:
@@ -96,12 +104,12 @@ def total_dropped(stats: list[SourceStats]) -> Counter:
     return dropped
 
 
-def nothing_left_message(stats: list[SourceStats], data_args) -> str:
+def nothing_left_message(stats: list[SourceStats]) -> str:
     docs_in = sum(s.docs_in for s in stats)
     if docs_in == 0:
-        return f"sources: the sources {data_args.dataset} yielded no documents (empty files?)"
+        return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
-    stage = "quality filter" if any(r not in ("bad_record", "empty", "duplicate") for r in dropped) else "records→text"
+    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate") for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
 
@@ -109,7 +117,6 @@ def nothing_left_message(stats: list[SourceStats], data_args) -> str:
 def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
                    timings: dict, worker_seconds: Counter, extra: dict | None = None) -> dict:
     """The manifest of a finished build (the handoff adds who built it and writes it last)."""
-    data_args = plan.data_args
     tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
     total_bytes = sum(s.bytes_in for s in stats)
     total_s = max(timings["total_s"], 1e-9)
@@ -124,9 +131,9 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "tokens": tokens_out,
         "sequences": sequences,
         "shards": shards,
-        "max_seq_length": data_args.max_seq_length,
-        "packing": data_args.packing,
-        "mode": data_args.mode,
+        "max_seq_length": plan.packing.max_seq_length,
+        "packing": plan.packing.packing,
+        "mode": plan.stage.mode,
         "columns": plan.columns,
         "tail_tokens_dropped": tail_tokens,
         "seed": plan.seed,
@@ -134,12 +141,13 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
                       "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
         "tokenizer_engine": engine.describe(),
-        "quality_filter": data_args.quality_filter,
+        "quality_filter": plan.stage.quality_filter,
         "quality_settings": plan.quality.to_dict() if plan.quality else None,
-        "settings": {"text_column": data_args.text_column, "txt_sample_by": data_args.txt_sample_by,
-                     "skip_bad_records": data_args.skip_bad_records, "on_decode_error": data_args.on_decode_error,
-                     "num_proc": data_args.dataset_num_proc, "batch_size": data_args.dataset_batch_size,
-                     "writer_batch_size": data_args.dataset_writer_batch_size},
+        "dedup": plan.dedup.dedup,
+        "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
+                     "skip_bad_records": plan.stage.skip_bad_records, "on_decode_error": plan.stage.on_decode_error,
+                     "num_proc": plan.workers.dataset_num_proc, "batch_size": plan.workers.dataset_batch_size,
+                     "writer_batch_size": plan.workers.dataset_writer_batch_size},
         "timings": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in timings.items()},
         "throughput": {"mb_per_s": round(total_bytes / 1e6 / total_s, 2), "tokens_per_s": round(tokens_out / total_s),
                        "docs_per_s": round(sum(s.docs_in for s in stats) / total_s, 1)},
@@ -159,8 +167,6 @@ def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
 
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
-
-    from rankzero import malloc
 
     found = {"python": platform.python_version(), "malloc": malloc.active()}
     for package in ("rankzero", "datasets", "tokenizers", "fastokens", "pyarrow", "numpy", "kiwipiepy", "ftfy"):

@@ -76,12 +76,6 @@ def read_staged(path: Path):
             yield ids, lengths, labels
 
 
-def select_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, keep: np.ndarray):
-    """The documents where `keep` is true, from flat ids (and labels) and per-document lengths."""
-    token_mask = np.repeat(keep, lengths)
-    return ids[token_mask], lengths[keep], (labels[token_mask] if labels is not None else None)
-
-
 # ---------------------------------------------------------------------------------------------
 # Pack and scatter, then shuffle each bucket into the output shards
 

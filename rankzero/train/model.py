@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
-from rankzero.args import ModelArguments
+from rankzero.config import ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def load_config(path: str | Path):
     return AutoConfig.for_model(model_type, **values)
 
 
-def build_model(model_args: ModelArguments, tokenizer, max_token_id: int | None, attn_implementation: str) -> PreTrainedModel:
+def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str) -> PreTrainedModel:
     if model_args.pretrained_model:
         model = AutoModelForCausalLM.from_pretrained(
             model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation

@@ -29,14 +29,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from rankzero.args import RunArguments
+from rankzero.config import CONFIGS, Args
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
-def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
+def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
@@ -52,17 +52,17 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     hf_logging.disable_progress_bar()  # a bar per shard at every checkpoint save; the Trainer's own bar stays
     prepared_dir = Path(prepared_dir)
-    tokenizer = AutoTokenizer.from_pretrained(args.data.tokenizer_path)
-    dataset = load_prepared(prepared_dir, args.data.mode)
+    tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
+    dataset = load_prepared(prepared_dir, args.stage.mode)
 
-    documents = args.model.mask_across_documents and args.data.packing
+    documents = args.model.mask_across_documents and args.packing.packing
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     notes += more_notes
-    if args.model.mask_across_documents and not args.data.packing:
+    if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     for note in notes:
         warnings.warn(note, stacklevel=1)
@@ -74,7 +74,7 @@ def train(args: RunArguments, runtime: Runtime, prepared_dir: Path) -> None:
         flatten=attention == "flash_attention_2",
         pad_to_multiple_of=args.model.pad_to_multiple_of,
     )
-    meter = ThroughputCallback(model, seq_length=args.data.max_seq_length)  # counts parameters before any wrapping
+    meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
     set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
@@ -238,20 +238,22 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
         **setup,
         "model_parameters": sum(full_numel(p) for p in model.parameters()),
         "model_config": model.config.to_dict(),
-        "data": dataclasses.asdict(args.data),
-        "model": dataclasses.asdict(args.model),
+        **{group: dataclasses.asdict(getattr(args, group)) for group in CONFIGS},
+        "seed": args.seed,
         "training": training.to_dict(),
         "runtime": dataclasses.asdict(runtime),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
 
 
-def write_run_files(output_dir: Path, config: dict, args: RunArguments, training) -> None:
+def write_run_files(output_dir: Path, config: dict, args: Args, training) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "run_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False, default=str) + "\n")
     # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
-    values = {**dataclasses.asdict(args.data), **dataclasses.asdict(args.model), **training.to_dict()}
-    recipe = {name: values[name] for name in sorted(args.given) if name in values and name != "resume_from_checkpoint"}
+    values = {**{k: v for group in CONFIGS for k, v in dataclasses.asdict(getattr(args, group)).items()},
+              "seed": args.seed, **training.to_dict()}
+    recipe = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
+              for name in sorted(args.given) if name in values and name != "resume_from_checkpoint"}
     if recipe.get("report_to") == []:
         recipe["report_to"] = "none"  # an empty list would become a bare flag
     recipe = {name: value for name, value in recipe.items() if value != []}
@@ -259,11 +261,10 @@ def write_run_files(output_dir: Path, config: dict, args: RunArguments, training
 
 
 def print_config(config: dict, defaults: dict[str, str]) -> None:
-    from rankzero.args import DataArguments, ModelArguments
     from rankzero.train.training_args import TrainingArguments
 
     lines = ["resolved configuration:"]
-    for section, cls in (("data", DataArguments), ("model", ModelArguments), ("training", TrainingArguments)):
+    for section, cls in (*CONFIGS.items(), ("training", TrainingArguments)):
         for f in dataclasses.fields(cls):
             value = config[section].get(f.name)
             if section == "training" and f.name not in config["given"] and f.name not in defaults:

@@ -1,21 +1,23 @@
-"""Unit tests of each preparation stage: sources, records→text, tokens, blocks."""
+"""Sources and records: specs, walks and globs, chunk readers, records → text, and the inputs
+rankzero does not trust (links, hidden files, surrogates, byte-order marks, structs, binary columns)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-import numpy as np
 import pytest
 
-from datautil import write_jsonl
-from rankzero.data.pack import Packer
-from rankzero.data.records import ChatRenderer, chunk_documents
+from helpers import REPO, data_args, prepare, write_jsonl
+from rankzero.data.encode import load_tokenizer
 from rankzero.data.readers import iter_chunks, iter_texts
+from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.specs import resolve_source
-from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
-
-# --------------------------------------------------------------------------------------- sources
 
 
 def test_spec_weight_hub_and_paths(tmp_path):
@@ -74,7 +76,70 @@ def test_line_chunks_keep_line_numbers_and_offsets(tmp_path):
     assert all(raw[c.byte_offset:c.byte_offset + c.nbytes] == c.payload for c in chunks)
 
 
-# ---------------------------------------------------------------------------------- records→text
+def _resolve_in_child(spec: str, timeout: float = 60) -> list[str]:
+    """resolve_source in a fresh process with a deadline: a regression hangs that process, not the test run."""
+    code = ("import json, sys; from rankzero.data.specs import resolve_source; "
+            "print(json.dumps(list(resolve_source(sys.argv[1]).files)))")
+    result = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=timeout,
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_symlink_loops_do_not_hang_globs_or_directory_walks(tmp_path):
+    root = tmp_path / "corpus"
+    (root / "a" / "b").mkdir(parents=True)
+    for path in (root / "top.jsonl", root / "a" / "mid.jsonl", root / "a" / "b" / "deep.jsonl"):
+        write_jsonl(path, [{"text": path.name}])
+    (root / "a" / "b" / "loop").symlink_to(root, target_is_directory=True)
+    (root / "a" / "self").symlink_to(root / "a", target_is_directory=True)
+    (root / "linked.jsonl").symlink_to(root / "a" / "mid.jsonl")  # a link to a file is read like a file
+    expected = sorted(str(root / p) for p in ("top.jsonl", "linked.jsonl", "a/mid.jsonl", "a/b/deep.jsonl"))
+    started = time.monotonic()
+    assert _resolve_in_child(f"{root}/**/*.jsonl") == expected
+    assert _resolve_in_child(str(root)) == expected
+    assert _resolve_in_child(f"{root}/*/*.jsonl") == [str(root / "a" / "mid.jsonl")]
+    assert time.monotonic() - started < 30
+    # A symlinked directory named as the spec itself is read.
+    assert resolve_source(str(root / "a" / "self")).files == (str(root / "a" / "self" / "b" / "deep.jsonl"),
+                                                                str(root / "a" / "self" / "mid.jsonl"))
+
+
+def test_hidden_files_and_dirs_are_skipped_unless_named(tmp_path, caplog):
+    root = tmp_path / "corpus"
+    (root / ".ipynb_checkpoints").mkdir(parents=True)
+    (root / ".git").mkdir()
+    write_jsonl(root / "a.jsonl", [{"text": "보이는 문서"}])
+    write_jsonl(root / ".ipynb_checkpoints" / "a-checkpoint.jsonl", [{"text": "보이는 문서"}])
+    (root / ".git" / "config.json").write_text('{"core": {"bare": false}}')
+    write_jsonl(root / ".hidden.jsonl", [{"text": "숨은 파일"}])
+    assert list(iter_texts([str(root)])) == ["보이는 문서"]
+    assert list(iter_texts([f"{root}/**/*.jsonl"])) == ["보이는 문서"]
+    assert list(iter_texts([f"{root}/*"])) == ["보이는 문서"]
+    assert list(iter_texts([f"{root}/.ipynb_checkpoints/*.jsonl"])) == ["보이는 문서"]  # named: read
+    assert list(iter_texts([f"{root}/.*.jsonl"])) == ["숨은 파일"]
+    assert list(iter_texts([str(root / ".hidden.jsonl")])) == ["숨은 파일"]
+
+
+def test_an_at_sign_inside_a_path_is_not_a_weight(tmp_path):
+    (tmp_path / "user@host").mkdir()
+    path = write_jsonl(tmp_path / "user@host" / "a.jsonl", [{"text": "x"}])
+    assert resolve_source(str(path)).weight is None
+    assert resolve_source(f"{path}@2").weight == 2.0
+
+
+@pytest.mark.parametrize("spec", ["data/samplee", "./corpus", "corpora/ko/train", "missing_dir/"])
+def test_a_missing_local_path_is_no_such_file_at_once(spec):
+    started = time.monotonic()
+    with pytest.raises(RankzeroError, match="no such file or directory"):
+        resolve_source(spec)
+    assert time.monotonic() - started < 1.0  # no hub lookup
+    if spec == "data/samplee":
+        with pytest.raises(RankzeroError, match=r"did you mean data/sample\?"):
+            resolve_source(spec)
+
+
+# -------------------------------------------------------------------------------- records → text
 
 
 def _documents(tmp_path, records, renderer=None, **kwargs):
@@ -163,88 +228,62 @@ def test_undecodable_bytes_name_file_line_and_offset_or_are_replaced(tmp_path):
     assert out.replaced_lines == 1 and out.documents[1][0][0] == "caf\ufffd"
 
 
-# ------------------------------------------------------------------------------------------ tokens
+def _parse(path: Path, **kwargs):
+    out = None
+    for chunk in iter_chunks(resolve_source(str(path)), 0, batch_size=100):
+        out = chunk_documents(chunk, kwargs.pop("text_column", None), ChatRenderer(None), **kwargs)
+    return out
 
 
-def test_every_document_ends_with_eos_and_ids_match_the_tokenizer(tokenizer_dir):
-    from tokenizers import Tokenizer
-
-    info = load_tokenizer(tokenizer_dir)
-    reference = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-    texts = ["안녕하세요 여러분.", "Hello, world!", "코드: x = 1"]
-    ids, lengths, labels = DocumentEncoder(info).encode([[(t, True)] for t in texts])
-    assert labels is None and ids.dtype == np.int32 and lengths.sum() == len(ids)
-    start = 0
-    for text, length in zip(texts, lengths):
-        expected = list(info.bos_ids) + reference.encode(text, add_special_tokens=False).ids + [info.eos_id]
-        assert ids[start:start + length].tolist() == expected
-        start += length
-
-
-def test_sft_labels_mask_context_tokens(tokenizer_dir):
-    info = load_tokenizer(tokenizer_dir)
-    ids, lengths, labels = DocumentEncoder(info).encode([[("질문 ", False), ("답변", True)]], with_labels=True)
-    context = len(info.backend.encode("질문 ", add_special_tokens=False).ids) + len(info.bos_ids)
-    assert (labels[:context] == IGNORE_INDEX).all()
-    assert (labels[context:] == ids[context:]).all() and labels[-1] == info.eos_id
+def test_lone_surrogates_name_file_and_line_and_both_flags_get_past_them(tmp_path, tokenizer_dir):
+    path = tmp_path / "s.jsonl"
+    lines = ['{"text": "첫 문서"}', '{"text": "이모지 \\ud83d\\ude00 쌍은 괜찮다"}', '{"text": "외톨이 \\ud800 서로게이트"}',
+             '{"text": "끝"}']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RankzeroError, match=r"s.jsonl:3: the text holds a lone UTF-16 surrogate .*--on_decode_error "
+                                            r"replace .*--skip_bad_records"):
+        _parse(path)
+    skipped = _parse(path, skip_bad_records=True)
+    assert [d[0][0] for d in skipped.documents] == ["첫 문서", "이모지 😀 쌍은 괜찮다", "끝"] and skipped.bad_records == 1
+    replaced = _parse(path, on_decode_error="replace")
+    assert replaced.documents[2][0][0] == "외톨이 \ufffd 서로게이트" and replaced.replaced_lines == 1
+    # End to end: the Rust tokenizer takes what is left, and the manifest counts it.
+    for flag, key in (({"on_decode_error": "replace"}, "lines_with_replaced_bytes (kept)"),
+                      ({"skip_bad_records": True}, "bad_record")):
+        out = prepare(data_args(tokenizer_dir, tmp_path / "cache", [path], max_seq_length=4, **flag), seed=0)
+        assert json.loads((out / "manifest.json").read_text())["dropped"] == {key: 1}
 
 
-def test_a_slow_only_tokenizer_is_an_error(tmp_path):
-    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>"}')
-    with pytest.raises(RankzeroError, match="tokenizer_path"):
-        load_tokenizer(tmp_path)
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    bom = "\ufeff"
+    (tmp_path / "a.jsonl").write_text(bom + '{"text": "첫 줄"}\n{"text": "둘째 줄"}\n', encoding="utf-8")
+    (tmp_path / "b.csv").write_text(bom + "text,id\n씨에스브이,1\n", encoding="utf-8")
+    (tmp_path / "c.txt").write_text(bom + "텍스트 한 줄\n", encoding="utf-8")
+    (tmp_path / "d.json").write_text(bom + '[{"text": "제이슨 배열"}]', encoding="utf-8")
+    (tmp_path / "e.txt").write_text(bom + "문서 전체\n", encoding="utf-8")
+    assert list(iter_texts([str(tmp_path / n) for n in ("a.jsonl", "b.csv", "c.txt", "d.json")])) == [
+        "첫 줄", "둘째 줄", "씨에스브이", "텍스트 한 줄", "제이슨 배열"]
+    assert list(iter_texts([str(tmp_path / "e.txt")], txt_sample_by="document")) == ["문서 전체\n"]
+    assert list(iter_texts([str(tmp_path / "c.txt")], txt_sample_by="paragraph")) == ["텍스트 한 줄"]
 
 
-# ------------------------------------------------------------------------------------------ blocks
+def test_struct_columns_are_an_error_listing_fields_and_binary_columns_are_decoded(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    struct = tmp_path / "struct.parquet"
+    pq.write_table(pa.table({"text": [{"title": "제목", "body": "본문 하나"}, {"title": "둘", "body": "본문 둘"}]}), struct)
+    with pytest.raises(RankzeroError, match=r"struct.parquet: record 1: column 'text' is a struct with fields "
+                                            r"\['body', 'title'\]: .*--text_column text.FIELD"):
+        list(iter_texts([str(struct)]))
+    assert list(iter_texts([str(struct)], text_column="text.body")) == ["본문 하나", "본문 둘"]
+    write_jsonl(tmp_path / "nested.jsonl", [{"meta": {"content": "중첩된 글"}}])
+    assert list(iter_texts([str(tmp_path / "nested.jsonl")], text_column="meta.content")) == ["중첩된 글"]
 
-def _random_stream(rng, batches):
-    for _ in range(batches):
-        lengths = rng.integers(1, 40, size=rng.integers(0, 12))
-        yield rng.integers(0, 1000, int(lengths.sum())).astype(np.int32), lengths.astype(np.int64)
-
-
-@pytest.mark.parametrize("length", [2, 7, 64])
-def test_packing_is_exact_and_loses_nothing(length):
-    rng = np.random.default_rng(length)
-    packer, rows, boundaries, fed, doc_lengths = Packer(length), [], [], [], []
-    for ids, lengths in _random_stream(rng, 60):
-        fed.append(ids)
-        doc_lengths += lengths.tolist()
-        blocks = packer.add(ids, lengths)
-        if blocks is not None:
-            rows += blocks.input_ids.to_pylist()
-            boundaries += blocks.document_lengths.to_pylist()
-    tail = packer.finish()
-    stream = np.concatenate(fed)
-    assert all(len(row) == length for row in rows)
-    assert len(rows) * length + tail == len(stream) and 0 <= tail < length
-    assert np.array_equal(np.concatenate(rows), stream[:len(rows) * length])
-    # document_lengths are the document pieces, in order: cutting the stream at document ends and
-    # block edges gives exactly these pieces.
-    ends = set(np.cumsum(doc_lengths).tolist()) | set(range(0, len(rows) * length + 1, length))
-    cuts = sorted(e for e in ends if e <= len(rows) * length)
-    assert [p for row in boundaries for p in row] == np.diff(cuts).tolist()
-    assert all(sum(row) == length for row in boundaries)
-
-
-def test_packing_carries_labels_with_the_ids():
-    packer = Packer(5)
-    ids = np.arange(12, dtype=np.int32)
-    labels = np.where(ids % 2 == 0, ids, IGNORE_INDEX).astype(np.int32)
-    blocks = packer.add(ids, np.array([4, 8]), labels)
-    assert blocks.labels.to_pylist() == [labels[:5].tolist(), labels[5:10].tolist()]
-
-
-def test_without_packing_documents_are_split_never_truncated():
-    rng = np.random.default_rng(1)
-    packer, rows, boundaries, fed = Packer(8, packing=False), [], [], []
-    for ids, lengths in _random_stream(rng, 30):
-        fed.append(ids)
-        blocks = packer.add(ids, lengths)
-        if blocks is not None:
-            rows += blocks.input_ids.to_pylist()
-            boundaries += blocks.document_lengths.to_pylist()
-    assert packer.finish() == 0
-    assert np.array_equal(np.concatenate(rows), np.concatenate(fed))
-    assert all(1 <= len(row) <= 8 for row in rows) and boundaries == [[len(row)] for row in rows]
+    binary = tmp_path / "binary.parquet"
+    pq.write_table(pa.table({"text": pa.array(["바이너리 글".encode(), b"bad \xff byte"], pa.binary())}), binary)
+    with pytest.raises(RankzeroError, match=r"binary.parquet: record 2: binary column 'text' is not UTF-8 \(byte 4\)"):
+        _parse(binary)
+    replaced = _parse(binary, on_decode_error="replace")
+    assert [d[0][0] for d in replaced.documents] == ["바이너리 글", "bad \ufffd byte"] and replaced.replaced_lines == 1
+    assert _parse(binary, skip_bad_records=True).bad_records == 1

@@ -1,4 +1,5 @@
-"""Tokenizer engines: fastokens must give exactly the HF tokenizer's ids, or not be used at all."""
+"""Encoding documents into ids: EOS per document, SFT labels, and the two tokenizer engines (fastokens
+must give exactly the HF tokenizer's ids, or not be used at all)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE_TEXTS
-from datautil import REPO, data_args, korean_documents, prepare_cli, prepare_then, prepared_dir, write_jsonl
+from helpers import REPO, data_args, korean_documents, prepare, prepare_cli, prepare_then, prepared_dir, write_jsonl
 from rankzero.data import encode
-from rankzero.data.handoff import prepare_or_wait
 from rankzero.data.encode import (IGNORE_INDEX, DocumentEncoder, FastokensEngine, HFEngine, load_tokenizer,
                                     select_engine, split_long)
 from rankzero.errors import RankzeroError
-from rankzero.runtime import Runtime
 
-pytest.importorskip("fastokens")
-SINGLE = Runtime(0, 1, 0, 1, 0, "test-host")
+needs_fastokens = pytest.mark.skipif(not encode.fastokens_installed(), reason="fastokens is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +53,7 @@ def _assert_same(a, b):
             assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+@needs_fastokens
 @pytest.mark.parametrize("which", ["ours", "gpt2_style"])
 def test_engines_agree_on_corpora_and_hard_strings(which, tokenizer_dir, gpt2_style_dir):
     info = load_tokenizer(tokenizer_dir if which == "ours" else gpt2_style_dir)
@@ -68,6 +67,7 @@ def test_engines_agree_on_corpora_and_hard_strings(which, tokenizer_dir, gpt2_st
     assert select_engine(info, "auto", texts).engine.name == "fastokens"
 
 
+@needs_fastokens
 def test_sft_labels_are_identical_on_both_engines(info, tmp_path):
     from rankzero.data.records import ChatRenderer, chunk_documents
     from rankzero.data.readers import iter_chunks
@@ -85,6 +85,7 @@ def test_sft_labels_are_identical_on_both_engines(info, tmp_path):
         assert np.all((labels == IGNORE_INDEX) | (labels == ids))
 
 
+@needs_fastokens
 def test_bos_eos_and_lengths_frame_every_document(info):
     documents = [[("안녕하세요.", True)], [("둘째 ", False), ("문서", True)], [("셋", True)]]
     ids, lengths, labels = DocumentEncoder(info, FastokensEngine(info)).encode(documents, with_labels=True)
@@ -96,6 +97,7 @@ def test_bos_eos_and_lengths_frame_every_document(info):
         assert labels[start + length - 1] == eos and labels[start:start + len(bos)].tolist() == [IGNORE_INDEX] * len(bos)
 
 
+@needs_fastokens
 def test_a_tokenizer_fastokens_cannot_run_falls_back_with_one_warning(tmp_path, caplog):
     """SentencePiece-style Metaspace pre-tokenization is not implemented by fastokens 0.3."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -114,6 +116,7 @@ def test_a_tokenizer_fastokens_cannot_run_falls_back_with_one_warning(tmp_path, 
         select_engine(info, "fastokens", [])
 
 
+@needs_fastokens
 def test_any_difference_falls_back_or_is_an_error(info, monkeypatch):
     real = FastokensEngine.encode
 
@@ -136,17 +139,20 @@ def test_any_difference_falls_back_or_is_an_error(info, monkeypatch):
     assert select_engine(info, "auto", ["🏳️ 깃발"]).engine.name == "hf"
 
 
+@needs_fastokens
 def test_forced_engine_without_the_package_is_an_argument_error(tmp_path, tokenizer_dir, monkeypatch):
-    from rankzero.args import DataArguments, check_arguments
+    from rankzero import config
+    from rankzero.config import StageConfig
 
     monkeypatch.setattr(encode, "fastokens_installed", lambda: False)
-    args = DataArguments(dataset=["x.jsonl"], tokenizer_path=str(tokenizer_dir), tokenizer_engine="fastokens")
+    monkeypatch.setattr(config, "_installed", lambda package: package != "fastokens")
     with pytest.raises(ValueError, match="--tokenizer_engine fastokens: the fastokens package is not installed"):
-        check_arguments(args, None, None)
+        StageConfig(tokenizer_path=str(tokenizer_dir), tokenizer_engine="fastokens")
     info = load_tokenizer(tokenizer_dir)
     assert select_engine(info, "auto", []).fallback_reason == "fastokens is not installed"
 
 
+@needs_fastokens
 def test_prepared_data_is_identical_on_both_engines_and_shares_one_fingerprint(tmp_path, tokenizer_dir):
     import datasets
 
@@ -167,6 +173,7 @@ def test_prepared_data_is_identical_on_both_engines_and_shares_one_fingerprint(t
 # ------------------------------------------------------------------------------------ long documents
 
 
+@needs_fastokens
 @pytest.mark.parametrize("which", ["ours", "gpt2_style"])
 def test_long_documents_encode_in_pieces_to_the_same_ids(which, tokenizer_dir, gpt2_style_dir, monkeypatch):
     info = load_tokenizer(tokenizer_dir if which == "ours" else gpt2_style_dir)
@@ -185,10 +192,12 @@ def test_long_documents_encode_in_pieces_to_the_same_ids(which, tokenizer_dir, g
         assert ids.tolist() == expected and lengths.sum() == len(ids)
 
 
+@needs_fastokens
 def test_a_blob_without_boundaries_is_cut_hard():
     assert split_long("x" * 5000, 2000) == ["x" * 2000, "x" * 2000, "x" * 1000]
 
 
+@needs_fastokens
 def test_a_20_megabyte_line_prepares_in_bounded_memory(tmp_path, tokenizer_dir):
     """Memory per input byte of one huge document stays small (it was ~115 bytes per byte)."""
     corpus = tmp_path / "long.jsonl"
@@ -212,6 +221,7 @@ def test_a_20_megabyte_line_prepares_in_bounded_memory(tmp_path, tokenizer_dir):
 # ------------------------------------------------------------------------------------ worker processes
 
 
+@needs_fastokens
 def test_kiwi_worker_processes_build_their_own_engine(tmp_path, tokenizer_dir):
     """With 4 workers the Kiwi filter runs in 2 spawned processes; the output equals the inline build."""
     import datasets
@@ -222,9 +232,41 @@ def test_kiwi_worker_processes_build_their_own_engine(tmp_path, tokenizer_dir):
     for workers in (1, 4):
         args = data_args(tokenizer_dir, tmp_path / f"c{workers}", [corpus], quality_filter="ko",
                          dataset_num_proc=workers, dataset_batch_size=40)
-        outputs.append(prepare_or_wait(args, SINGLE, 0))
+        outputs.append(prepare(args, seed=0))
     first, second = (datasets.load_from_disk(str(out)) for out in outputs)
     assert first["input_ids"] == second["input_ids"]
     manifests = [json.loads((out / "manifest.json").read_text()) for out in outputs]
     assert manifests[0]["dropped"] == manifests[1]["dropped"]
     assert manifests[1]["tokenizer_engine"]["name"] == "fastokens"
+
+
+# -------------------------------------------------------------------------------- documents → ids
+
+
+def test_every_document_ends_with_eos_and_ids_match_the_tokenizer(tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    info = load_tokenizer(tokenizer_dir)
+    reference = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    texts = ["안녕하세요 여러분.", "Hello, world!", "코드: x = 1"]
+    ids, lengths, labels = DocumentEncoder(info).encode([[(t, True)] for t in texts])
+    assert labels is None and ids.dtype == np.int32 and lengths.sum() == len(ids)
+    start = 0
+    for text, length in zip(texts, lengths):
+        expected = list(info.bos_ids) + reference.encode(text, add_special_tokens=False).ids + [info.eos_id]
+        assert ids[start:start + length].tolist() == expected
+        start += length
+
+
+def test_sft_labels_mask_context_tokens(tokenizer_dir):
+    info = load_tokenizer(tokenizer_dir)
+    ids, lengths, labels = DocumentEncoder(info).encode([[("질문 ", False), ("답변", True)]], with_labels=True)
+    context = len(info.backend.encode("질문 ", add_special_tokens=False).ids) + len(info.bos_ids)
+    assert (labels[:context] == IGNORE_INDEX).all()
+    assert (labels[context:] == ids[context:]).all() and labels[-1] == info.eos_id
+
+
+def test_a_slow_only_tokenizer_is_an_error(tmp_path):
+    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>"}')
+    with pytest.raises(RankzeroError, match="tokenizer_path"):
+        load_tokenizer(tmp_path)

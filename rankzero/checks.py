@@ -1,0 +1,103 @@
+"""Checks of a training run's arguments that need more than one config, or the model's config file.
+
+    check_training_arguments(args, training)     # ConfigError listing every problem, before any data work
+
+Each config checks itself when it is made (config.py); what is left is checked here, after
+TrainingArguments exist and before anything is prepared or written: the model to train, numbers
+TrainingArguments accepts but training cannot use, and --max_seq_length against the model's positions
+(read from its config JSON; no model is built).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+from rankzero.config import Args
+from rankzero.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def check_training_arguments(args: Args, training) -> None:
+    problems = []
+    if not args.model.model_config and not args.model.pretrained_model:
+        problems.append("--model_config FILE.json (from scratch) or --pretrained_model DIR (continue): give one")
+    problems += training_number_problems(training)
+    problems += position_problems(args.packing.max_seq_length, args.model)
+    if problems:
+        raise ConfigError(problems)
+
+
+def training_number_problems(training) -> list[str]:
+    """Numbers TrainingArguments accepts but training cannot use: caught here, before anything is written."""
+    problems = []
+
+    def need(flag: str, ok: bool, rule: str) -> None:
+        if not ok:
+            problems.append(f"--{flag} {getattr(training, flag)}: {rule}")
+
+    def finite(name: str) -> bool:
+        value = getattr(training, name)
+        return isinstance(value, (int, float)) and math.isfinite(value)
+
+    need("per_device_train_batch_size", training.per_device_train_batch_size >= 1, "must be at least 1")
+    need("gradient_accumulation_steps", training.gradient_accumulation_steps >= 1, "must be at least 1")
+    need("learning_rate", finite("learning_rate") and training.learning_rate >= 0, "must be a finite number >= 0")
+    need("weight_decay", finite("weight_decay") and training.weight_decay >= 0, "must be a finite number >= 0")
+    need("max_grad_norm", finite("max_grad_norm") and training.max_grad_norm >= 0,
+         "must be a finite number >= 0 (0: no clipping)")
+    need("adam_beta1", finite("adam_beta1") and 0 <= training.adam_beta1 < 1, "must be in [0, 1)")
+    need("adam_beta2", finite("adam_beta2") and 0 <= training.adam_beta2 < 1, "must be in [0, 1)")
+    need("adam_epsilon", finite("adam_epsilon") and training.adam_epsilon > 0, "must be a finite number above 0")
+    need("dataloader_num_workers", training.dataloader_num_workers >= 0, "must be at least 0")
+    if training.max_steps <= 0:
+        need("num_train_epochs", finite("num_train_epochs") and training.num_train_epochs > 0,
+             "must be above 0 (or give --max_steps)")
+    if training.save_strategy == "steps":
+        need("save_steps", finite("save_steps") and training.save_steps > 0, "must be above 0 (or --save_strategy no)")
+    return problems
+
+
+def position_problems(max_seq_length: int, model) -> list[str]:
+    """--max_seq_length against the model's positions, read from its config JSON (the model is not built).
+
+    Longer rows are an error: positions past the table were never trained, and a learned position table
+    fails outright. With RoPE scaling in the config they are allowed, with a warning that says why."""
+    source = model.model_config or (model.pretrained_model and str(Path(model.pretrained_model) / "config.json"))
+    try:
+        config = json.loads(Path(source).read_text(encoding="utf-8")) if source else None
+    except (OSError, ValueError):  # missing or not JSON: building the model reports it with its own words
+        return []
+    if not isinstance(config, dict):
+        return []
+    config = config if any(key in config for key in POSITION_KEYS) else config.get("text_config") or {}
+    key = next((key for key in POSITION_KEYS if isinstance(config.get(key), int)), None)
+    if key is None or max_seq_length <= config[key]:
+        return []
+    scaling = rope_scaling(config)
+    if scaling:
+        logger.warning("--max_seq_length %d is longer than %s %d in %s: allowed because its RoPE scaling (%s) "
+                       "extends the positions; make sure the model is meant to run that long",
+                       max_seq_length, key, config[key], source, scaling)
+        return []
+    return [f"--max_seq_length {max_seq_length}: longer than the model's {key} {config[key]} ({source}); "
+            "positions past it were never trained. Lower --max_seq_length, or use a config with rope_scaling"]
+
+
+def rope_scaling(config: dict) -> str | None:
+    """A description of the config's RoPE scaling, or None when it has none ('default' is none)."""
+    for key in ("rope_scaling", "rope_parameters"):  # transformers < 5 / >= 5
+        value = config.get(key)
+        candidates = [value] if isinstance(value, dict) and ("rope_type" in value or "type" in value) else (
+            [v for v in value.values() if isinstance(v, dict)] if isinstance(value, dict) else [])
+        for candidate in candidates:
+            kind = candidate.get("rope_type") or candidate.get("type")
+            if kind and kind != "default":
+                factor = candidate.get("factor")
+                return f"{kind}" + (f", factor {factor}" if factor is not None else "")
+    return None

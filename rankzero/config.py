@@ -1,0 +1,266 @@
+"""Typed configuration: one small frozen dataclass per concern, validated when it is made.
+
+    stage = StageConfig(tokenizer_path="tok/", mode="sft")     # ConfigError (a ValueError) naming each bad flag
+    args = parse_args(argv)                                      # rankzero/args.py fills an `Args` of them
+
+Each field is a command-line flag of the same name (`--max_seq_length`); its metadata holds the one
+line `--help` shows, the allowed choices, and the environment variable it falls back to. A config
+checks only itself (`problems()`); what involves two configs or the model is checked in args.py.
+Nothing here imports from rankzero.data or rankzero.train: every layer may use these.
+
+Which configs change the prepared data (and so enter its fingerprint, rankzero/data/plan.py):
+sources, stage, packing, dedup. Workers and cache say how and where, never what.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rankzero.errors import ConfigError
+from rankzero.runtime import usable_cpu_count
+
+DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
+DEFAULT_SEED = 42  # TrainingArguments' default; tests keep the two in step
+
+
+def flag(default: Any = None, help: str = "", **metadata) -> Any:
+    """A dataclass field that is also a command-line flag; `choices`, `env` and `aliases` go in metadata."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
+class _Config:
+    """Validation shared by the configs: choices from the field metadata, then the class's own rules."""
+
+    def __post_init__(self) -> None:
+        problems = [f"--{f.name} {getattr(self, f.name)}: choose one of {', '.join(f.metadata['choices'])}"
+                    for f in fields(self) if "choices" in f.metadata
+                    and getattr(self, f.name) not in f.metadata["choices"]]
+        problems += self.problems()
+        if problems:
+            raise ConfigError(problems)
+
+    def problems(self) -> list[str]:
+        return []
+
+    def _set(self, name: str, value: Any) -> None:  # normalising a frozen field in __post_init__
+        object.__setattr__(self, name, value)
+
+
+def split_weight(spec: str) -> tuple[str, float | None]:
+    """`SPEC@WEIGHT` → (SPEC, WEIGHT); ValueError for a weight that is not a finite number above 0.
+    An '@' followed by a path (`/data/user@host/a.jsonl`), or in a path that exists, is part of the path."""
+    head, at, tail = spec.rpartition("@")
+    if not at or "/" in tail or os.path.exists(os.path.expanduser(spec)):
+        return spec, None
+    try:
+        weight = float(tail)
+    except ValueError:
+        raise ValueError(f"--dataset {spec}: the weight after '@' must be a number (SPEC@0.3), got '{tail}'") from None
+    if not (math.isfinite(weight) and weight > 0):
+        raise ValueError(f"--dataset {spec}: the weight after '@' must be a finite number above 0, got '{tail}'")
+    return head, weight
+
+
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+@dataclass(frozen=True)
+class SourcesConfig(_Config):
+    """sources: what to read"""
+
+    dataset: tuple[str, ...] = flag((), "files, dirs, globs, save_to_disk dirs, hub names; SPEC@WEIGHT mixes by tokens")
+    txt_sample_by: str = flag("line", ".txt files: one document per line, paragraph or file",
+                              choices=("line", "paragraph", "document"))
+    fingerprint_content: str = flag("stat", "input files by path+size+mtime, + first/last MiB, + all bytes",
+                                    choices=("stat", "sample", "full"))
+
+    def __post_init__(self) -> None:
+        self._set("dataset", tuple(self.dataset))
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        if not self.dataset:
+            return ["--dataset: give at least one source (a file, directory, glob or hub name)"]
+        problems = []
+        for spec in self.dataset:
+            try:
+                split_weight(spec)
+            except ValueError as error:
+                problems.append(str(error))
+        return problems
+
+
+@dataclass(frozen=True)
+class StageConfig(_Config):
+    """stage: records → text → quality → tokens"""
+
+    tokenizer_path: str | None = flag(None, "directory of an HF fast tokenizer (tokenizer.json)")
+    tokenizer_engine: str = flag("auto", "fastokens when its ids equal HF's (auto); never changes the output",
+                                 choices=("auto", "fastokens", "hf"))
+    text_column: str | None = flag(None, "column holding the text (default: text/content/document; a.b: a field)")
+    mode: str = flag("pretrain", "sft: prompt tokens get label -100",
+                     choices=("pretrain", "sft"))
+    quality_filter: str = flag("none", "ko: the Korean quality filter (docs/quality.md)", choices=("none", "ko"))
+    quality_config: str | None = flag(None, "YAML overriding thresholds (configs/quality_ko.yaml)")
+    skip_bad_records: bool = flag(False, "count and skip malformed records, not stop at file:line")
+    on_decode_error: str = flag("error", "bad UTF-8: stop at file:offset, or replace and count",
+                                choices=("error", "replace"))
+
+    def problems(self) -> list[str]:
+        problems = []
+        if not self.tokenizer_path:
+            problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
+        elif not Path(self.tokenizer_path).is_dir():
+            problems.append(f"--tokenizer_path {self.tokenizer_path}: no such directory")
+        if self.tokenizer_engine == "fastokens" and not _installed("fastokens"):
+            problems.append("--tokenizer_engine fastokens: the fastokens package is not installed (pip install fastokens)")
+        if self.quality_config and not Path(self.quality_config).is_file():
+            problems.append(f"--quality_config {self.quality_config}: no such file")
+        if self.quality_config and self.quality_filter == "none":
+            problems.append(f"--quality_config {self.quality_config}: only read with --quality_filter ko")
+        return problems
+
+    @property
+    def with_labels(self) -> bool:
+        return self.mode == "sft"
+
+
+@dataclass(frozen=True)
+class PackingConfig(_Config):
+    """packing: documents → rows"""
+
+    max_seq_length: int = flag(2048, "tokens per training row")
+    packing: bool = flag(True, "rows of exactly max_seq_length (--no_packing: a row per document)")
+
+    def problems(self) -> list[str]:
+        return [f"--max_seq_length {self.max_seq_length}: must be at least 2"] if self.max_seq_length < 2 else []
+
+
+@dataclass(frozen=True)
+class DedupConfig(_Config):
+    """dedup: documents trained on once"""
+
+    dedup: str = flag("exact", "exact: drop repeats of an earlier document's text (first one wins)", choices=("none", "exact"))
+
+
+@dataclass(frozen=True)
+class WorkersConfig(_Config):
+    """workers: how the builder prepares (never changes the output)"""
+
+    dataset_num_proc: int | None = flag(None, "worker threads/processes (default: every usable core)",
+                                        env="DATASET_NUM_PROC")
+    dataset_batch_size: int | None = flag(None, "documents per chunk of work (default 1000)", env="DATASET_BATCH_SIZE")
+    dataset_writer_batch_size: int | None = flag(None, "rows per Arrow record batch (default 1000)",
+                                                 env="DATASET_WRITER_BATCH_SIZE")
+    prep_engine: str = flag("local", "this machine, or every CPU of a Ray cluster (docs/cluster.md)",
+                            choices=("local", "ray"))
+    ray_address: str | None = flag(None, "the cluster for --prep_engine ray (default RAY_ADDRESS, else start one)")
+
+    def __post_init__(self) -> None:
+        # Flag > environment variable > default; resolved once, here.
+        defaults = {"dataset_num_proc": usable_cpu_count(), "dataset_batch_size": 1000,
+                    "dataset_writer_batch_size": 1000}
+        problems = []
+        for f in fields(self):
+            if f.name in defaults and getattr(self, f.name) is None:
+                try:
+                    self._set(f.name, _env_int(f.metadata["env"], defaults[f.name]))
+                except ValueError as error:
+                    problems.append(str(error))
+        if problems:
+            raise ConfigError(problems)
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        problems = [f"--{f.name} {getattr(self, f.name)}: must be at least 1 (env {f.metadata['env']})"
+                    for f in fields(self) if "env" in f.metadata and getattr(self, f.name) < 1]
+        if self.prep_engine == "ray" and not _installed("ray"):
+            problems.append("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')")
+        if self.prep_engine != "ray" and self.ray_address:
+            problems.append(f"--ray_address {self.ray_address}: only used with --prep_engine ray")
+        return problems
+
+
+@dataclass(frozen=True)
+class CacheConfig(_Config):
+    """cache: where prepared data is published, who builds it, how the others wait"""
+
+    cache_dir: str | None = flag(None, "one dir per prepared dataset (default ~/.cache/rankzero)", env="RANKZERO_CACHE")
+    prep_scope: str = flag("auto", "one builder per job or per node; auto: is the cache dir shared?",
+                           choices=("auto", "global", "node"))
+    prep_timeout_s: float = flag(6 * 3600.0, "waiting ranks give up after this many seconds")
+    verify_data: bool = flag(False, "checksum every byte of a prepared dataset before use, not only sizes")
+
+    def __post_init__(self) -> None:
+        if self.cache_dir is None:  # flag > environment variable > default
+            self._set("cache_dir", os.environ.get("RANKZERO_CACHE") or DEFAULT_CACHE_DIR)
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        if not (self.prep_timeout_s > 0):
+            return [f"--prep_timeout_s {self.prep_timeout_s}: must be positive"]
+        return []
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Config):
+    """model: what to train"""
+
+    model_config: str | None = flag(None, "HF config JSON: a new model (configs/model_config_*.json)")
+    pretrained_model: str | None = flag(None, "HF checkpoint dir to continue from",
+                                        aliases=("--model_name_or_path",))
+    attn_implementation: str = flag("sdpa", "attention kernel", choices=("sdpa", "eager", "flash_attention_2",
+                                                                          "flex_attention"))
+    mask_across_documents: bool = flag(False, "stop attention at document edges in packed rows")
+    pad_to_multiple_of: int = flag(8, "unpacked rows: pad batches to a multiple of this")
+
+    def problems(self) -> list[str]:
+        problems = []
+        for name in ("model_config", "pretrained_model"):
+            path = getattr(self, name)
+            if path and not Path(path).exists():
+                problems.append(f"--{name} {path}: does not exist")
+        if self.model_config and self.pretrained_model:
+            problems.append("--model_config and --pretrained_model: give only one")
+        if self.pad_to_multiple_of < 1:
+            problems.append(f"--pad_to_multiple_of {self.pad_to_multiple_of}: must be at least 1")
+        return problems
+
+
+# The configs in the order --help shows them.
+CONFIGS = {"sources": SourcesConfig, "stage": StageConfig, "packing": PackingConfig, "dedup": DedupConfig,
+           "workers": WorkersConfig, "cache": CacheConfig, "model": ModelConfig}
+
+
+@dataclass(frozen=True)
+class Args:
+    """Everything a run was given, parsed and checked (rankzero/args.py: parse_args)."""
+
+    sources: SourcesConfig
+    stage: StageConfig
+    packing: PackingConfig
+    dedup: DedupConfig
+    workers: WorkersConfig
+    cache: CacheConfig
+    model: ModelConfig
+    training: Any  # rankzero.train.training_args.TrainingArguments; None with --tokenize_only
+    tokenize_only: bool = False
+    seed: int = DEFAULT_SEED
+    given: frozenset[str] = frozenset()  # fields set on the command line or in the recipe (defaults apply elsewhere)
+    recipe: str | None = None
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r}: expected a whole number") from None

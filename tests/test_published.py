@@ -1,0 +1,231 @@
+"""Published datasets: planted and damaged dirs, rows checked against the manifest, full disks,
+content in the fingerprint."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, data_args, korean_documents, plan_of, prepare, prepare_cli, prepared_dir, write_jsonl
+from rankzero.data.published import ALWAYS_HASHED_BYTES
+from rankzero.errors import RankzeroError
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(400)])
+
+
+def _rows(directory: Path) -> list:
+    """Every row's ids, read without memory-mapping (a test rewrites shards in place: a live map would SIGBUS)."""
+    import pyarrow as pa
+
+    rows = []
+    for entry in json.loads((directory / "state.json").read_text())["_data_files"]:
+        with pa.OSFile(str(directory / entry["filename"])) as handle:
+            rows += pa.ipc.open_stream(handle).read_all().column("input_ids").to_pylist()
+    return rows
+
+
+def _fingerprint(args) -> str:
+    return plan_of(args, 0).fingerprint
+
+
+def test_a_dataset_planted_under_the_expected_fingerprint_is_never_used(tmp_path, tokenizer_dir, corpus):
+    other = write_jsonl(tmp_path / "other.jsonl", [{"text": t} for t in korean_documents(300, seed=5)])
+    cache = tmp_path / "cache"
+    foreign = prepare(data_args(tokenizer_dir, cache, [other]), seed=0)
+    expected = _fingerprint(data_args(tokenizer_dir, cache, [corpus]))
+    planted = cache / expected
+    shutil.copytree(foreign, planted)  # a copy of real data, under the name this run looks for
+    args = data_args(tokenizer_dir, cache, [corpus])
+    with pytest.raises(RankzeroError, match=rf"{planted}: its manifest.json is for fingerprint '{foreign.name}'"):
+        prepare(args, seed=0)
+    # A forger who also fixes the fingerprint is caught by the inputs the manifest records.
+    manifest = json.loads((planted / "manifest.json").read_text())
+    manifest["fingerprint"] = expected
+    (planted / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RankzeroError, match=r"built from other inputs \(sources differ"):
+        prepare(args, seed=0)
+    assert json.loads((planted / "manifest.json").read_text()) == manifest, "not rankzero's to remove either"
+
+
+def _cut_first_shard_at_a_batch_boundary(directory: Path) -> int:
+    """Rewrite the first shard as a valid Arrow stream holding its first half of record batches."""
+    import pyarrow as pa
+
+    shard = sorted(directory.glob("data-*.arrow"))[0]
+    with pa.OSFile(str(shard)) as handle:
+        reader = pa.ipc.open_stream(handle)
+        schema, batches = reader.schema, list(reader)
+    assert len(batches) >= 4, "use a smaller --dataset_writer_batch_size"
+    kept = batches[: len(batches) // 2]
+    with pa.OSFile(str(shard), "wb") as handle, pa.ipc.new_stream(handle, schema) as writer:
+        for batch in kept:
+            writer.write_batch(batch)
+    return sum(len(b) for b in kept) - sum(len(b) for b in batches)
+
+
+@pytest.mark.parametrize("damage", ["cut at a batch boundary", "shard deleted", "manifest deleted", "byte flipped"])
+def test_a_damaged_dataset_is_rebuilt_never_served(tmp_path, tokenizer_dir, corpus, damage):
+    if damage == "byte flipped":  # a shard above ALWAYS_HASHED_BYTES (smaller files are always checksummed)
+        corpus = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(2000)])
+    common = ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 32, "--cache_dir",
+              tmp_path / "cache", "--dataset_writer_batch_size", 10]
+    out = prepared_dir(prepare_cli(*common).stdout)
+    rows = _rows(out)
+    if damage == "cut at a batch boundary":
+        assert _cut_first_shard_at_a_batch_boundary(out) < 0
+        expected = r"data-00000-of-00001.arrow is [\d,]+ bytes, its manifest says [\d,]+ \(cut short"
+    elif damage == "shard deleted":
+        next(out.glob("data-*.arrow")).unlink()
+        expected = "data-00000-of-00001.arrow is missing"
+    elif damage == "manifest deleted":
+        (out / "manifest.json").unlink()
+        expected = "no readable manifest.json"
+    else:  # same size, same mtime: only --verify_data's checksums see it
+        shard = next(out.glob("data-*.arrow"))
+        stat = shard.stat()
+        with open(shard, "r+b") as handle:
+            handle.seek(stat.st_size // 2)
+            byte = handle.read(1)
+            handle.seek(stat.st_size // 2)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+        os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert stat.st_size > ALWAYS_HASHED_BYTES
+        cheap = prepare_cli(*common)  # the cheap checks cannot see it ...
+        assert prepared_dir(cheap.stdout) == out and "damaged" not in cheap.stderr
+        common.append("--verify_data")  # ... the checksums do
+        expected = "data-00000-of-00001.arrow does not match its checksum"
+    for attempt in range(2):  # rebuilt once, then served from the cache (not "forever", as before)
+        result = prepare_cli(*common)
+        assert prepared_dir(result.stdout) == out
+        if attempt == 0:
+            assert "is damaged (" in result.stderr and "removed, building it again" in result.stderr, result.stderr
+            import re
+
+            assert re.search(expected, result.stderr), result.stderr
+            assert result.stderr.count("[prepare] published") == 1
+        else:
+            assert "damaged" not in result.stderr and "[prepare] published" not in result.stderr
+    assert _rows(out) == rows
+    assert not list((tmp_path / "cache").glob("*.damaged-*")) and not list((tmp_path / "cache").glob("*.tmp-*"))
+
+
+def test_training_refuses_fewer_rows_than_the_manifest_promises(tmp_path, tokenizer_dir, corpus):
+    from rankzero.train.run import load_prepared
+
+    out = prepare(data_args(tokenizer_dir, tmp_path / "cache", [corpus]), seed=0)
+    assert len(load_prepared(out, "pretrain")) == json.loads((out / "manifest.json").read_text())["sequences"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["sequences"] += 7
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RankzeroError, match=rf"{out}: {manifest['sequences'] - 7:,} rows loaded, its manifest.json "
+                                            rf"promises {manifest['sequences']:,}"):
+        load_prepared(out, "pretrain")
+
+
+def _in_small_tmpfs(size: str, mount_point: Path, command: list) -> list:
+    """`command` in a private mount namespace with a tmpfs of `size` at mount_point (nothing to clean up)."""
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"'
+    return ["unshare", "-rm", "sh", "-c", script, "sh", size, str(mount_point), *map(str, command)]
+
+
+def _can_mount_tmpfs(tmp_path: Path) -> bool:
+    target = tmp_path / "probe-mount"
+    target.mkdir()
+    try:
+        return subprocess.run(_in_small_tmpfs("1m", target, ["true"]), capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.parametrize("when", ["before the build", "mid-build"])
+def test_a_full_disk_is_one_line_naming_the_cache_free_space_and_need(tmp_path, tokenizer_dir, when):
+    if shutil.which("unshare") is None or not _can_mount_tmpfs(tmp_path):
+        pytest.skip("needs a private mount namespace (unshare -rm) for a tiny tmpfs")
+    # Estimated need: ~4/3 of the input. Below half of it the build is refused; above it may start.
+    documents = 6000 if when == "before the build" else 4000
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(documents)])
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    size = "1m" if when == "before the build" else "2m"
+    command = [sys.executable, REPO / "train.py", "--tokenize_only", "--dataset", corpus, "--tokenizer_path",
+               tokenizer_dir, "--max_seq_length", 64, "--cache_dir", cache]
+    result = subprocess.run(_in_small_tmpfs(size, cache, command), capture_output=True, text=True, timeout=300,
+                            cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 1 and "Traceback" not in result.stderr and len(errors) == 1, result.stderr
+    if when == "before the build":
+        assert f"error: --cache_dir {cache}: 1.0 MB free, and this build needs about " in errors[0], errors[0]
+        assert "[prepare] encode" not in result.stderr  # refused before any work
+    else:
+        assert f"error: --cache_dir {cache}: no space left on the device while preparing (2.1 MB were free when " \
+               "the build started; this build needs about " in errors[0], errors[0]
+        assert "the partial build was removed" in errors[0]
+
+
+def test_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monkeypatch, caplog):
+    # The processes above need `unshare`; this checks the same decisions everywhere, on faked disk usage.
+    import collections
+    import errno
+
+    from rankzero import files
+    from rankzero.data import published
+    from rankzero.errors import RankzeroError
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(published.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+    with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
+        published.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+    with caplog.at_level("WARNING"):
+        assert published.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+    assert "it may not fit" in caplog.text
+    assert published.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+
+    assert files.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert files.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
+    try:
+        try:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        except OSError as quota:
+            raise RuntimeError("writing a shard failed") from quota
+    except RuntimeError as chained:
+        assert files.out_of_space(chained)
+    assert not files.out_of_space(OSError(errno.EACCES, "Permission denied")) and not files.out_of_space(None)
+
+
+def test_content_sampling_notices_an_edit_that_keeps_size_and_mtime(tmp_path, tokenizer_dir):
+    big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(6000)])
+    assert big.stat().st_size > 3 << 20  # larger than the two sampled MiB
+    fingerprints = {mode: _fingerprint(data_args(tokenizer_dir, tmp_path, [big], fingerprint_content=mode))
+                    for mode in ("stat", "sample", "full")}
+    assert len(set(fingerprints.values())) == 3  # the mode is part of the identity
+
+    def edit(offset: int) -> None:
+        stat = big.stat()
+        with open(big, "r+b") as handle:
+            handle.seek(offset)
+            digit = handle.read(1)
+            assert digit.isdigit()
+            handle.seek(offset)
+            handle.write(b"7" if digit != b"7" else b"8")
+        os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    raw, mark = big.read_bytes(), "(문서 ".encode()  # each document ends with "(문서 N)"
+    head, middle = raw.index(mark) + len(mark), raw.index(mark, len(raw) // 2) + len(mark)
+    edit(head)  # inside the first MiB
+    after = {mode: _fingerprint(data_args(tokenizer_dir, tmp_path, [big], fingerprint_content=mode))
+             for mode in ("stat", "sample", "full")}
+    assert after["stat"] == fingerprints["stat"], "size and mtime kept: the stat identity cannot see it"
+    assert after["sample"] != fingerprints["sample"] and after["full"] != fingerprints["full"]
+    edit(middle)  # between the sampled ends: only the full hash sees it
+    again = {mode: _fingerprint(data_args(tokenizer_dir, tmp_path, [big], fingerprint_content=mode))
+             for mode in ("sample", "full")}
+    assert again["sample"] == after["sample"] and again["full"] != after["full"]
