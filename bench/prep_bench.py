@@ -15,6 +15,8 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (d) rankzero + filter   (a) with --quality_filter ko
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
   (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
+  (an) rankzero, no dedup   (a) with --dedup none (what exact dedup, the default, costs)
+  (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after)
 train.py runs under mimalloc when it is installed (rankzero/malloc.py), and (a) is measured as a user
 runs it. Three more modes show what that malloc is worth, each against its own baseline:
   (a0) rankzero under glibc malloc    (a) with RANKZERO_MALLOC=system
@@ -67,6 +69,8 @@ MODES = {
     "c+": "Rust tokenizer alone under the malloc train.py preloads",
     "e+": "Kiwi analysis alone under the malloc train.py preloads",
     "c2+": "fastokens alone under the malloc train.py preloads",
+    "an": "rankzero prepare with --dedup none",
+    "A": "rankzero prepare of the --against checkout",
 }
 SEQUENCE_LENGTH = 2048
 TOKENIZER_VOCAB = 32000
@@ -93,12 +97,16 @@ def parse_args() -> argparse.Namespace:
                         help="RANKZERO_MALLOC for (a) and (d), and the library (b+), (c+), (e+) preload "
                              "(auto, mimalloc, tcmalloc, jemalloc or a path; default auto, as train.py)")
     parser.add_argument("--timeout_s", type=float, default=3600, help="give up on one run after this long")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout of rankzero (e.g. a git worktree of the commit before a change): mode A")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.only.split(",") if mode.strip()]
     unknown = [mode for mode in modes if mode not in MODES and not mode.startswith("a:")]
     problems = []
     if unknown:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
+    if "A" in modes and not (args.against and (args.against / "train.py").is_file()):
+        problems.append("--only A: give --against CHECKOUT, a directory holding another rankzero's train.py")
     if args.size_mb <= 0:
         problems.append(f"--size_mb {args.size_mb}: must be positive")
     if args.runs < 1:
@@ -204,14 +212,14 @@ def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str
 
 
 def is_rankzero(mode: str) -> bool:
-    return mode in ("a", "a0", "ah", "d") or mode.startswith("a:")
+    return mode in ("a", "a0", "ah", "an", "d", "A") or mode.startswith("a:")
 
 
 def describe(mode: str) -> str:
     return f"rankzero prepare under RANKZERO_MALLOC={mode[2:]}" if mode.startswith("a:") else MODES[mode]
 
 
-def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: argparse.Namespace) -> tuple[list, dict]:
+def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: argparse.Namespace) -> tuple[list, dict, Path]:
     num_proc = args.num_proc
     python = sys.executable
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -230,8 +238,12 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
             cmd += ["--quality_filter", "ko"]
         if mode == "ah":
             cmd += ["--tokenizer_engine", "hf"]
+        if mode == "an":
+            cmd += ["--dedup", "none"]
         if num_proc:
             env["DATASET_NUM_PROC"] = str(num_proc)
+        if mode == "A":
+            return cmd, env, args.against.resolve()
     elif mode == "b":
         cmd = [python, str(BENCH / "baselines" / "runclm_recipe.py"), "--data_files", str(corpus),
                "--tokenizer_path", str(tokenizer), "--block_size", str(SEQUENCE_LENGTH),
@@ -245,7 +257,7 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
     else:
         cmd = [python, str(BENCH / "baselines" / "kiwi_only.py"), str(corpus),
                "--num_workers", str(num_proc or usable_cores())]
-    return cmd, env
+    return cmd, env, REPO
 
 
 def usable_cores() -> int:
@@ -256,9 +268,9 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
     """One measured run of one mode, in a fresh scratch dir: {wall_s, peak_pss_mb, ...} or {failure}."""
     scratch = Path(tempfile.mkdtemp(prefix=f"run-{label}-", dir=args.workdir))
     try:
-        cmd, env = command_for(mode, corpus, tokenizer, scratch, args)
+        cmd, env, cwd = command_for(mode, corpus, tokenizer, scratch, args)
         print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
-        result = run_measured(cmd, env=env, cwd=str(REPO), timeout_s=args.timeout_s)
+        result = run_measured(cmd, env=env, cwd=str(cwd), timeout_s=args.timeout_s)
         ok, details = result["returncode"] == 0, {}
         if ok and is_rankzero(mode):
             ok, details = check_prepared(result["stdout"])
@@ -345,6 +357,8 @@ def compute_ratios(results: dict) -> list[dict]:
         ("rankzero on the HF tokenizer against fastokens, ah / a", (ah, a), "—", None),
         ("rankzero under glibc malloc against (a), a0 / a", (a0, a), "—", None),
         ("the HF Rust tokenizer against fastokens alone, c / c2", (c, c2), "—", None),
+        ("rankzero with exact dedup (the default) against --dedup none, a / an", (a, results.get("an")), "—", None),
+        ("rankzero against the --against checkout, a / A", (a, results.get("A")), "—", None),
     ]
     rows += [(f"rankzero under RANKZERO_MALLOC={label[2:]} against (a), {label} / a", (entry, a), "—", None)
              for label, entry in results.items() if label.startswith("a:")]

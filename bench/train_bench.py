@@ -9,6 +9,9 @@
    (truncated to seq), padded per batch to the longest (DataCollatorForLanguageModeling), default
    TrainingArguments and DataLoader. Compared on real (non-padding) tokens per second.
 
+4. **another checkout** (`--against DIR`, e.g. a git worktree of the commit before a change): its
+   train.py under the first malloc, on the same data, as `rankzero@against`.
+
 3. **rankzero under each malloc** in `--mallocs` (default `auto,system`): train.py runs under tcmalloc
    when it is installed (rankzero/malloc.py), the baselines under glibc; `system` is train.py under
    glibc too. The page faults of each train.py process tree are reported beside its tokens/s.
@@ -52,6 +55,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="every system once per round; ratios are medians")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps, 1 round")
     parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--against", default=None, help="another rankzero checkout, run beside this one")
     parser.add_argument("--system", choices=("all", "bare", "run_clm"), default="all",
                         help="run one baseline in this process and print its JSON line (used by the main run)")
     args = parser.parse_args()
@@ -65,21 +69,23 @@ def environment_without_preload() -> dict:
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
 
-def rankzero_run(args, work: Path, malloc: str = "auto") -> dict:
+def rankzero_run(args, work: Path, malloc: str = "auto", checkout: Path = REPO) -> dict:
     """train.py itself, in a subprocess (RANKZERO_MALLOC=`malloc`); tokens/s from trainer_state.json after warm-up."""
-    out = work / f"rankzero-{malloc.replace('/', '_')}"
+    out = work / f"rankzero-{malloc.replace('/', '_')}{'-against' if checkout != REPO else ''}"
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
+    command = [sys.executable, str(checkout / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
                "--logging_steps", str(args.warmup), "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
     env = environment_without_preload()
     faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    subprocess.run(command, check=True, capture_output=True, text=True, env={**env, "RANKZERO_MALLOC": malloc})
+    subprocess.run(command, check=True, capture_output=True, text=True, env={**env, "RANKZERO_MALLOC": malloc},
+                   cwd=checkout)
     page_faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
     after = logs[1:] or logs  # the first interval holds start-up
-    return {"system": f"rankzero train.py (RANKZERO_MALLOC={malloc})", "page_faults": page_faults,
+    where = "" if checkout == REPO else f" of {checkout}"
+    return {"system": f"rankzero train.py{where} (RANKZERO_MALLOC={malloc})", "page_faults": page_faults,
             "tokens_per_second": sum(h["tokens_per_second"] for h in after) / len(after),
             **({"mfu": after[-1]["mfu"]} if "mfu" in after[-1] else {})}
 
@@ -210,11 +216,13 @@ def main() -> None:
     machine = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU x{os.cpu_count()}",
                "seq": args.seq, "batch": args.batch, "steps": args.steps, "model_config": Path(args.model_config).name}
     mallocs = [m.strip() for m in args.mallocs.split(",") if m.strip()]
-    names = [f"rankzero[{m}]" for m in mallocs] + ["bare", "run_clm"]
+    names = [f"rankzero[{m}]" for m in mallocs] + ["bare", "run_clm"] + (["rankzero@against"] if args.against else [])
     rounds = []
     for round_index in range(args.rounds):
         results = [rankzero_run(args, work, m) for m in mallocs]
         results += [baseline_run(args, work, "bare"), baseline_run(args, work, "run_clm")]
+        if args.against:
+            results.append(rankzero_run(args, work, mallocs[0], Path(args.against).resolve()))
         for result in results:
             print(json.dumps({**machine, "round": round_index + 1, **result}), flush=True)
         rounds.append([r["tokens_per_second"] for r in results])
@@ -226,6 +234,8 @@ def main() -> None:
     summary = {"rounds": args.rounds,
                "tokens_per_second": {name: round(statistics.median(r[i] for r in rounds)) for i, name in enumerate(names)},
                "rankzero_vs_bare": median_ratio(0, bare), "rankzero_vs_run_clm": median_ratio(0, run_clm)}
+    if args.against:
+        summary["rankzero_vs_against"] = median_ratio(0, len(names) - 1)
     for i, name in enumerate(names[1:len(mallocs)], start=1):
         summary[f"{name}_vs_bare"] = median_ratio(i, bare)
         summary[f"{names[0]}_vs_{name}"] = median_ratio(0, i)

@@ -121,7 +121,7 @@ def exclusive_lock(path: Path, blocking: bool):
 
 def content_hash(handle: BinaryIO, size: int, sample_bytes: int | None = None) -> str:
     """xxh3-128 of an open file's bytes, or of its first and last `sample_bytes` when it is larger than both
-    (xxh3 hashes files 13x faster than blake2b here, at the speed files are read: bench/RESULTS.md)."""
+    (xxh3 hashes files at the speed they are read, many times blake2b's: bench/RESULTS.md)."""
     import xxhash
 
     digest = xxhash.xxh3_128()

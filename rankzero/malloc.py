@@ -2,11 +2,11 @@
 
 The Rust tokenizer makes several small heap allocations per word (normalized strings, their alignment
 tables, BPE words) and frees them at once, from every Rayon thread; glibc malloc is slow at that.
-Under tcmalloc or mimalloc the same encode takes ~27% less time and gives the same ids (bench/RESULTS.md).
-Training on the CPU is where they differ: tcmalloc keeps freed activation-sized blocks for the next
-step, while glibc, mimalloc and jemalloc hand them back to the kernel and fault them in again (a
-60-step tiny-model run, bench/train_bench.py: 0.20M page faults under tcmalloc, 0.77-0.91M glibc,
-1.17M mimalloc; 1.35x the tokens/s of glibc), so tcmalloc comes first.
+Under tcmalloc or mimalloc the same encode takes markedly less time and gives the same ids. Training on
+the CPU is where they differ: tcmalloc keeps freed activation-sized blocks for the next step, while
+glibc, mimalloc and jemalloc hand them back to the kernel and fault them in again (several times the
+page faults per run), so tcmalloc comes first. The figures, re-measured: bench/RESULTS.md ("The
+allocator") and bench/train_bench.py --mallocs.
 
 A malloc can only replace glibc's from a process's first allocation, through LD_PRELOAD, so
 `train.py` re-executes itself once with the library preloaded before it imports anything heavy —

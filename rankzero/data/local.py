@@ -77,7 +77,7 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
                        for i in range(len(plan.sources))]
             sinks = [writer.write for writer in writers]
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
-        # reference cycles; the cyclic GC's passes over them cost ~0.3 CPU-s per 50 MiB, for nothing.
+        # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:

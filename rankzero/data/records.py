@@ -251,7 +251,7 @@ def _decode_binary(record: dict, on_decode_error: str) -> bool:
 
 def _has_surrogates(segments: Segments) -> bool:
     # A str with a lone surrogate cannot be encoded as UTF-8 (nor passed to the Rust tokenizer); trying is
-    # 3x faster than a regex search and allocates one short-lived copy.
+    # faster than a regex search and allocates one short-lived copy.
     try:
         for text, _ in segments:
             text.encode("utf-8")

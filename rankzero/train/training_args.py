@@ -107,8 +107,8 @@ def apply_fast_defaults(
                 reasons["bf16"] = (f"False (capability {major}.{minor} has no native bf16: fp32; "
                                    "--fp16 for fp16 autocast with loss scaling)")
         default("optim", "adamw_torch_fused", "one fused kernel per step on CUDA")
-        # Regional compile (trainer.py): 1.46x the tokens/s of eager for the 1B config on an H100
-        # (bench/RESULTS.md). Only where Triton generates the kernels (Ampere+, triton importable), and not
+        # Regional compile (trainer.py): faster than eager for the 1B config on an H100 (bench/RESULTS.md,
+        # "GPU training"). Only where Triton generates the kernels (Ampere+, triton importable), and not
         # under FSDP or DeepSpeed, which have not been run compiled here.
         if torch.version.cuda is not None and major >= 8 and triton_available() and not training.fsdp \
                 and training.deepspeed is None:
