@@ -11,13 +11,13 @@ source's share of output tokens (rankzero/data/mixing.py).
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rankzero.config import split_weight
 from rankzero.data.walk import GLOB_CHARS, glob_files, walk_files
 from rankzero.errors import RankzeroError
 from rankzero.files import content_hash
@@ -84,29 +84,6 @@ def _looks_like_path(spec: str) -> bool:
     if spec.startswith((".", "/", "~")) or spec.lower().endswith(SUPPORTED_SUFFIXES) or not HUB_NAME.fullmatch(name):
         return True
     return "/" in name and os.path.isdir(name.split("/")[0])
-
-
-def split_weight(spec: str) -> tuple[str, float | None]:
-    """`SPEC@WEIGHT` → (SPEC, WEIGHT). An '@' followed by a path (`/data/user@host/a.jsonl`) is part of the path."""
-    head, at, tail = spec.rpartition("@")
-    if not at or "/" in tail or os.path.exists(os.path.expanduser(spec)):
-        return spec, None
-    try:
-        weight = float(tail)
-    except ValueError:
-        raise RankzeroError(f"--dataset {spec}: the weight after '@' must be a number (SPEC@0.3), got '{tail}'") from None
-    if not (math.isfinite(weight) and weight > 0):
-        raise RankzeroError(f"--dataset {spec}: the weight after '@' must be a finite number above 0, got '{tail}'")
-    return head, weight
-
-
-def check_weight(spec: str) -> str | None:
-    """What is wrong with a spec's `@WEIGHT`, or None: checked with the other arguments, before any work."""
-    try:
-        split_weight(spec)
-    except RankzeroError as error:
-        return str(error)
-    return None
 
 
 def resolve_source(spec: str) -> Source:
