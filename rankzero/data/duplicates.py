@@ -5,8 +5,8 @@
 
 Both build engines call this one implementation in source order (the local engine as chunks are
 consumed, the Ray driver over the tasks' staged hashes in task order), so both keep the same documents.
-A document is known by a 64-bit hash of its text (`stage.text_hash`); at ~10^-19 per pair, a collision
-in a billion documents has odds of ~3 in 100 million.
+A document is known by a 64-bit hash of its text (`stage.text_hash`): among a billion documents the odds
+that any two distinct ones collide are about 3 in 100 (and a collision costs one document).
 """
 
 from __future__ import annotations

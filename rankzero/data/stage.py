@@ -14,13 +14,13 @@ engine removes exact duplicates across chunks (duplicates.py, first one wins) be
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import xxhash
 
 from rankzero.config import StageConfig
 from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
@@ -48,7 +48,9 @@ def set_rust_threads(threads: int) -> None:
 
 
 def text_hash(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    """A document's identity for exact dedup: xxh3-64 of its UTF-8 bytes (a few times cheaper than blake2b
+    here, and the stage hashes every document)."""
+    return xxhash.xxh3_64_intdigest(text.encode())
 
 
 class Stage:
