@@ -88,7 +88,10 @@ def _looks_like_path(spec: str) -> bool:
 
 def resolve_source(spec: str) -> Source:
     """Resolve one spec; a path that does not exist or a glob that matches nothing is an error."""
-    location, weight = split_weight(spec)
+    try:
+        location, weight = split_weight(spec)
+    except ValueError as error:
+        raise RankzeroError(str(error)) from None
     path = Path(os.path.expanduser(location))
     if path.is_file():
         _check_suffix(path, spec)
