@@ -166,6 +166,11 @@ class ModelArguments:
     pad_to_multiple_of: int = field(
         default=8, metadata={"help": "Unpacked data: pad each batch to the longest row, rounded up to this multiple."}
     )
+    allow_data_change: bool = field(
+        default=False,
+        metadata={"help": "With --resume_from_checkpoint: continue although the checkpoint was trained on other data "
+                  "(its data fingerprint differs from this run's)."},
+    )
 
 
 @dataclass
@@ -350,6 +355,14 @@ def check_arguments(data: DataArguments, model: ModelArguments, training: Any) -
                 problems.append(f"{flag} {path}: does not exist")
         problems += _training_number_problems(training)
         problems += _position_problems(data, model)
+        from rankzero.train.output_dir import output_dir_problems
+        from rankzero.train.training_args import max_steps_problems
+
+        problems += max_steps_problems(training) + output_dir_problems(training.output_dir)
+    if training is not None:
+        from rankzero.train.checkpoints import resume_problems
+
+        problems += resume_problems(data.tokenize_only, training.resume_from_checkpoint, model.allow_data_change)
     if problems:
         raise ValueError("invalid arguments:\n  - " + "\n  - ".join(problems))
 
