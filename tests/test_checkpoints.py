@@ -20,7 +20,7 @@ import pytest
 
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import DATA_RECORD, resolve_resume, verify_checkpoint
-from trainutil import REPO, losses, quiet_env, run, train_flags, write_corpus
+from trainutil import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
 
 STEPS = 4  # checkpoints at 2 and 4
 
@@ -256,6 +256,30 @@ def test_4_a_full_disk_during_a_checkpoint_save_is_one_line_and_leaves_no_stagin
     assert "the partial checkpoint was removed" in line and "basic_ios" not in result.stderr
     left = set(listing.read_text().split())
     assert {"run_config.json", "recipe.yaml"} <= left and not left & {".checkpoint-staging", "checkpoint-2"}, left
+
+
+def test_4_a_full_disk_on_one_rank_stops_every_rank_with_the_same_message(tmp_path, corpus, tokenizer_dir):
+    """Two scheduler-style ranks: rank 0 runs out of space writing the optimizer; rank 1, whose own files
+    fit, hears it in the gather that ends the save and stops with the same line, not a gloo error."""
+    _needs_tmpfs(tmp_path)
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    out.mkdir()
+    logs.mkdir()
+    script = ('mount -t tmpfs -o size=2m tmpfs "$1" || exit 99; out=$1; logs=$2; shift 2; '
+              'RANK=0 LOCAL_RANK=0 "$@" > "$logs/rank0" 2>&1 & first=$!; '
+              'RANK=1 LOCAL_RANK=1 "$@" > "$logs/rank1" 2>&1; second=$?; wait $first; '
+              'echo $? $second > "$logs/status"; ls -A "$out" > "$logs/listing"')
+    command = [sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, tmp_path / "cache", out)]
+    subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", out, logs, *map(str, command)], timeout=300,
+                   cwd=REPO, env=quiet_env(WORLD_SIZE=2, LOCAL_WORLD_SIZE=2, MASTER_ADDR="127.0.0.1",
+                                           MASTER_PORT=free_port()))
+    printed = [(logs / f"rank{rank}").read_text() for rank in (0, 1)]
+    assert (logs / "status").read_text().split() == ["1", "1"], printed[1][-3000:]
+    lines = [[line for line in text.splitlines() if line.startswith("error:")] for text in printed]
+    assert lines[0] == lines[1] and len(lines[0]) == 1, lines
+    assert f"--output_dir {out}: no space left on the device while saving checkpoint-2" in lines[0][0]
+    assert not any("Traceback" in text for text in printed)
+    assert not set((logs / "listing").read_text().split()) & {".checkpoint-staging", "checkpoint-2"}
 
 
 def _tiny_trainer(output_dir: Path, tokenizer_dir, **extra):
