@@ -411,8 +411,9 @@ def test_4_an_output_dir_under_a_file_is_an_argument_error(tmp_path):
     from rankzero.train.output_dir import output_dir_problems
 
     (tmp_path / "file").write_text("x")
-    assert output_dir_problems(tmp_path / "file" / "run") == [
-        f"--output_dir {tmp_path / 'file' / 'run'}: {tmp_path / 'file'} is not a directory; choose another --output_dir"]
+    under_a_file = tmp_path / "file" / "run"
+    assert output_dir_problems(under_a_file) == [
+        f"--output_dir {under_a_file}: {tmp_path / 'file'} is not a directory; choose another --output_dir"]
     assert output_dir_problems(tmp_path / "a" / "b") == [] and not (tmp_path / "a").exists()  # nothing made
     if os.geteuid() != 0:  # root writes through mode bits; the tmpfs test above covers it
         locked = tmp_path / "locked"

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from rankzero.runtime import Runtime
-from rankzero.train.output_dir import LOCK_NAME, OutputDirBusy, hold_output_dir
+from rankzero.train.output_dir import LOCK_NAME, LOCK_WAIT_S, OutputDirBusy, hold_output_dir, job_identity
 from test_train_preemption import read_until, start
 from trainutil import REPO, free_port, quiet_env, train_flags, write_corpus
 
@@ -103,11 +103,13 @@ def test_1_one_lock_per_job_other_ranks_check_it(tmp_path, monkeypatch):
                                                 r".*\(torchrun run job-a, running since"):
             with hold_output_dir(out, runtime(0)):  # a second rank 0 (another job): the holder is alive
                 pass
+        assert time.monotonic() - started < LOCK_WAIT_S  # a live holder is not waited on as a dead one's children
         monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-b")
+        started = time.monotonic()
         with pytest.raises(OutputDirBusy, match="torchrun run job-a"):
             with hold_output_dir(out, runtime(1)):  # a rank of another job
                 pass
-        assert time.monotonic() - started < 5  # a live holder is reported at once, not waited out
+        assert time.monotonic() - started < LOCK_WAIT_S
     assert not (out / LOCK_NAME).exists()
     with hold_output_dir(out, runtime(1)):  # nobody holds it: rank 1 of the next job goes on
         pass
@@ -132,3 +134,22 @@ def test_1_a_lock_file_left_by_a_killed_run_is_no_lock(tmp_path, corpus, tokeniz
     assert (out / LOCK_NAME).is_file()  # a kill leaves the file, not the lock
     with hold_output_dir(out, runtime(0, 1)):
         assert json.loads((out / LOCK_NAME).read_text())["pid"] == os.getpid()
+
+
+def test_1_a_rank_checking_the_lock_for_a_moment_does_not_make_the_dir_busy(tmp_path):
+    """Rank 1's shared-lock check, while the file still holds a record from a run on another host: rank 0
+    must not take that moment for another job holding the dir."""
+    import fcntl
+    import threading
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(json.dumps({"host": "another-node", "pid": 1, "job": "Slurm job 1", "job_key": "x"}))
+    job_identity(runtime(0, 1))  # its imports first, so that rank 0 comes to the lock while it is checked
+    checking = os.open(out / LOCK_NAME, os.O_RDONLY)
+    fcntl.flock(checking, fcntl.LOCK_SH)
+    threading.Timer(0.2, os.close, [checking]).start()
+    started = time.monotonic()
+    with hold_output_dir(out, runtime(0, 1)):
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == os.getpid()
+    assert time.monotonic() - started >= 0.2  # it did meet the check

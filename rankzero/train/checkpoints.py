@@ -113,7 +113,8 @@ def _weight_problems(path: Path, names: set[str]) -> list[str]:
             if problems:
                 return problems
             weight_map = json.loads((path / index_name).read_text(encoding="utf-8"))["weight_map"]
-            shards = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
+            shards = sorted({shard for shard in weight_map.values() if isinstance(shard, str)}
+                            if isinstance(weight_map, dict) else [])
             if not shards:
                 return [f"{index_name} names no weight files"]
             for shard in shards:

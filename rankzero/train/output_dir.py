@@ -20,10 +20,12 @@ too, in seconds, instead of waiting for a rank 0 that has already given up. This
 where the output dir is shared (flock over NFS is a POSIX lock on the server); a node-local output dir
 holds only its own node's files, and only rank 0's node gets the checkpoint anyway.
 
-A killed holder's forked children (DataLoader workers, tokenizer pool) keep its lock until they notice
-and exit (PyTorch's workers check for their parent every 5 s): a lock whose holder is a dead pid on
-this host is retried for LOCK_WAIT_S before it counts as held. A filesystem without locks (Lustre
-mounted `noflock`) gets a warning, not an error.
+A dir counts as busy only when another job holds it for CONFIRM_S on end: a rank's shared-lock check
+holds the lock for microseconds, and a new holder rewrites the record a moment after it locks (the
+record read in between is the previous run's). A killed holder's forked children (DataLoader workers,
+tokenizer pool) keep its lock until they notice and exit (PyTorch's workers check for their parent
+every 5 s): a lock whose recorded holder is a dead pid on this host is waited on for LOCK_WAIT_S. A
+filesystem without locks (Lustre mounted `noflock`) gets a warning, not an error.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from rankzero.runtime import Runtime
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".rankzero-run.lock"
+CONFIRM_S = 1.0
 LOCK_WAIT_S = 10.0  # longer than PyTorch's DataLoader workers take to notice that their parent died (5 s)
 LOCK_POLL_S = 0.1
 HISTORY_DIR = "run_history"
@@ -136,7 +139,7 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
 
 
 def _acquire(path: Path) -> int | None:
-    deadline = time.monotonic() + LOCK_WAIT_S
+    busy_since = None
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
@@ -151,7 +154,8 @@ def _acquire(path: Path) -> int | None:
                 raise
             holder = _read_record(fd)
             os.close(fd)
-            if not _maybe_leftover(holder) or time.monotonic() > deadline:
+            busy_since = busy_since or time.monotonic()
+            if _busy(holder, busy_since):
                 raise OutputDirBusy(busy_message(path.parent, holder)) from None
             time.sleep(LOCK_POLL_S)
             continue
@@ -161,7 +165,7 @@ def _acquire(path: Path) -> int | None:
 
 
 def _check_not_held_elsewhere(path: Path, key: str) -> None:
-    deadline = time.monotonic() + LOCK_WAIT_S
+    busy_since = None
     while True:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -180,8 +184,8 @@ def _check_not_held_elsewhere(path: Path, key: str) -> None:
             os.close(fd)
         if holder is not None and holder.get("job_key") == key:
             return  # our own rank 0
-        # No record yet: a holder between its flock and its write (microseconds), so look again.
-        if (holder is not None and not _maybe_leftover(holder)) or time.monotonic() > deadline:
+        busy_since = busy_since or time.monotonic()
+        if _busy(holder, busy_since):
             raise OutputDirBusy(busy_message(path.parent, holder))
         time.sleep(LOCK_POLL_S)
 
@@ -192,6 +196,12 @@ def _read_record(fd: int) -> dict | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def _busy(holder: dict | None, since: float) -> bool:
+    """Whether a lock another job has held since `since` (monotonic) now counts as that job's."""
+    waited = time.monotonic() - since
+    return waited >= LOCK_WAIT_S or (waited >= CONFIRM_S and not _maybe_leftover(holder))
 
 
 def _maybe_leftover(holder: dict | None) -> bool:
