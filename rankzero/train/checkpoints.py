@@ -5,7 +5,7 @@ on, and a full disk during a save reported as one.
     resume = resolve_resume(value, output_dir, record, allow_data_change, report=runtime.is_main)
     problems = verify_checkpoint(path)                  # [] when every file of it is whole
     write_data_record(staged_checkpoint, record)        # trainer.py, into every checkpoint before it is renamed
-    with full_disk_reported(output_dir, "the final model"): trainer.save_model(...)
+    with full_disk_reported(output_dir, "the final model", removed="…"): trainer.save_model(...)
 
 **Verification is cheap**: no tensor is loaded. A checkpoint is cut short by a kill or a full disk
 mid-write (rankzero renames whole checkpoints into place, other tools and `cp` do not), so what is
@@ -51,8 +51,7 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 DATA_RECORD = "data_fingerprint.json"
-TORCH_FILES = re.compile(r"(optimizer|scheduler|scaler)\.pt|rng_state(_\d+)?\.pth|training_args\.bin|"
-                         r"pytorch_model(-\d+-of-\d+)?\.bin")
+TORCH_FILES = re.compile(r"(optimizer|scheduler|scaler)\.pt|rng_state(_\d+)?\.pth|training_args\.bin")  # not weights
 SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own cap on the JSON header
 PROBE_BYTES = 1 << 20
 NO_SPACE_TEXTS = ("No space left on device", "Disk quota exceeded")
@@ -98,7 +97,7 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
                      f"be resumed: start a new run from its weights with --pretrained_model {path})"
                      for name in ("optimizer.pt", "scheduler.pt") if name not in names]
     for name in sorted(names):
-        if TORCH_FILES.fullmatch(name) and not name.startswith("pytorch_model"):  # the weights were checked above
+        if TORCH_FILES.fullmatch(name):
             problems += _torch_problems(path / name)
     if "config.json" in names:
         problems += _json_problems(path / "config.json")
