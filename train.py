@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     from rankzero.args import parse_args
     from rankzero.logging_utils import setup_logging
     from rankzero.runtime import Runtime
+    from rankzero.train.output_dir import hold_output_dir  # stdlib only: the --tokenize_only path stays light
 
     runtime = Runtime.from_env()
     setup_logging(runtime)
@@ -32,17 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     from rankzero.data.handoff import prepare_or_wait
     from rankzero.data.plan import make_plan
 
-    started = time.perf_counter()
-    plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
-    prepared = prepare_or_wait(plan, args.cache, runtime)
-    print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
-    print(f"prepared: {prepared}", flush=True)
-    if args.tokenize_only:
-        return 0
+    # Held from before the prepare, so that a second job given this output dir stops at once.
+    with hold_output_dir(None if args.tokenize_only else args.training.output_dir, runtime):
+        started = time.perf_counter()
+        plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
+        prepared = prepare_or_wait(plan, args.cache, runtime)
+        print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
+        print(f"prepared: {prepared}", flush=True)
+        if args.tokenize_only:
+            return 0
 
-    from rankzero.train.run import train
+        from rankzero.train.run import train
 
-    train(args, runtime, prepared)
+        train(args, runtime, prepared)
     return 0
 
 

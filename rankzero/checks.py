@@ -4,8 +4,9 @@
 
 Each config checks itself when it is made (config.py); what is left is checked here, after
 TrainingArguments exist and before anything is prepared or written: the model to train, numbers
-TrainingArguments accepts but training cannot use, and --max_seq_length against the model's positions
-(read from its config JSON; no model is built).
+TrainingArguments accepts but training cannot use (--max_steps 0 among them), --max_seq_length against the
+model's positions (read from its config JSON; no model is built), a writable --output_dir, a resume that
+can happen.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from pathlib import Path
 
 from rankzero.config import Args
 from rankzero.errors import ConfigError
+from rankzero.train.checkpoints import resume_problems
+from rankzero.train.output_dir import output_dir_problems
+from rankzero.train.training_args import max_steps_problems
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +31,10 @@ def check_training_arguments(args: Args, training) -> None:
     problems = []
     if not args.model.model_config and not args.model.pretrained_model:
         problems.append("--model_config FILE.json (from scratch) or --pretrained_model DIR (continue): give one")
-    problems += training_number_problems(training)
+    problems += training_number_problems(training) + max_steps_problems(training)
     problems += position_problems(args.packing.max_seq_length, args.model)
+    problems += output_dir_problems(training.output_dir)
+    problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     if problems:
         raise ConfigError(problems)
 

@@ -219,6 +219,7 @@ class ModelConfig(_Config):
                                                                           "flex_attention"))
     mask_across_documents: bool = flag(False, "stop attention at document edges in packed rows")
     pad_to_multiple_of: int = flag(8, "unpacked rows: pad batches to a multiple of this")
+    allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
 
     def problems(self) -> list[str]:
         problems = []

@@ -8,6 +8,7 @@ group, and waiting ranks must not sit in a collective.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from dataclasses import dataclass
@@ -69,3 +70,13 @@ class Runtime:
         """DataLoader workers per rank: this node's cores shared by its ranks, one kept for the main loop."""
         per_rank = usable_cpu_count() // max(1, self.local_world_size)
         return max(0, per_rank - reserve)
+
+
+def job_key(runtime: "Runtime", scope: str) -> str:
+    """Names this job (and node, for node-scoped builds) without any communication between ranks."""
+    parts = [os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                                                    "MASTER_ADDR", "MASTER_PORT")]
+    parts += [str(runtime.world_size), scope, str(runtime.node_rank) if scope == "node" else "*"]
+    if not runtime.is_distributed:
+        parts.append(f"{runtime.hostname}:{os.getpid()}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]

@@ -161,7 +161,7 @@ import os, sys
 from pathlib import Path
 
 from rankzero.args import parse_args
-from rankzero.data.handoff import job_key
+from rankzero.runtime import job_key
 from rankzero.data.plan import make_plan
 from rankzero.errors import run_cli
 from rankzero.runtime import Runtime

@@ -287,19 +287,6 @@ def test_document_masking_picks_the_fastest_backend_available(machine, chosen, e
     assert resolve_attention("sdpa", chosen=False, mask_across_documents=False) == ("sdpa", [])
 
 
-def test_auto_resume_takes_the_newest_complete_checkpoint(tmp_path):
-    from rankzero.train.run import resolve_resume
-
-    for step in (5, 10, 15):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-    for step in (5, 10):
-        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
-    (tmp_path / ".checkpoint-staging" / "checkpoint-20").mkdir(parents=True)
-    with pytest.warns(UserWarning, match="checkpoint-15 is incomplete"):
-        assert resolve_resume("auto", str(tmp_path)) == str(tmp_path / "checkpoint-10")
-    assert resolve_resume("auto", str(tmp_path / "none")) is None
-
-
 def test_a_checkpoint_appears_under_its_name_only_when_complete(tmp_path, tokenizer_dir, monkeypatch):
     """Mid-save (optimizer written, RNG not yet) no `checkpoint-N` exists; afterwards it holds everything."""
     from datasets import Dataset

@@ -35,7 +35,6 @@ within RANKZERO_PROBE_S seconds (default 10) shares rank 0's filesystem. `--prep
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -56,7 +55,7 @@ from rankzero.data.published import (MISSING, build_id, check_free_space, check_
                                      needed_text, remove_dead_builds, space_needed, usable, verify_published)
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import current_umask, exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
-from rankzero.runtime import Runtime
+from rankzero.runtime import Runtime, job_key
 
 logger = logging.getLogger(__name__)
 
@@ -66,17 +65,6 @@ HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_STALE_S = 5.0
 STARTUP_GRACE_S = 60.0
 CLOCK_SLACK_S = 5.0
-
-
-def job_key(runtime: Runtime, scope: str) -> str:
-    """Names this job (and node, for node-scoped builds) without any communication between ranks."""
-    parts = [os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                                                    "MASTER_ADDR", "MASTER_PORT")]
-    parts += [str(runtime.world_size), scope, str(runtime.node_rank) if scope == "node" else "*"]
-    if not runtime.is_distributed:
-        parts.append(f"{runtime.hostname}:{os.getpid()}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
-
 
 
 # ---------------------------------------------------------------------------------------------

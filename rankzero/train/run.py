@@ -11,7 +11,9 @@ and `data_manifest.json` (the prepared data's manifest).
 
 SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
-run is not finished. `--resume_from_checkpoint auto` continues from the newest complete checkpoint.
+run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
+checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
+an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import gc
 import json
 import logging
 import os
-import re
 import shutil
 import warnings
 from pathlib import Path
@@ -33,13 +34,13 @@ from rankzero.config import CONFIGS, Args
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
-CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
 def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
+    from rankzero.train.checkpoints import data_record, resolve_resume
     from rankzero.train.collator import BlockCollator
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
@@ -54,6 +55,10 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
     dataset = load_prepared(prepared_dir, args.stage.mode)
+    data = data_record(prepared_dir)
+    # Before the model is built: a damaged checkpoint or other data stops the run at once.
+    resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
+                            args.model.allow_data_change, report=runtime.is_main)
 
     documents = args.model.mask_across_documents and args.packing.packing
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
@@ -66,7 +71,6 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     for note in notes:
         warnings.warn(note, stacklevel=1)
-    resume = resolve_resume(training.resume_from_checkpoint, training.output_dir)
 
     collator = BlockCollator(
         pad_token_id=pad_id(tokenizer),
@@ -85,6 +89,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         processing_class=tokenizer,
         meter=meter,
         preemption=preemption,
+        data_record=data,
     )
     output_dir = Path(training.output_dir)
     if trainer.is_world_process_zero():
@@ -112,9 +117,13 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
+    from rankzero.train.checkpoints import full_disk_reported
+
     model.config.use_cache = True  # off while training (see model.py); generation wants it
-    trainer.save_model(str(output_dir))
-    trainer.save_state()
+    with full_disk_reported(output_dir, "the final model", "its files there are incomplete; the newest checkpoint "
+                            "is whole, and --resume_from_checkpoint auto saves the model again from it"):
+        trainer.save_model(str(output_dir))
+        trainer.save_state()
     if trainer.is_world_process_zero():
         manifest = prepared_dir / "manifest.json"
         if manifest.is_file():
@@ -164,44 +173,6 @@ def pad_id(tokenizer) -> int:
     return 0  # padding carries label -100 and attention mask 0: the id never matters
 
 
-def newest_checkpoint(output_dir: str) -> str | None:
-    """The newest complete `checkpoint-N` in output_dir.
-
-    rankzero renames a checkpoint into place only once every rank has written it (trainer.py), so its
-    `checkpoint-N` dirs are complete. One without trainer_state.json (the Trainer writes it last) was
-    left by another tool killed mid-save: it is skipped, with a warning.
-    """
-    if not os.path.isdir(output_dir):
-        return None
-    steps = sorted((int(m.group(1)), m.group(0)) for m in map(CHECKPOINT.fullmatch, os.listdir(output_dir)) if m)
-    for _, name in reversed(steps):
-        path = os.path.join(output_dir, name)
-        if os.path.isfile(os.path.join(path, "trainer_state.json")):
-            return path
-        warnings.warn(f"{path} is incomplete (no trainer_state.json): skipped", stacklevel=2)
-    return None
-
-
-def resolve_resume(value: str | None, output_dir: str) -> str | None:
-    """--resume_from_checkpoint DIR, or `auto`: the newest complete checkpoint in output_dir (none: start fresh)."""
-    if value is None or value == "":
-        if newest_checkpoint(output_dir):
-            warnings.warn(
-                f"--output_dir {output_dir} already holds checkpoints: this run starts from scratch and will "
-                "overwrite them; pass --resume_from_checkpoint auto to continue instead",
-                stacklevel=2,
-            )
-        return None
-    if value == "auto":
-        last = newest_checkpoint(output_dir)
-        if last is None:
-            logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch", output_dir)
-        return last
-    if not os.path.isdir(value):
-        raise ValueError(f"--resume_from_checkpoint {value}: no such directory (give a checkpoint-N dir or 'auto')")
-    return value
-
-
 def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
     """How this run computes, as accelerate set it up: attention backend and its cost, data parallelism, compile."""
     from accelerate.utils import DistributedType
@@ -247,13 +218,17 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
 
 
 def write_run_files(output_dir: Path, config: dict, args: Args, training) -> None:
+    from rankzero.train.output_dir import keep_earlier_run_files
+
     output_dir.mkdir(parents=True, exist_ok=True)
+    keep_earlier_run_files(output_dir)  # the earlier run's record of its data and settings, into run_history/
     (output_dir / "run_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False, default=str) + "\n")
     # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
     values = {**{k: v for group in CONFIGS for k, v in dataclasses.asdict(getattr(args, group)).items()},
               "seed": args.seed, **training.to_dict()}
+    once = ("resume_from_checkpoint", "allow_data_change")  # decisions for this start only, never replayed
     recipe = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
-              for name in sorted(args.given) if name in values and name != "resume_from_checkpoint"}
+              for name in sorted(args.given) if name in values and name not in once}
     if recipe.get("report_to") == []:
         recipe["report_to"] = "none"  # an empty list would become a bare flag
     recipe = {name: value for name, value in recipe.items() if value != []}

@@ -10,7 +10,9 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   `on_log` runs after the history is written and cannot add to it);
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
   dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
-  and `--resume_from_checkpoint auto` never picks one a kill cut short;
+  and `--resume_from_checkpoint auto` never picks one a kill cut short; each one also records the data
+  it was trained on (checkpoints.py), and a save that fails on any rank (a full disk: said so, with
+  the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
   each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
   stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
@@ -30,6 +32,9 @@ import shutil
 from transformers import PrinterCallback, ProgressCallback, Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from rankzero.errors import RankzeroError
+from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
+                                        write_data_record)
 from rankzero.train.preemption import PreemptionCallback
 from rankzero.train.throughput import ThroughputCallback
 
@@ -42,8 +47,10 @@ class QuietProgressCallback(ProgressCallback):
 
 
 class RankzeroTrainer(Trainer):
-    def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None, **kwargs):
+    def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None,
+                 data_record: dict | None = None, **kwargs):
         self._staging = False
+        self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
         super().__init__(*args, **kwargs)
         self.meter = meter
         # Order matters: callbacks run in the order added, and the meter must see a save the preemption
@@ -85,13 +92,23 @@ class RankzeroTrainer(Trainer):
         staged, final = os.path.join(run_dir, STAGING_DIR, name), os.path.join(run_dir, name)
         if self.args.should_save:
             shutil.rmtree(staged, ignore_errors=True)  # left by a save that was killed
+        free = free_bytes(run_dir)
         self.accelerator.wait_for_everyone()
         self._staging = True
+        error = None
         try:
             super()._save_checkpoint(model, trial)  # every rank writes its part (RNG state, shards) into `staged`
+            if self.args.should_save and self.data_record is not None:
+                write_data_record(staged, self.data_record)
+        except Exception as caught:  # told to every rank below, so that none waits for it in a barrier
+            error = caught
         finally:
             self._staging = False
-        self.accelerator.wait_for_everyone()
+        failures = failures_on_every_rank(error, run_dir)  # also the barrier: every rank has written its part
+        if failures:
+            if self.args.should_save:
+                shutil.rmtree(os.path.join(run_dir, STAGING_DIR), ignore_errors=True)
+            raise self._save_error(failures, error, run_dir, name, free)
         if self.args.should_save:
             if os.path.isdir(final):  # the same step saved again (a restart from scratch over an old run)
                 shutil.rmtree(final)
@@ -102,3 +119,13 @@ class RankzeroTrainer(Trainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
         self.accelerator.wait_for_everyone()
+
+    def _save_error(self, failures, error, run_dir: str, name: str, free: int | None) -> BaseException:
+        if any(full for _, full, _ in failures):
+            return RankzeroError(no_space_message(run_dir, name, free, checkpoint_size_text(run_dir, self.model),
+                                                  "the partial checkpoint was removed"))
+        if error is not None:
+            return error
+        rank, _, what = failures[0]
+        return RankzeroError(f"rank {rank} failed while saving {name} in {run_dir} ({what}); the partial checkpoint "
+                             "was removed")

@@ -145,3 +145,12 @@ def apply_fast_defaults(
     if changes:
         training = dataclasses.replace(training, **changes)
     return training, reasons, warnings
+
+
+def max_steps_problems(training) -> list[str]:
+    """--max_steps 0 is accepted by TrainingArguments and trains a step; a negative count other than -1 (the
+    default: train by epochs) is a typo too."""
+    if training.max_steps == 0 or training.max_steps < -1:
+        return [f"--max_steps {training.max_steps}: must be at least 1 (or leave it out to train for "
+                "--num_train_epochs)"]
+    return []

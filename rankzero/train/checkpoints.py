@@ -1,0 +1,385 @@
+"""Checkpoints a resume can trust: each one verified before it is chosen, tied to the data it was trained
+on, and a full disk during a save reported as one.
+
+    record = data_record(prepared_dir)                  # this run's data: fingerprint, dir, sources
+    resume = resolve_resume(value, output_dir, record, allow_data_change, report=runtime.is_main)
+    problems = verify_checkpoint(path)                  # [] when every file of it is whole
+    write_data_record(staged_checkpoint, record)        # trainer.py, into every checkpoint before it is renamed
+    with full_disk_reported(output_dir, "the final model", removed="…"): trainer.save_model(...)
+
+**Verification is cheap**: no tensor is loaded. A checkpoint is cut short by a kill or a full disk
+mid-write (rankzero renames whole checkpoints into place, other tools and `cp` do not), so what is
+checked is what truncation breaks: a safetensors file's size against the end of the last tensor its
+header names; a torch file (optimizer, scheduler, RNG states, training_args.bin) is a zip archive whose
+central directory sits at its very end, so reading that directory (a few KB, one entry per tensor)
+finds any cut, and each member must lie inside the file; JSON files must parse. A sharded model's
+index must name shards that exist and pass the same check. `--resume_from_checkpoint auto` takes the
+newest checkpoint that passes and warns naming each one it skipped and why; a damaged checkpoint given
+by name is an error naming the file. What is not checked: bytes changed in place inside a tensor
+(that needs a checksum of everything; no tool writes one), and DeepSpeed/FSDP checkpoint folders
+(their own formats).
+
+**The data a checkpoint was trained on** is recorded in it (`data_fingerprint.json`: the prepared
+dir's fingerprint, path, sources and fingerprint inputs). On resume it is compared with this run's
+data: the Trainer finds its place by skipping as many batches as the old run consumed, which on other
+data is no place at all. A mismatch stops with both fingerprints and what differs, unless
+`--allow_data_change`.
+
+**A full disk**: torch.save reports it as "basic_ios::clear: iostream error" with no errno, so after
+a failed save a 1 MiB probe write in the same dir (random bytes: a compressing filesystem stores
+zeros for free) tells ENOSPC/EDQUOT apart from every other failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import struct
+import tempfile
+import warnings
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from rankzero.files import out_of_space, read_json, size_text
+from rankzero.errors import RankzeroError
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+DATA_RECORD = "data_fingerprint.json"
+TORCH_FILES = re.compile(r"(optimizer|scheduler|scaler)\.pt|rng_state(_\d+)?\.pth|training_args\.bin")  # not weights
+SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own cap on the JSON header
+PROBE_BYTES = 1 << 20
+NO_SPACE_TEXTS = ("No space left on device", "Disk quota exceeded")
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument time
+
+
+def resume_problems(tokenize_only: bool, resume: str | None, allow_data_change: bool) -> list[str]:
+    problems = []
+    if tokenize_only and resume:
+        problems.append(f"--resume_from_checkpoint {resume}: --tokenize_only prepares the data and exits, nothing "
+                        "is resumed; drop one of the two")
+    if allow_data_change and not resume:
+        problems.append("--allow_data_change: only used with --resume_from_checkpoint")
+    if resume and resume != "auto" and not tokenize_only and not os.path.isdir(resume):
+        problems.append(f"--resume_from_checkpoint {resume}: no such directory (give a checkpoint-N dir, or 'auto' "
+                        "for the newest intact one in --output_dir)")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Verifying one checkpoint
+
+
+def verify_checkpoint(path: str | os.PathLike) -> list[str]:
+    """What is wrong with the checkpoint dir at `path`, one line per file ([] when nothing is)."""
+    path = Path(path)
+    if not path.is_dir():
+        return [f"{path} is not a directory"]
+    names = set(os.listdir(path))
+    problems = []
+    if "trainer_state.json" not in names:
+        problems.append("trainer_state.json is missing (the Trainer writes it last: the save did not finish)")
+    else:
+        problems += _json_problems(path / "trainer_state.json", key="global_step")
+    own_format = any(name.startswith(("pytorch_model_fsdp", "optimizer_", "global_step")) and (path / name).is_dir()
+                     for name in names)  # FSDP or DeepSpeed: their weights and optimizer live in sub-folders
+    if not own_format:
+        problems += _weight_problems(path, names)
+        problems += [f"{name} is missing (not a checkpoint-N dir, or one saved with --save_only_model, which cannot "
+                     f"be resumed: start a new run from its weights with --pretrained_model {path})"
+                     for name in ("optimizer.pt", "scheduler.pt") if name not in names]
+    for name in sorted(names):
+        if TORCH_FILES.fullmatch(name):
+            problems += _torch_problems(path / name)
+    if "config.json" in names:
+        problems += _json_problems(path / "config.json")
+    return problems
+
+
+def _weight_problems(path: Path, names: set[str]) -> list[str]:
+    for index_name, check in (("model.safetensors.index.json", _safetensors_problems),
+                              ("pytorch_model.bin.index.json", _torch_problems)):
+        if index_name in names:
+            problems = _json_problems(path / index_name, key="weight_map")
+            if problems:
+                return problems
+            weight_map = json.loads((path / index_name).read_text(encoding="utf-8"))["weight_map"]
+            shards = sorted({shard for shard in weight_map.values() if isinstance(shard, str)}
+                            if isinstance(weight_map, dict) else [])
+            if not shards:
+                return [f"{index_name} names no weight files"]
+            for shard in shards:
+                if os.sep in shard or not (path / shard).is_file():
+                    problems.append(f"{shard} is missing (named by {index_name})")
+                else:
+                    problems += check(path / shard)
+            return problems
+    for name, check in (("model.safetensors", _safetensors_problems), ("pytorch_model.bin", _torch_problems),
+                        ("adapter_model.safetensors", _safetensors_problems), ("adapter_model.bin", _torch_problems)):
+        if name in names:
+            return check(path / name)
+    return ["no model weights (model.safetensors, a sharded index, pytorch_model.bin)"]
+
+
+def _safetensors_problems(path: Path) -> list[str]:
+    """Header parses, and the file ends exactly where its last tensor does."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                return [f"{path.name} is {size} bytes: cut short (not even a safetensors header)"]
+            (length,) = struct.unpack("<Q", prefix)
+            if length > min(SAFETENSORS_HEADER_LIMIT, size - 8):
+                return [f"{path.name}: its header claims {length:,} bytes of a {size:,}-byte file: cut short or "
+                        "not a safetensors file"]
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        return [f"{path.name}: unreadable safetensors header ({error})"]
+    if not isinstance(header, dict):
+        return [f"{path.name}: its safetensors header is not a table of tensors"]
+    ends = [entry["data_offsets"][1] for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict) and isinstance(entry.get("data_offsets"), list)
+            and len(entry["data_offsets"]) == 2 and isinstance(entry["data_offsets"][1], int)]
+    expected = 8 + length + max(ends, default=0)
+    if size != expected:
+        return [f"{path.name} is {size:,} bytes, its header describes {expected:,} ("
+                f"{'cut short' if size < expected else 'bytes after the last tensor'})"]
+    return []
+
+
+def _torch_problems(path: Path) -> list[str]:
+    """A torch.save zip: its central directory (at the very end) reads, and every member lies inside the file."""
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except zipfile.BadZipFile:
+        return [f"{path.name} ({size:,} bytes) is cut short: no zip directory at its end (or torch's legacy "
+                "non-zip format, which rankzero does not write)"]
+    except OSError as error:
+        return [f"{path.name} cannot be read ({error.strerror})"]
+    if not any(member.filename.endswith("data.pkl") for member in members):
+        return [f"{path.name} is a zip archive but not a torch.save file (no data.pkl)"]
+    for member in members:  # the directory follows the data: every member must end before the file does
+        if member.header_offset + member.compress_size > size:
+            return [f"{path.name}: {member.filename} runs past the end of the file (cut short)"]
+    return []
+
+
+def _json_problems(path: Path, key: str | None = None) -> list[str]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        return [f"{path.name} does not parse ({error}): cut short or overwritten"]
+    if key is not None and (not isinstance(value, dict) or key not in value):
+        return [f"{path.name} has no {key!r}"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the checkpoint to resume from
+
+
+def checkpoints_in(output_dir: str | os.PathLike) -> list[Path]:
+    """`checkpoint-N` dirs in output_dir, newest (largest N) first."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = [(int(m.group(1)), m.group(0)) for m in map(CHECKPOINT.fullmatch, os.listdir(output_dir)) if m]
+    return [Path(output_dir) / name for _, name in sorted(found, reverse=True)
+            if (Path(output_dir) / name).is_dir()]
+
+
+def newest_intact_checkpoint(output_dir: str | os.PathLike) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
+    """(the newest checkpoint that passes verification, [(each newer one skipped, its problems)])."""
+    skipped = []
+    for path in checkpoints_in(output_dir):
+        problems = verify_checkpoint(path)
+        if not problems:
+            return path, skipped
+        skipped.append((path, problems))
+    return None, skipped
+
+
+def resolve_resume(value: str | None, output_dir: str, data: dict | None = None, allow_data_change: bool = False,
+                   report: bool = True) -> str | None:
+    """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint in output_dir (none: start fresh).
+
+    Every rank calls it and reads the same files, so all of them choose alike; `report` (rank 0) says why."""
+    if value is None or value == "":
+        if report and checkpoints_in(output_dir):
+            warnings.warn(f"--output_dir {output_dir} already holds checkpoints: this run starts from scratch and "
+                          "will overwrite them; pass --resume_from_checkpoint auto to continue instead", stacklevel=2)
+        return None
+    if value == "auto":
+        chosen, skipped = newest_intact_checkpoint(output_dir)
+        if chosen is None and skipped:
+            raise RankzeroError(f"--resume_from_checkpoint auto: every checkpoint in {output_dir} is damaged:\n"
+                                + _describe_skipped(skipped) + "\nremove them to start from scratch, or repair one")
+        if chosen is None:
+            if report:
+                logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch",
+                               output_dir)
+            return None
+        if skipped and report:
+            warnings.warn(f"--resume_from_checkpoint auto: resuming from {chosen.name}, skipping newer damaged "
+                          f"checkpoints (left in place; a save at the same step replaces them):\n"
+                          + _describe_skipped(skipped), stacklevel=2)
+    else:
+        chosen = Path(value)
+        if not chosen.is_dir():
+            raise RankzeroError(f"--resume_from_checkpoint {value}: no such directory (give a checkpoint-N dir or "
+                                "'auto')")
+        problems = verify_checkpoint(chosen)
+        if problems:
+            raise RankzeroError(f"--resume_from_checkpoint {value} is damaged: {'; '.join(problems)}. Give another "
+                                "checkpoint, or 'auto' for the newest intact one in --output_dir")
+    if data is not None:
+        check_data(chosen, data, allow_data_change, report)
+    return str(chosen)
+
+
+def _describe_skipped(skipped: list[tuple[Path, list[str]]]) -> str:
+    return "\n".join(f"  {path}: {'; '.join(problems)}" for path, problems in skipped)
+
+
+# ---------------------------------------------------------------------------------------------
+# The data a checkpoint was trained on
+
+
+def data_record(prepared_dir: str | os.PathLike) -> dict:
+    """What identifies this run's prepared data, from its manifest."""
+    prepared_dir = Path(prepared_dir)
+    manifest = read_json(prepared_dir / "manifest.json") or {}
+    return {
+        "fingerprint": manifest.get("fingerprint", prepared_dir.name),
+        "prepared_dir": str(prepared_dir),
+        "sources": [source.get("spec") for source in manifest.get("sources", []) if isinstance(source, dict)],
+        "sequences": manifest.get("sequences"),
+        "tokens": manifest.get("tokens"),
+        "fingerprint_inputs": manifest.get("fingerprint_inputs"),
+    }
+
+
+def write_data_record(checkpoint_dir: str | os.PathLike, record: dict) -> None:
+    Path(checkpoint_dir, DATA_RECORD).write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def check_data(checkpoint: Path, data: dict, allow_data_change: bool, report: bool) -> None:
+    saved = read_json(checkpoint / DATA_RECORD)
+    if saved is None:
+        if report:
+            warnings.warn(f"{checkpoint} records no data fingerprint (saved by an older rankzero or another tool): "
+                          "cannot check that this run's data is the data it was trained on", stacklevel=3)
+        return
+    if saved.get("fingerprint") == data["fingerprint"]:
+        return
+    message = (f"{checkpoint} was trained on other data: data fingerprint {saved.get('fingerprint')} "
+               f"({_describe_data(saved)}); this run's is {data['fingerprint']} ({_describe_data(data)})"
+               f"{_differences(saved, data)}. The Trainer resumes by skipping the batches the earlier run consumed, "
+               "which on other data is no position at all")
+    if not allow_data_change:
+        raise RankzeroError(f"{message}. Give the same data (same sources, tokenizer, --max_seq_length, --seed, ...), "
+                            "or pass --allow_data_change to continue on this data (add --ignore_data_skip to start it "
+                            "from its first batch)")
+    if report:
+        warnings.warn(f"{message}; continuing, as --allow_data_change asks", stacklevel=3)
+
+
+def _describe_data(record: dict) -> str:
+    sources = ", ".join(str(source) for source in record.get("sources") or []) or "sources not recorded"
+    return f"{record.get('prepared_dir')}, from {sources}"
+
+
+def _differences(saved: dict, data: dict) -> str:
+    before, now = saved.get("fingerprint_inputs"), data.get("fingerprint_inputs")
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        return ""
+    keys = sorted(key for key in before.keys() | now.keys() if before.get(key) != now.get(key))
+    return f"; they differ in {', '.join(keys)}" if keys else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk
+
+
+def free_bytes(directory: str | os.PathLike) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def no_space_left(error: BaseException, directory: str | os.PathLike) -> bool:
+    """Whether `error`, raised while writing into `directory`, came from a full disk or quota."""
+    seen = error
+    while seen is not None:  # safetensors raises its own type, with the OS error only in the text
+        if any(text in str(seen) for text in NO_SPACE_TEXTS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return out_of_space(error) or disk_full(directory)  # torch.save: RuntimeError('... iostream error'), no errno
+
+
+def disk_full(directory: str | os.PathLike) -> bool:
+    """Whether a 1 MiB write into `directory` fails for want of space or quota."""
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".space-probe-") as handle:
+            handle.write(os.urandom(PROBE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as probe:
+        return out_of_space(probe)
+    return False
+
+
+def no_space_message(directory, what: str, free_at_start: int | None, needed: str, removed: str) -> str:
+    return (f"--output_dir {directory}: no space left on the device while saving {what} ({size_text(free_at_start)} "
+            f"were free when the save started; {needed}); {removed}: free space there (older checkpoints, "
+            "--save_total_limit), or pass another --output_dir")
+
+
+def checkpoint_size_text(output_dir: str | os.PathLike, model=None) -> str:
+    """What a checkpoint takes: the newest complete one's size, else an estimate from the model."""
+    for path in checkpoints_in(output_dir):
+        size = sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+        return f"{path.name} takes {size_text(size)}"
+    if model is not None:
+        weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+        return f"a checkpoint takes about {size_text(3 * weights)} (the weights and AdamW's two moments)"
+    return "the checkpoint's size is not known"
+
+
+@contextmanager
+def full_disk_reported(directory: str | os.PathLike, what: str, removed: str):
+    """Turn a full disk while saving `what` into one message naming the dir and the free space."""
+    free = free_bytes(directory)
+    try:
+        yield
+    except Exception as error:
+        if no_space_left(error, directory):
+            raise RankzeroError(no_space_message(directory, what, free, checkpoint_size_text(directory),
+                                                 removed)) from None
+        raise
+
+
+def failures_on_every_rank(error: BaseException | None, directory: str | os.PathLike) -> list[tuple[int, bool, str]]:
+    """[(rank, out of space?, what happened)] for every rank whose save raised, known to all ranks alike.
+
+    Gathered in one collective that also stands for the barrier after a save: a rank that failed and
+    raised at once would leave the others waiting in that barrier for it."""
+    import torch.distributed as distributed
+
+    mine = None if error is None else (no_space_left(error, directory), f"{type(error).__name__}: {error}")
+    if not (distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1):
+        return [] if mine is None else [(0, *mine)]
+    gathered: list = [None] * distributed.get_world_size()
+    distributed.all_gather_object(gathered, mine)
+    return [(rank, *failure) for rank, failure in enumerate(gathered) if failure is not None]
