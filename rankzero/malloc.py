@@ -5,8 +5,8 @@ tables, BPE words) and frees them at once, from every Rayon thread; glibc malloc
 Under tcmalloc or mimalloc the same encode takes markedly less time and gives the same ids. Training on
 the CPU is where they differ: tcmalloc keeps freed activation-sized blocks for the next step, while
 glibc, mimalloc and jemalloc hand them back to the kernel and fault them in again (several times the
-page faults per run), so tcmalloc comes first. The figures, re-measured: bench/RESULTS.md ("The
-allocator") and bench/train_bench.py --mallocs.
+page faults per run), so tcmalloc comes first. The figures, re-measured: bench/RESULTS.md (issue 2 and
+issue 10) and bench/train_bench.py --mallocs.
 
 A malloc can only replace glibc's from a process's first allocation, through LD_PRELOAD, so
 `train.py` re-executes itself once with the library preloaded before it imports anything heavy —
