@@ -1,7 +1,10 @@
-"""Shared fixtures: a tiny tokenizer trained on a few KB of Korean/English text written here.
+"""Shared fixtures: a tiny tokenizer trained on a few KB of Korean/English text written here, and corpora.
 
-`tokenizer_dir` is session-scoped (training takes well under a second) and read-only by
-convention: tests that need to change a tokenizer copy it first.
+    tokenizer_dir   session-scoped (training takes well under a second); read-only by convention: tests
+                    that change a tokenizer copy it first
+    corpus          400 distinct Korean documents in this test's tmp_path (the test may change it)
+    large_corpus    1,500 of them, session-scoped and read-only: a build long enough to signal or kill
+    train_corpus    the sample texts six times over, session-scoped and read-only: what training tests use
 """
 
 from __future__ import annotations
@@ -55,3 +58,25 @@ def tokenizer_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer(SAMPLE_TEXTS, TOKENIZER_VOCAB_SIZE, path)
     return path
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    from helpers import korean_documents, write_jsonl
+
+    return write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(400)])
+
+
+@pytest.fixture(scope="session")
+def large_corpus(tmp_path_factory):
+    from helpers import korean_documents, write_jsonl
+
+    return write_jsonl(tmp_path_factory.mktemp("large_corpus") / "ko.jsonl",
+                       [{"text": t} for t in korean_documents(1500)])
+
+
+@pytest.fixture(scope="session")
+def train_corpus(tmp_path_factory):
+    from helpers import write_corpus
+
+    return write_corpus(tmp_path_factory.mktemp("train_corpus") / "docs.jsonl")

@@ -26,20 +26,15 @@ STEPS = 4  # checkpoints at 2 and 4
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, corpus, tokenizer_dir):
+def trained(tmp_path_factory, train_corpus, tokenizer_dir):
     """A finished run dir holding checkpoint-2 and checkpoint-4, and its cache dir; copy before changing."""
     base = tmp_path_factory.mktemp("trained")
-    run([sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, base / "cache", base / "run")])
+    run([sys.executable, REPO / "train.py", *flags(train_corpus, tokenizer_dir, base / "cache", base / "run")])
     return base
 
 
-def flags(corpus, tokenizer_dir, cache, out, **extra):
-    return train_flags(corpus, tokenizer_dir, cache, out, **{"max_steps": STEPS, "save_strategy": "steps",
+def flags(train_corpus, tokenizer_dir, cache, out, **extra):
+    return train_flags(train_corpus, tokenizer_dir, cache, out, **{"max_steps": STEPS, "save_strategy": "steps",
                                                              "save_steps": 2, "logging_steps": 1, **extra})
 
 
@@ -154,9 +149,9 @@ def test_a_damaged_checkpoint_given_by_name_is_an_error_naming_the_file(run_dir)
         resolve_resume(str(run_dir), str(run_dir))  # the run dir given for one of its checkpoints
 
 
-def test_through_train_py_auto_resumes_past_a_cut_checkpoint(run_dir, trained, corpus, tokenizer_dir):
+def test_through_train_py_auto_resumes_past_a_cut_checkpoint(run_dir, trained, train_corpus, tokenizer_dir):
     cut(run_dir / "checkpoint-4" / "optimizer.pt")
-    result = run([sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, trained / "cache", run_dir,
+    result = run([sys.executable, REPO / "train.py", *flags(train_corpus, tokenizer_dir, trained / "cache", run_dir,
                                                             max_steps=6, resume_from_checkpoint="auto")])
     assert "step 3/6" in result.stdout and "step 2/6" not in result.stdout  # resumed from checkpoint-2
     assert f"{run_dir / 'checkpoint-4'}: optimizer.pt (" in result.stderr
@@ -164,7 +159,7 @@ def test_through_train_py_auto_resumes_past_a_cut_checkpoint(run_dir, trained, c
     assert set(losses(run_dir)) >= {3, 4, 5, 6}
 
     cut(run_dir / "checkpoint-6" / "rng_state.pth")
-    damaged = train_py(*flags(corpus, tokenizer_dir, trained / "cache", run_dir, max_steps=8,
+    damaged = train_py(*flags(train_corpus, tokenizer_dir, trained / "cache", run_dir, max_steps=8,
                               resume_from_checkpoint=run_dir / "checkpoint-6"))
     [line] = error_lines(damaged)
     assert "checkpoint-6 is damaged: rng_state.pth (" in line and "resolved configuration" not in damaged.stdout
@@ -173,10 +168,10 @@ def test_through_train_py_auto_resumes_past_a_cut_checkpoint(run_dir, trained, c
 # ------------------------------------------------------------------ the data a checkpoint was trained on
 
 
-def test_resume_on_changed_data_stops_with_both_fingerprints_unless_allowed(run_dir, trained, corpus,
+def test_resume_on_changed_data_stops_with_both_fingerprints_unless_allowed(run_dir, trained, train_corpus,
                                                                               tokenizer_dir, tmp_path):
     before = json.loads((run_dir / "checkpoint-4" / DATA_RECORD).read_text())
-    assert before["fingerprint"] == Path(before["prepared_dir"]).name and before["sources"] == [str(corpus)]
+    assert before["fingerprint"] == Path(before["prepared_dir"]).name and before["sources"] == [str(train_corpus)]
     more = write_corpus(tmp_path / "more.jsonl", copies=7)  # another file: other data
     changed = flags(more, tokenizer_dir, trained / "cache", run_dir, max_steps=6, resume_from_checkpoint="auto")
     result = train_py(*changed)
@@ -185,7 +180,7 @@ def test_resume_on_changed_data_stops_with_both_fingerprints_unless_allowed(run_
     after = Path(prepared).name
     assert after != before["fingerprint"]
     assert f"was trained on other data: data fingerprint {before['fingerprint']} ({before['prepared_dir']}, from " \
-           f"{corpus}); this run's is {after} ({prepared}, from {more}); they differ in sources" in line
+           f"{train_corpus}); this run's is {after} ({prepared}, from {more}); they differ in sources" in line
     assert "--allow_data_change" in line and "resolved configuration" not in result.stdout
 
     allowed = run([sys.executable, REPO / "train.py", *changed, "--allow_data_change", "true"])
@@ -194,7 +189,7 @@ def test_resume_on_changed_data_stops_with_both_fingerprints_unless_allowed(run_
     assert json.loads((run_dir / "checkpoint-4" / DATA_RECORD).read_text())["fingerprint"] == before["fingerprint"]
     # The earlier run's record of its data is kept, not overwritten; the new one is not replayed by a resume.
     [earlier] = (run_dir / "run_history").glob("*-run_config.json")
-    assert json.loads(earlier.read_text())["sources"]["dataset"] == [str(corpus)]
+    assert json.loads(earlier.read_text())["sources"]["dataset"] == [str(train_corpus)]
     assert json.loads((run_dir / "run_config.json").read_text())["sources"]["dataset"] == [str(more)]
     assert "allow_data_change" not in (run_dir / "recipe.yaml").read_text()
 
@@ -242,13 +237,13 @@ def _needs_tmpfs(tmp_path: Path) -> None:
         pytest.skip("needs a private mount namespace (unshare -rm) for a small tmpfs")
 
 
-def test_a_full_disk_during_a_checkpoint_save_is_one_line_and_leaves_no_staging(tmp_path, corpus, tokenizer_dir):
+def test_a_full_disk_during_a_checkpoint_save_is_one_line_and_leaves_no_staging(tmp_path, train_corpus, tokenizer_dir):
     _needs_tmpfs(tmp_path)
     out, listing = tmp_path / "out", tmp_path / "listing"
     out.mkdir()
     # 2 MB: the run files and the model's 0.9 MB fit, the optimizer's 1.9 MB does not. torch.save says
     # only "iostream error" there; the probe write after it finds the full disk.
-    command = [sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, tmp_path / "cache", out)]
+    command = [sys.executable, REPO / "train.py", *flags(train_corpus, tokenizer_dir, tmp_path / "cache", out)]
     result = subprocess.run(_in_tmpfs("size=2m", out, listing, command), capture_output=True, text=True,
                             timeout=300, cwd=REPO, env=quiet_env())
     [line] = error_lines(result)
@@ -259,7 +254,7 @@ def test_a_full_disk_during_a_checkpoint_save_is_one_line_and_leaves_no_staging(
     assert {"run_config.json", "recipe.yaml"} <= left and not left & {".checkpoint-staging", "checkpoint-2"}, left
 
 
-def test_a_full_disk_on_one_rank_stops_every_rank_with_the_same_message(tmp_path, corpus, tokenizer_dir):
+def test_a_full_disk_on_one_rank_stops_every_rank_with_the_same_message(tmp_path, train_corpus, tokenizer_dir):
     """Two scheduler-style ranks: rank 0 runs out of space writing the optimizer; rank 1, whose own files
     fit, hears it in the gather that ends the save and stops with the same line, not a gloo error."""
     _needs_tmpfs(tmp_path)
@@ -270,7 +265,7 @@ def test_a_full_disk_on_one_rank_stops_every_rank_with_the_same_message(tmp_path
               'RANK=0 LOCAL_RANK=0 "$@" > "$logs/rank0" 2>&1 & first=$!; '
               'RANK=1 LOCAL_RANK=1 "$@" > "$logs/rank1" 2>&1; second=$?; wait $first; '
               'echo $? $second > "$logs/status"; ls -A "$out" > "$logs/listing"')
-    command = [sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, tmp_path / "cache", out)]
+    command = [sys.executable, REPO / "train.py", *flags(train_corpus, tokenizer_dir, tmp_path / "cache", out)]
     subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", out, logs, *map(str, command)], timeout=300,
                    cwd=REPO, env=quiet_env(WORLD_SIZE=2, LOCAL_WORLD_SIZE=2, MASTER_ADDR="127.0.0.1",
                                            MASTER_PORT=free_port()))
@@ -385,12 +380,12 @@ def test_a_full_disk_saving_the_final_model(tmp_path):
 # ------------------------------------------------------------------ a read-only output dir
 
 
-def test_a_read_only_output_dir_stops_before_the_prepare(tmp_path, corpus, tokenizer_dir):
+def test_a_read_only_output_dir_stops_before_the_prepare(tmp_path, train_corpus, tokenizer_dir):
     _needs_tmpfs(tmp_path)
     out, cache = tmp_path / "out", tmp_path / "cache"
     out.mkdir()
     cache.mkdir()
-    command = [sys.executable, REPO / "train.py", *flags(corpus, tokenizer_dir, cache, out)]
+    command = [sys.executable, REPO / "train.py", *flags(train_corpus, tokenizer_dir, cache, out)]
     result = subprocess.run(_in_tmpfs("ro,size=1m", out, tmp_path / "listing", command), capture_output=True,
                             text=True, timeout=300, cwd=REPO, env=quiet_env())
     assert error_lines(result, code=2) == ["error: invalid arguments:"]
@@ -425,11 +420,11 @@ def test_an_output_dir_under_a_file_is_an_argument_error(tmp_path):
 # ------------------------------------------------------------------ arguments that train nothing or resume nothing
 
 
-def test_max_steps_0_and_tokenize_only_with_resume_are_argument_errors(tmp_path, corpus, tokenizer_dir):
+def test_max_steps_0_and_tokenize_only_with_resume_are_argument_errors(tmp_path, train_corpus, tokenizer_dir):
     from rankzero.args import parse_args
     from helpers import TINY
 
-    base = ["--dataset", str(corpus), "--tokenizer_path", str(tokenizer_dir), "--cache_dir", str(tmp_path / "c"),
+    base = ["--dataset", str(train_corpus), "--tokenizer_path", str(tokenizer_dir), "--cache_dir", str(tmp_path / "c"),
             "--output_dir", str(tmp_path / "out"), "--model_config", str(TINY)]
     with pytest.raises(ValueError, match=r"--max_steps 0: must be at least 1 \(or leave it out"):
         parse_args([*base, "--max_steps", "0"])

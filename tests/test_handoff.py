@@ -20,20 +20,14 @@ def _snapshot(directory: Path) -> dict:
     return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.rglob("*"))}
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "ko.jsonl"
-    return write_jsonl(path, [{"text": t} for t in korean_documents(1500)])
+def _common(large_corpus, tokenizer_dir, cache):
+    return ["--dataset", large_corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64, "--cache_dir", cache]
 
 
-def _common(corpus, tokenizer_dir, cache):
-    return ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64, "--cache_dir", cache]
-
-
-def test_torchrun_builds_once_and_the_cached_rerun_writes_nothing(tmp_path, tokenizer_dir, corpus):
+def test_torchrun_builds_once_and_the_cached_rerun_writes_nothing(tmp_path, tokenizer_dir, large_corpus):
     runner = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
     cache = tmp_path / "cache"
-    first = prepare_cli(*_common(corpus, tokenizer_dir, cache), runner=runner)
+    first = prepare_cli(*_common(large_corpus, tokenizer_dir, cache), runner=runner)
     lines = [line for line in first.stdout.splitlines() if "prepared: " in line]
     assert len(lines) == 2 and len({line.split("prepared: ")[1] for line in lines}) == 1, first.stdout
     out = Path(lines[0].split("prepared: ")[1])
@@ -41,14 +35,14 @@ def test_torchrun_builds_once_and_the_cached_rerun_writes_nothing(tmp_path, toke
     assert json.loads((out / "manifest.json").read_text())["built_by_rank"] == 0
     before = _snapshot(cache)
     runner[-1] = str(free_port())
-    second = prepare_cli(*_common(corpus, tokenizer_dir, cache), runner=runner)
+    second = prepare_cli(*_common(large_corpus, tokenizer_dir, cache), runner=runner)
     assert _snapshot(cache) == before, "a cached re-run must not write"
     ready = [float(s) for s in re.findall(r"data ready in ([\d.]+) s", second.stderr)]
     assert len(ready) == 2 and max(ready) < 2.0, second.stderr
 
 
-def test_builder_error_reaches_the_waiting_rank_within_seconds(tmp_path, tokenizer_dir, corpus):
-    lines = corpus.read_text(encoding="utf-8").splitlines()
+def test_builder_error_reaches_the_waiting_rank_within_seconds(tmp_path, tokenizer_dir, large_corpus):
+    lines = large_corpus.read_text(encoding="utf-8").splitlines()
     lines[1200] = lines[1200].replace('"text"', "'text'")
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -76,7 +70,7 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
         assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
         time.sleep(0.1)
-    assert builder.poll() is None, "the build finished before it could be killed; make the corpus larger"
+    assert builder.poll() is None, "the build finished before it could be killed; make the large_corpus larger"
     builder.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     (code, _, err, ended), = wait_all([waiter], timeout=60)
@@ -92,13 +86,13 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_two_nodes_build_once_when_shared_and_once_per_node_when_not(tmp_path, tokenizer_dir, corpus, shared):
+def test_two_nodes_build_once_when_shared_and_once_per_node_when_not(tmp_path, tokenizer_dir, large_corpus, shared):
     port = free_port()
     processes = []
     for node in (0, 1):
         cache = tmp_path / ("shared" if shared else f"node{node}")
         for local in (0, 1):
-            processes.append(spawn(["--tokenize_only", *_common(corpus, tokenizer_dir, cache)], 2 * node + local, 4,
+            processes.append(spawn(["--tokenize_only", *_common(large_corpus, tokenizer_dir, cache)], 2 * node + local, 4,
                                    local, 2, node, port, env={"RANKZERO_PROBE_S": "3"}))
     results = wait_all(processes)
     assert all(code == 0 for code, *_ in results), [err for _, _, err, _ in results]
@@ -112,8 +106,8 @@ def test_two_nodes_build_once_when_shared_and_once_per_node_when_not(tmp_path, t
         assert [m["built_by_rank"] for m in manifests] == [0, 0, 2, 2]
 
 
-def test_two_concurrent_jobs_share_one_build(tmp_path, tokenizer_dir, corpus):
-    args = _common(corpus, tokenizer_dir, tmp_path / "cache")
+def test_two_concurrent_jobs_share_one_build(tmp_path, tokenizer_dir, large_corpus):
+    args = _common(large_corpus, tokenizer_dir, tmp_path / "cache")
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)]
     jobs = [subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -124,26 +118,26 @@ def test_two_concurrent_jobs_share_one_build(tmp_path, tokenizer_dir, corpus):
     assert sum(err.count("[prepare] published") for _, _, err, _ in results) == 1
 
 
-def test_prep_scope_overrides_detection_and_single_node_needs_no_probe(tmp_path, tokenizer_dir, corpus):
+def test_prep_scope_overrides_detection_and_single_node_needs_no_probe(tmp_path, tokenizer_dir, large_corpus):
     from helpers import data_args
     from rankzero.data.handoff import elect_scope
     from rankzero.runtime import Runtime
 
     node1 = Runtime(rank=2, world_size=4, local_rank=0, local_world_size=2, node_rank=1, hostname="n1")
-    forced = data_args(tokenizer_dir, tmp_path, [corpus], prep_scope="node")
+    forced = data_args(tokenizer_dir, tmp_path, [large_corpus], prep_scope="node")
     assert elect_scope(forced.cache.prep_scope, node1, tmp_path) == "node"  # no probe wait: the flag decides
     one_node = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
-    assert elect_scope(data_args(tokenizer_dir, tmp_path, [corpus]).cache.prep_scope, one_node, tmp_path) == "global"
+    assert elect_scope(data_args(tokenizer_dir, tmp_path, [large_corpus]).cache.prep_scope, one_node, tmp_path) == "global"
     assert not list(tmp_path.glob(".probe-*"))
 
 
-def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, corpus):
+def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, large_corpus):
     from helpers import data_args
     from rankzero.data.handoff import wait_for_builder
     from rankzero.errors import BuilderFailed
     from rankzero.runtime import Runtime
 
-    args = data_args(tokenizer_dir, tmp_path, [corpus], prep_timeout_s=1.5)
+    args = data_args(tokenizer_dir, tmp_path, [large_corpus], prep_timeout_s=1.5)
     waiter = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
     started = time.monotonic()
     with pytest.raises(BuilderFailed, match="--prep_timeout_s"):
@@ -196,22 +190,22 @@ def _tree(path: Path) -> dict:
 
 
 @pytest.mark.parametrize("kinds", ["heartbeat,probe,tmp", "failed,heartbeat", "lock", "final"])
-def test_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_dir, corpus, kinds):
+def test_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_dir, large_corpus, kinds):
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.txt"
     victim.write_text("not the cache's to write\n")
     if kinds == "final":  # a valid dataset for these very inputs, built elsewhere: following the link would "work"
-        victim_dir = prepared_dir(prepare_cli(*_common(corpus, tokenizer_dir, tmp_path / "elsewhere")).stdout)
+        victim_dir = prepared_dir(prepare_cli(*_common(large_corpus, tokenizer_dir, tmp_path / "elsewhere")).stdout)
     else:
         victim_dir = outside / "dir"
         victim_dir.mkdir()
         (victim_dir / "keep.txt").write_text("keep me\n")
     before = {**_tree(victim), **_tree(victim_dir)}
-    dataset = corpus
+    dataset = large_corpus
     if kinds.startswith("failed"):  # make the build fail, so that FP.failed is written
         dataset = tmp_path / "bad.jsonl"
-        dataset.write_text(corpus.read_text(encoding="utf-8") + "{broken\n", encoding="utf-8")
+        dataset.write_text(large_corpus.read_text(encoding="utf-8") + "{broken\n", encoding="utf-8")
     script = tmp_path / "plant.py"
     script.write_text(PLANT_AND_RUN)
     cache = tmp_path / "cache"
@@ -243,8 +237,8 @@ def test_symlinks_planted_at_every_name_are_never_followed(tmp_path, tokenizer_d
         assert "prepared:" not in result.stdout
 
 
-def test_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_path, tokenizer_dir, corpus):
-    args = _common(corpus, tokenizer_dir, tmp_path / "cache")
+def test_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_path, tokenizer_dir, large_corpus):
+    args = _common(large_corpus, tokenizer_dir, tmp_path / "cache")
     out = prepared_dir(prepare_cli(*args).stdout)
     manifest = json.loads((out / "manifest.json").read_text())
     shard = next(out.glob("data-*.arrow"))

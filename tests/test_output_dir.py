@@ -18,21 +18,16 @@ import pytest
 from rankzero.runtime import Runtime
 from rankzero.train.output_dir import LOCK_NAME, LOCK_WAIT_S, OutputDirBusy, hold_output_dir, job_identity
 from test_train_preemption import read_until, start
-from helpers import REPO, free_port, quiet_env, train_flags, write_corpus
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
+from helpers import REPO, free_port, quiet_env, train_flags
 
 
 @pytest.fixture
-def holder(tmp_path, corpus, tokenizer_dir):
+def holder(tmp_path, train_corpus, tokenizer_dir):
     """A train.py that holds tmp_path/run for as long as the test needs (killed at the end); its DataLoader
     worker is a forked child that inherits the lock's descriptor, as in a real run."""
     out = tmp_path / "run"
     process = start([sys.executable, REPO / "train.py",
-                     *train_flags(corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=1_000_000,
+                     *train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=1_000_000,
                                   logging_steps=1, dataloader_num_workers=1)])
     try:
         read_until(process, "step 2/")
@@ -43,9 +38,9 @@ def holder(tmp_path, corpus, tokenizer_dir):
         process.wait()
 
 
-def second(corpus, tokenizer_dir, tmp_path, out, env=None) -> subprocess.Popen:
+def second(train_corpus, tokenizer_dir, tmp_path, out, env=None) -> subprocess.Popen:
     return start([sys.executable, REPO / "train.py",
-                  *train_flags(corpus, tokenizer_dir, tmp_path / "cache2", out, max_steps=2)], env=env)
+                  *train_flags(train_corpus, tokenizer_dir, tmp_path / "cache2", out, max_steps=2)], env=env)
 
 
 def assert_stopped_naming(process: subprocess.Popen, out, holder_pid: int) -> None:
@@ -58,12 +53,12 @@ def assert_stopped_naming(process: subprocess.Popen, out, holder_pid: int) -> No
     assert "[prepare]" not in printed and "Traceback" not in printed  # stopped before preparing anything
 
 
-def test_a_second_job_stops_naming_the_holder_and_a_killed_holder_frees_the_dir(holder, tmp_path, corpus,
+def test_a_second_job_stops_naming_the_holder_and_a_killed_holder_frees_the_dir(holder, tmp_path, train_corpus,
                                                                                   tokenizer_dir):
     process, out = holder
     record = json.loads((out / LOCK_NAME).read_text())
     assert record["pid"] == process.pid and record["host"] == socket.gethostname()
-    assert_stopped_naming(second(corpus, tokenizer_dir, tmp_path, out), out, process.pid)
+    assert_stopped_naming(second(train_corpus, tokenizer_dir, tmp_path, out), out, process.pid)
     assert not (tmp_path / "cache2").exists()
     assert process.poll() is None  # the holder runs on, untouched
 
@@ -76,10 +71,10 @@ def test_a_second_job_stops_naming_the_holder_and_a_killed_holder_frees_the_dir(
     assert not (out / LOCK_NAME).exists()  # released and removed at the end
 
 
-def test_every_rank_of_a_second_multi_rank_job_stops(holder, tmp_path, corpus, tokenizer_dir):
+def test_every_rank_of_a_second_multi_rank_job_stops(holder, tmp_path, train_corpus, tokenizer_dir):
     process, out = holder
     port = free_port()
-    ranks = [second(corpus, tokenizer_dir, tmp_path, out,
+    ranks = [second(train_corpus, tokenizer_dir, tmp_path, out,
                     env=quiet_env(RANK=rank, WORLD_SIZE=2, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=2,
                                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for rank in (0, 1)]
     for rank in ranks:  # rank 1 does not wait for its rank 0: it checks the lock itself
@@ -115,7 +110,7 @@ def test_one_lock_per_job_other_ranks_check_it(tmp_path, monkeypatch):
         pass
 
 
-def test_a_lock_file_left_by_a_killed_run_is_no_lock(tmp_path, corpus, tokenizer_dir):
+def test_a_lock_file_left_by_a_killed_run_is_no_lock(tmp_path, train_corpus, tokenizer_dir):
     out = tmp_path / "run"
     out.mkdir()
     script = ("import sys, time; from rankzero.runtime import Runtime; "

@@ -19,11 +19,6 @@ def _snapshot(directory):
     return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.rglob("*"))}
 
 
-@pytest.fixture
-def corpus(tmp_path):
-    return write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(400)])
-
-
 def test_cli_contract_and_no_token_lost(tmp_path, tokenizer_dir, corpus):
     import datasets
 

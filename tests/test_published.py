@@ -17,11 +17,6 @@ from rankzero.data.published import ALWAYS_HASHED_BYTES
 from rankzero.errors import RankzeroError
 
 
-@pytest.fixture
-def corpus(tmp_path):
-    return write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(400)])
-
-
 def _rows(directory: Path) -> list:
     """Every row's ids, read without memory-mapping (a test rewrites shards in place: a live map would SIGBUS)."""
     import pyarrow as pa

@@ -7,17 +7,12 @@ import sys
 
 import pytest
 
-from helpers import REPO, free_port, log_history, losses, run, train_flags, write_corpus
+from helpers import REPO, free_port, log_history, losses, run, train_flags
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
-
-
-def test_torchrun_two_processes_learn_and_save_a_loadable_model(tmp_path, corpus, tokenizer_dir):
+def test_torchrun_two_processes_learn_and_save_a_loadable_model(tmp_path, train_corpus, tokenizer_dir):
     out = tmp_path / "run"
-    flags = train_flags(corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=30, logging_steps=10)
+    flags = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=30, logging_steps=10)
     result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
                   REPO / "train.py", *flags])
     assert result.stdout.count("resolved configuration:") == 1  # rank 0 only
@@ -43,25 +38,25 @@ def test_torchrun_two_processes_learn_and_save_a_loadable_model(tmp_path, corpus
     assert generated.shape[1] > inputs["input_ids"].shape[1]
 
 
-def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path, corpus, tokenizer_dir):
+def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path, train_corpus, tokenizer_dir):
     cache = tmp_path / "cache"
     whole = tmp_path / "whole"
     common = dict(max_steps=20, save_strategy="steps", save_steps=10, logging_steps=5, mask_across_documents="true")
-    run([sys.executable, REPO / "train.py", *train_flags(corpus, tokenizer_dir, cache, whole, **common)])
+    run([sys.executable, REPO / "train.py", *train_flags(train_corpus, tokenizer_dir, cache, whole, **common)])
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(whole / "checkpoint-10", resumed / "checkpoint-10")
     result = run([sys.executable, REPO / "train.py",
-                  *train_flags(corpus, tokenizer_dir, cache, resumed, resume_from_checkpoint="auto", **common)])
+                  *train_flags(train_corpus, tokenizer_dir, cache, resumed, resume_from_checkpoint="auto", **common)])
     assert "step 20/20" in result.stdout and "step 5/20" not in result.stdout  # it did not start over
     assert losses(resumed)[20] == pytest.approx(losses(whole)[20], abs=1e-4)
 
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "configs" / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
-def test_every_shipped_recipe_trains(recipe, tmp_path, corpus, tokenizer_dir):
+def test_every_shipped_recipe_trains(recipe, tmp_path, train_corpus, tokenizer_dir):
     """Each recipe as shipped, with tiny overrides after it (CLI flags win over the recipe)."""
     out = tmp_path / "out"
-    overrides = train_flags(corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=2, logging_steps=1,
+    overrides = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=2, logging_steps=1,
                             quality_filter="none", gradient_accumulation_steps=1, warmup_steps=0)
     run([sys.executable, REPO / "train.py", recipe, *overrides])
     assert set(losses(out)) == {1, 2}

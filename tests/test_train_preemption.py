@@ -19,20 +19,14 @@ import subprocess
 import sys
 import time
 
-import pytest
 
-from helpers import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
+from helpers import REPO, free_port, losses, quiet_env, run, train_flags
 
 STEPS = 40
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "docs.jsonl")
-
-
-def flags(corpus, tokenizer_dir, cache, out, **extra):
-    return train_flags(corpus, tokenizer_dir, cache, out, max_steps=STEPS, logging_steps=1,
+def flags(train_corpus, tokenizer_dir, cache, out, **extra):
+    return train_flags(train_corpus, tokenizer_dir, cache, out, max_steps=STEPS, logging_steps=1,
                        lr_scheduler_type="constant", **extra)
 
 
@@ -68,14 +62,14 @@ def finish(process: subprocess.Popen, timeout: float) -> str:
     return rest
 
 
-def test_sigterm_to_torchrun_saves_a_checkpoint_and_the_resume_matches(tmp_path, corpus, tokenizer_dir):
+def test_sigterm_to_torchrun_saves_a_checkpoint_and_the_resume_matches(tmp_path, train_corpus, tokenizer_dir):
     cache = tmp_path / "cache"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2]
     whole = tmp_path / "whole"
-    run([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(corpus, tokenizer_dir, cache, whole)])
+    run([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(train_corpus, tokenizer_dir, cache, whole)])
 
     out = tmp_path / "preempted"
-    job = start([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(corpus, tokenizer_dir, cache, out)])
+    job = start([*torchrun, "--master_port", free_port(), REPO / "train.py", *flags(train_corpus, tokenizer_dir, cache, out)])
     printed = read_until(job, f"step 5/{STEPS}")
     job.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
@@ -93,14 +87,14 @@ def test_sigterm_to_torchrun_saves_a_checkpoint_and_the_resume_matches(tmp_path,
     assert not any(p.name.startswith(".") for p in out.iterdir())  # nothing half-written left behind
 
     result = run([*torchrun, "--master_port", free_port(), REPO / "train.py",
-                  *flags(corpus, tokenizer_dir, cache, out, resume_from_checkpoint="auto")])
+                  *flags(train_corpus, tokenizer_dir, cache, out, resume_from_checkpoint="auto")])
     assert f"step {stopped + 1}/{STEPS}" in result.stdout and f"step {stopped}/{STEPS} " not in result.stdout
     assert abs(losses(out)[STEPS] - losses(whole)[STEPS]) <= 1e-3
 
 
-def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path, corpus, tokenizer_dir):
+def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path, train_corpus, tokenizer_dir):
     out = tmp_path / "run"
-    args = flags(corpus, tokenizer_dir, tmp_path / "cache", out, dataloader_num_workers=1)
+    args = flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, dataloader_num_workers=1)
     port = free_port()
     ranks = [start([sys.executable, REPO / "train.py", *args],
                    env=quiet_env(RANK=rank, WORLD_SIZE=2, LOCAL_RANK=rank, LOCAL_WORLD_SIZE=2,
