@@ -194,11 +194,13 @@ def parse_args(argv: list[str] | None = None) -> Args:
     args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe)
     if tokenize_only:
         return args
-    from rankzero.checks import check_training_arguments
+    from rankzero.checks import check_training_arguments, data_defaults
 
     training = _training_arguments(training_argv + (["--seed", str(seed)] if "seed" in given else []))
     check_training_arguments(args, training)
-    return Args(**{**{name: getattr(args, name) for name in args.__dataclass_fields__}, "training": training})
+    configs, defaults = data_defaults(args, training)
+    return Args(**{**{name: getattr(args, name) for name in args.__dataclass_fields__}, **configs,
+                   "training": training, "defaults": defaults})
 
 
 def _split_training_flags(rest: list[str], recipe: str | None, from_recipe: set[str]):

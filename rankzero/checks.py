@@ -1,6 +1,7 @@
 """Checks of a training run's arguments that need more than one config, or the model's config file.
 
     check_training_arguments(args, training)     # ConfigError listing every problem, before any data work
+    configs, reasons = data_defaults(args, training)   # our flags a training run sets when the user did not
 
 Each config checks itself when it is made (config.py); what is left is checked here, after
 TrainingArguments exist and before anything is prepared or written: the model to train, numbers
@@ -11,13 +12,14 @@ can happen.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 from pathlib import Path
 
-from rankzero.config import Args
-from rankzero.errors import ConfigError
+from rankzero.config import Args, SourcesConfig
+from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import resume_problems
 from rankzero.train.output_dir import output_dir_problems
 from rankzero.train.training_args import max_steps_problems
@@ -25,6 +27,10 @@ from rankzero.train.training_args import max_steps_problems
 logger = logging.getLogger(__name__)
 
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+# Evaluation asked for without saying on what: hold out this percentage of the documents, but no more than
+# about this many tokens (an evaluation pass over more costs time and tells little more).
+DEFAULT_VALIDATION_PERCENTAGE = 5.0
+DEFAULT_VALIDATION_TOKENS = 2_000_000
 
 
 def check_training_arguments(args: Args, training) -> None:
@@ -37,6 +43,47 @@ def check_training_arguments(args: Args, training) -> None:
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     if problems:
         raise ConfigError(problems)
+
+
+def data_defaults(args: Args, training) -> tuple[dict, dict[str, str]]:
+    """Our flags a training run sets when the user did not give them: ({config group: new config},
+    {flag: "value (why)"}), printed with the Trainer's fast defaults.
+
+    - `--eval_strategy` other than `no` with neither --validation_split_percentage nor --eval_dataset: a
+      percentage split (`default_validation_percentage`), so evaluation always has data, decided here,
+      before any prepare.
+    - `--mode sft` with packing: `--mask_across_documents`, so the samples bin-packed into one row never
+      attend to each other."""
+    configs, reasons = {}, {}
+    strategy = getattr(training.eval_strategy, "value", training.eval_strategy)
+    if strategy != "no" and not args.sources.has_validation:
+        percentage, why = default_validation_percentage(args.sources)
+        configs["sources"] = dataclasses.replace(args.sources, validation_split_percentage=percentage)
+        reasons["validation_split_percentage"] = f"{percentage:g} (--eval_strategy {strategy} needs held-out data: {why})"
+    if args.stage.mode == "sft" and args.packing.packing and "mask_across_documents" not in args.given:
+        configs["model"] = dataclasses.replace(args.model, mask_across_documents=True)
+        reasons["mask_across_documents"] = ("True (--mode sft: the samples packed into one row must not attend to "
+                                            "each other; --no_mask_across_documents to allow it)")
+    return configs, reasons
+
+
+def default_validation_percentage(sources: SourcesConfig) -> tuple[float, str]:
+    """A few percent of the documents, capped near DEFAULT_VALIDATION_TOKENS tokens by the input size
+    (a token per ~3 bytes, as the disk-space estimate reads it); the plain percentage when a size is
+    unknown (a hub source). (percentage, why)"""
+    from rankzero.data.published import BYTES_PER_TOKEN
+    from rankzero.data.specs import resolve_source
+
+    try:
+        sizes = [resolve_source(spec).total_bytes() for spec in sources.dataset]
+    except RankzeroError:  # a missing source: the prepare reports it in its own words
+        sizes = [None]
+    if any(size is None for size in sizes) or not sum(sizes):
+        return DEFAULT_VALIDATION_PERCENTAGE, f"{DEFAULT_VALIDATION_PERCENTAGE:g}% of the documents; the input size is unknown"
+    tokens = sum(sizes) / BYTES_PER_TOKEN
+    percentage = float(f"{min(DEFAULT_VALIDATION_PERCENTAGE, 100 * DEFAULT_VALIDATION_TOKENS / tokens):.3g}")
+    return percentage, (f"{DEFAULT_VALIDATION_PERCENTAGE:g}% of the documents, at most ~{DEFAULT_VALIDATION_TOKENS:,} "
+                        f"of the ~{tokens:,.0f} tokens estimated from {sum(sizes):,} input bytes")
 
 
 def training_number_problems(training) -> list[str]:

@@ -72,16 +72,21 @@ def _installed(package: str) -> bool:
 
 @dataclass(frozen=True)
 class SourcesConfig(_Config):
-    """sources: what to read"""
+    """sources: what to read, and what is held out for evaluation"""
 
     dataset: tuple[str, ...] = flag((), "files, dirs, globs, save_to_disk dirs, hub names; SPEC@WEIGHT mixes by tokens")
     txt_sample_by: str = flag("line", ".txt files: one document per line, paragraph or file",
                               choices=("line", "paragraph", "document"))
     fingerprint_content: str = flag("stat", "input files by path+size+mtime, + first/last MiB, + all bytes",
                                     choices=("stat", "sample", "full"))
+    validation_split_percentage: float | None = flag(
+        None, "hold out this % of the documents (by a hash of their text) as the validation split")
+    eval_dataset: tuple[str, ...] = flag((), "sources held out whole as the validation split (no @WEIGHT); "
+                                             "training documents repeating one are dropped")
 
     def __post_init__(self) -> None:
         self._set("dataset", tuple(self.dataset))
+        self._set("eval_dataset", tuple(self.eval_dataset))
         super().__post_init__()
 
     def problems(self) -> list[str]:
@@ -93,7 +98,26 @@ class SourcesConfig(_Config):
                 split_weight(spec)
             except ValueError as error:
                 problems.append(str(error))
+        percentage = self.validation_split_percentage
+        if percentage is not None and not (math.isfinite(percentage) and 0 < percentage < 100):
+            problems.append(f"--validation_split_percentage {percentage:g}: must be above 0 and below 100")
+        for spec in self.eval_dataset:
+            try:
+                weighted = split_weight(spec)[1] is not None
+            except ValueError:
+                weighted = True
+            if weighted:
+                problems.append(f"--eval_dataset {spec}: no @WEIGHT here; every document of an evaluation source is "
+                                "held out once")
+            elif spec in self.dataset:
+                problems.append(f"--eval_dataset {spec}: also given to --dataset; a source is for training or for "
+                                "evaluation (--validation_split_percentage holds out part of a training source)")
         return problems
+
+    @property
+    def has_validation(self) -> bool:
+        """Whether the prepare makes a validation split."""
+        return self.validation_split_percentage is not None or bool(self.eval_dataset)
 
 
 @dataclass(frozen=True)
@@ -255,6 +279,9 @@ class Args:
     seed: int = DEFAULT_SEED
     given: frozenset[str] = frozenset()  # fields set on the command line or in the recipe (defaults apply elsewhere)
     recipe: str | None = None
+    # Our flags that the parser set for this run because the user did not (checks.py: data_defaults):
+    # name → "value (why)", printed with the Trainer's fast defaults.
+    defaults: dict[str, str] = field(default_factory=dict)
 
 
 def _env_int(name: str, default: int) -> int:

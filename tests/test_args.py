@@ -155,6 +155,36 @@ def test_parsing_under_a_launcher_creates_no_process_group(tokenizer_dir, tmp_pa
     assert "initialized False" in result.stdout, result.stderr[-2000:]
 
 
+def test_evaluation_without_eval_data_gets_a_split_at_argument_time(tokenizer_dir, tmp_path):
+    """--eval_strategy asks for held-out data: without a split flag one is set here, sized by the input, so
+    evaluation cannot find itself without data after the prepare."""
+    small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl"
+    small.write_text('{"text": "짧은 문서"}\n' * 100)
+    with open(big, "wb") as handle:
+        handle.truncate(3 * 10 ** 9)  # sparse: ~1e9 tokens by the estimate
+    given = ["--tokenizer_path", str(tokenizer_dir), "--model_config", str(TINY), "--output_dir", str(tmp_path)]
+    args = parse_args(["--dataset", str(small), *given, "--eval_strategy", "steps"])
+    assert args.sources.validation_split_percentage == 5
+    assert args.defaults["validation_split_percentage"].startswith("5 (--eval_strategy steps needs held-out data")
+    args = parse_args(["--dataset", str(big), *given, "--eval_strategy", "epoch"])
+    assert args.sources.validation_split_percentage == 0.2  # capped near 2M tokens of the ~1e9
+    for more in (["--validation_split_percentage", "7"], ["--eval_dataset", str(small), "--dataset", str(big)]):
+        args = parse_args(["--dataset", str(small), *given, "--eval_strategy", "steps", *more])
+        assert "validation_split_percentage" not in args.defaults
+        assert args.sources.validation_split_percentage == (7 if "7" in more else None)
+    assert parse_args(["--dataset", str(small), *given]).sources.validation_split_percentage is None
+
+
+def test_sft_masks_across_samples_unless_told_otherwise(tokenizer_dir, tmp_path):
+    given = ["--dataset", "x.jsonl", "--tokenizer_path", str(tokenizer_dir), "--model_config", str(TINY),
+             "--output_dir", str(tmp_path)]
+    args = parse_args([*given, "--mode", "sft"])
+    assert args.model.mask_across_documents is True and "mask_across_documents" in args.defaults
+    assert parse_args([*given, "--mode", "sft", "--no_mask_across_documents"]).model.mask_across_documents is False
+    assert parse_args([*given, "--mode", "sft", "--no_packing"]).model.mask_across_documents is False
+    assert parse_args(given).model.mask_across_documents is False and not parse_args(given).defaults
+
+
 @pytest.mark.parametrize("weight", ["abc", "inf", "nan", "0", "-1", "1e999"])
 def test_a_bad_weight_is_an_error_naming_the_spec(tokenizer_dir, weight):
     spec = f"x.jsonl@{weight}"

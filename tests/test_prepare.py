@@ -136,11 +136,11 @@ def test_sft_mode_writes_labels(tmp_path, tokenizer_dir):
     chat = write_jsonl(tmp_path / "chat.jsonl", [
         {"messages": [{"role": "user", "content": f"질문 {i}"}, {"role": "assistant", "content": f"답변 {i}입니다."}]}
         for i in range(50)])
-    out = prepare(data_args(tokenizer_dir, tmp_path / "c", [chat], mode="sft", max_seq_length=16), seed=0)
+    out = prepare(data_args(tokenizer_dir, tmp_path / "c", [chat], mode="sft", max_seq_length=96), seed=0)
     dataset = datasets.load_from_disk(str(out))
     assert "labels" in dataset.column_names
     for ids, labels in zip(dataset["input_ids"], dataset["labels"]):
-        assert len(ids) == len(labels) == 16
+        assert len(ids) == len(labels) <= 96
         assert all(label in (-100, token) for token, label in zip(ids, labels))
     flat = [label for labels in dataset["labels"] for label in labels]
     assert 0 < flat.count(-100) < len(flat)

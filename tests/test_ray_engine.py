@@ -8,6 +8,7 @@ builds in this process and in subprocesses join it through RAY_ADDRESS. Tasks ar
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -121,15 +122,80 @@ def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_d
     assert ray_built[1]["prep_engine"]["passes"] == 2
 
 
-def test_ray_sft_rows_carry_labels(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+def _documents(directory, with_labels: bool = False) -> Counter:
+    """Every document (or SFT sample) of a prepared split, by its tokens (and labels)."""
+    import datasets
+
+    found = Counter()
+    for row in datasets.load_from_disk(str(directory)):
+        edges = np.cumsum([0, *row["document_lengths"]])
+        for start, end in itertools.pairwise(edges):
+            labels = tuple(row["labels"][start:end]) if with_labels else ()
+            found[(tuple(row["input_ids"][start:end]), labels)] += 1
+    return found
+
+
+def _both_engines(tmp_path, tokenizer_dir, corpus, **flags):
+    local, ray_built = (prepare(data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine,
+                                          **flags), seed=0) for engine in ("local", "ray"))
+    return local, ray_built, *(json.loads((out / "manifest.json").read_text()) for out in (local, ray_built))
+
+
+@pytest.mark.parametrize("dedup", ["none", "exact"], ids=["one pass", "two passes"])
+def test_ray_holds_out_the_same_documents(tmp_path, tokenizer_dir, ray_cluster, small_tasks, dedup):
+    from rankzero.data.published import validation_dir
+
+    texts = korean_documents(500, seed=12)
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts + texts[:30]])  # repeats, other tasks
+    local, ray_built, local_manifest, ray_manifest = _both_engines(
+        tmp_path, tokenizer_dir, corpus, validation_split_percentage=20, dedup=dedup, packing=False,
+        max_seq_length=512)
+    assert ray_manifest["prep_engine"]["passes"] == (1 if dedup == "none" else 2)
+    held, trained = _documents(validation_dir(ray_built)), _documents(ray_built)
+    assert held == _documents(validation_dir(local)) and trained == _documents(local)
+    assert not set(held) & set(trained) and 60 < sum(held.values()) < 150
+    for key in ("documents", "tokens", "sequences"):
+        assert ray_manifest["validation"][key] == local_manifest["validation"][key], key
+    assert ray_manifest["dropped"] == local_manifest["dropped"] == ({} if dedup == "none" else {"exact_duplicate": 30})
+
+
+def test_ray_holds_out_an_eval_dataset_and_packs_it_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster,
+                                                                       small_tasks):
+    from rankzero.data.published import validation_dir
+
+    texts = korean_documents(600, seed=13)
+    evaluation = write_jsonl(tmp_path / "eval.jsonl", [{"text": t} for t in texts[:100]])
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts[100:] + texts[:5]])
+    local, ray_built, local_manifest, ray_manifest = _both_engines(
+        tmp_path, tokenizer_dir, corpus, eval_dataset=[evaluation], dedup="none", max_seq_length=64)
+    assert ray_manifest["dropped"] == local_manifest["dropped"] == {"in_eval_dataset": 5}
+    import datasets
+
+    for split in (lambda out: out, validation_dir):
+        local_rows, ray_rows = (datasets.load_from_disk(str(split(out))) for out in (local, ray_built))
+        assert len(local_rows) == len(ray_rows) and set(map(len, ray_rows["input_ids"])) == {64}
+        # The same tokens less each engine's final partial row (< one row).
+        assert sum((_tokens(local_rows) - _tokens(ray_rows)).values()) < 64
+        assert sum((_tokens(ray_rows) - _tokens(local_rows)).values()) < 64
+    assert ray_manifest["validation"]["documents"] == local_manifest["validation"]["documents"] == 100
+
+
+def test_ray_sft_rows_hold_the_same_whole_samples(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    from rankzero.data.published import validation_dir
+
     chat = write_jsonl(tmp_path / "chat.jsonl", [
-        {"messages": [{"role": "user", "content": f"질문 {i} " * 5}, {"role": "assistant", "content": f"답변 {i}입니다."}]}
-        for i in range(300)])
-    local = _build(tmp_path, tokenizer_dir, chat, "local", mode="sft", max_seq_length=16)
-    ray_built = _build(tmp_path, tokenizer_dir, chat, "ray", mode="sft", max_seq_length=16)
-    _assert_same_content(local, ray_built, 16)
-    for ids, labels in zip(ray_built[0]["input_ids"], ray_built[0]["labels"]):
-        assert len(labels) == 16 and all(label in (-100, token) for token, label in zip(ids, labels))
+        {"messages": [{"role": "user", "content": f"질문 {i} " * (1 + i % 19)},
+                      {"role": "assistant", "content": f"답변 {i}입니다. " * (1 + i % 4)}]} for i in range(300)])
+    local, ray_built, local_manifest, ray_manifest = _both_engines(
+        tmp_path, tokenizer_dir, chat, mode="sft", max_seq_length=96, validation_split_percentage=15)
+    assert ray_manifest["prep_engine"]["tasks"] >= 3
+    for split in (lambda out: out, validation_dir):
+        samples = _documents(split(ray_built), with_labels=True)
+        assert samples == _documents(split(local), with_labels=True)
+        assert all(len(ids) <= 96 for ids, _ in samples) and sum(samples.values()) > 30
+    assert ray_manifest["truncated"] == local_manifest["truncated"] > 0
+    assert ray_manifest["validation"]["truncated"] == local_manifest["validation"]["truncated"]
+    assert ray_manifest["tail_tokens_dropped"] == 0
 
 
 def test_a_failing_task_names_file_and_line_publishes_nothing_and_leaves_no_ray_process(tmp_path, tokenizer_dir):

@@ -20,6 +20,7 @@ from rankzero.train.model import build_model
 from helpers import TINY
 
 ROWS = [[7, 5, 4], [3, 13]]  # document lengths of two packed rows of 16 tokens
+SFT_ROWS = [[7, 5], [3, 4, 2]]  # rows of whole samples, shorter than a row: the batch is padded to 16
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,10 @@ def build(tokenizer, attention: str):
     return build_model(ModelConfig(model_config=str(TINY)), tokenizer, None, attention)
 
 
-def packed_rows():
+def packed_rows(layout=ROWS):
     generator = torch.Generator().manual_seed(1)
     return [{"input_ids": torch.randint(5, 1000, (sum(lengths),), generator=generator).numpy(),
-             "document_lengths": np.array(lengths)} for lengths in ROWS]
+             "document_lengths": np.array(lengths)} for lengths in layout]
 
 
 def varlen_reference(module, query, key, value, attention_mask, cu_seq_lens_q=None, **kwargs):
@@ -51,19 +52,25 @@ def varlen_reference(module, query, key, value, attention_mask, cu_seq_lens_q=No
     return torch.cat(pieces, dim=1), None
 
 
+@pytest.mark.parametrize("layout", [ROWS, SFT_ROWS], ids=["packed", "sft-padded"])
 @pytest.mark.parametrize("attention", ["sdpa", "eager", "flex_attention", "flattened"])
-def test_each_document_in_a_packed_row_equals_the_document_alone(attention, tokenizer):
+def test_each_document_in_a_packed_row_equals_the_document_alone(attention, layout, tokenizer):
     from transformers import AttentionInterface
 
     AttentionInterface.register("varlen_reference", varlen_reference)
     flatten = attention == "flattened"
     model = build(tokenizer, "varlen_reference" if flatten else attention).eval()
     alone_model = build(tokenizer, "sdpa").eval()
-    rows = packed_rows()
+    rows = packed_rows(layout)
     batch = BlockCollator(mask_across_documents=True, flatten=flatten)(rows)
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "num_tokens")}
+    assert "attention_mask" not in inputs
     with torch.no_grad():
-        logits = model(**inputs).logits.reshape(-1, 16, model.config.vocab_size)  # flattened: back to 2 rows
+        logits = model(**inputs).logits
+        if flatten:  # one flat row: back to the rows
+            logits = torch.split(logits[0], [len(row["input_ids"]) for row in rows])
+        else:
+            assert logits.shape[1] == 16  # SFT rows of 12 and 9 tokens, padded to a multiple of 8
         for row, packed in zip(rows, logits):
             edges = np.cumsum([0, *row["document_lengths"]])
             for start, end in zip(edges[:-1], edges[1:]):

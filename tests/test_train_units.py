@@ -353,3 +353,14 @@ def test_throughput_leaves_out_the_first_step_and_checkpoint_saves(monkeypatch):
     assert meter.metrics(args)["tokens_per_second"] == 100.0
     step(3.0)
     assert meter.metrics(args)["tokens_per_second"] == 100.0
+
+
+def test_rows_of_different_lengths_pad_as_one_more_document():
+    """SFT rows of whole samples: padding is a document of its own (positions restart, labels -100, no mask)."""
+    batch = BlockCollator(pad_token_id=3, mask_across_documents=True)(rows([3, 2], [5, 4, 1]))
+    assert batch["input_ids"].shape == (2, 16) and "attention_mask" not in batch
+    assert batch["position_ids"][0].tolist() == [0, 1, 2, 0, 1] + list(range(11))
+    assert batch["position_ids"][1].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0] + list(range(6))
+    assert (batch["labels"][0, 5:] == IGNORE_INDEX).all() and (batch["input_ids"][0, 5:] == 3).all()
+    assert batch["labels"][1].tolist()[:10] == [IGNORE_INDEX, 11, 12, 13, 14, IGNORE_INDEX, 16, 17, 18, IGNORE_INDEX]
+    assert batch["num_tokens"] == 15

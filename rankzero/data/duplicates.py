@@ -3,8 +3,9 @@
     duplicates = ExactDuplicates()
     keep = duplicates.keep(hashes)        # per chunk (local engine) or per task (Ray driver), in source order
 
-Both build engines call this one implementation in source order (the local engine as chunks are
-consumed, the Ray driver over the tasks' staged hashes in task order), so both keep the same documents.
+Both build engines call this one implementation in source order, through split.py's `Holdout` (the local
+engine as chunks are consumed, the Ray driver over the tasks' staged hashes in task order), so both keep
+the same documents.
 A document is known by a 64-bit hash of its text (`stage.text_hash`): among a billion documents the odds
 that any two distinct ones collide are about 3 in 100 (and a collision costs one document).
 """

@@ -7,7 +7,8 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing; exact duplicates are dropped
-   globally, first one wins (duplicates.py).
+   globally, first one wins (duplicates.py), and held-out documents go to the validation split
+   (split.py), staged in a file of their own.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -16,6 +17,11 @@ B. *Mix and pack*. Documents are packed into blocks and each block goes to a ran
 C. *Shuffle*. Each bucket (~16 MB) is loaded, permuted and appended to the output shards (~256 MB),
    so the dataset is a uniform seeded shuffle of the blocks while memory stays at one bucket,
    whatever the corpus size.
+
+The validation split is packed and shuffled the same way into `out_dir/validation/` (its own packer,
+buckets and seeded random stream, so a split leaves the training rows' randomness as it was), after
+the training rows. Weighted mixing applies to training documents only: each held-out document is
+taken once.
 """
 
 from __future__ import annotations
@@ -33,14 +39,15 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.duplicates import ExactDuplicates
 from rankzero.data.mixing import mixing_ratios, passes, subsample
-from rankzero.data.pack import Packer, require_blocks, select_documents
+from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
-from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
+from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
+                                  validation_manifest)
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
+from rankzero.data.split import Holdout
 from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
 from rankzero.errors import RankzeroError
 
@@ -51,10 +58,11 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
     t_start = time.perf_counter()
     engine = plan.choose_engine()
-    stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
+    stats = [SourceStats.of(s) for s in plan.sources]
     rng = np.random.default_rng(plan.seed)
     bucket_dir = out_dir / "_buckets"
-    packer = Packer(plan.packing.max_seq_length, plan.packing.packing)
+    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    staging = out_dir / "_staging"
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in plan.sources]
@@ -71,17 +79,21 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
                 BlockScatter(packer, bucket_count(progress.total_bytes, plan.with_labels), bucket_dir, rng))
             sinks = [_counting_sink(scatter, stat) for stat in stats]
         else:
-            staging = out_dir / "_staging"
             staging.mkdir(parents=True, exist_ok=True)
             writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", plan.with_labels))
                        for i in range(len(plan.sources))]
             sinks = [writer.write for writer in writers]
+        held_out = None
+        if plan.has_validation:
+            staging.mkdir(parents=True, exist_ok=True)
+            held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan, engine.engine, stats, sinks, progress, seconds)
+            _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
+                            seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -89,19 +101,26 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
 
         if sum(s.docs_kept for s in stats) == 0:
             raise RankzeroError(nothing_left_message(stats))
+        problem = split_problem(plan, stats)
+        if problem:
+            raise RankzeroError(problem)
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
             for writer in writers:
                 writer.close()
-            mixing_ratios(stats)
-            total_out_tokens = sum(s.tokens * s.ratio for s in stats)
+            training = [s for s in stats if not s.evaluation]
+            mixing_ratios(training)
+            total_out_tokens = sum(s.tokens * s.ratio for s in training)
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
             _feed_staged(scatter, [w.path for w in writers], stats, rng)
-            shutil.rmtree(staging)
+            for writer in writers:  # free their disk before the shards are written
+                writer.path.unlink()
         tail_tokens = scatter.finish()
         bucket_counts = scatter.counts
+        if held_out is not None:
+            held_out.close()
     t_pack = time.perf_counter()
 
     sequences = int(sum(bucket_counts))
@@ -112,11 +131,37 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     data_files = name_data_files(out_dir, names)
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
     t_write = time.perf_counter()
+    validation = _write_validation(plan, staging / "validation.arrow", stats, out_dir) if held_out else None
+    shutil.rmtree(staging, ignore_errors=True)
+    t_validation = time.perf_counter()
 
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
-               "shuffle_write_s": t_write - t_pack, "total_s": t_write - t_start}
+               "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
+               "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=seconds)
+                          timings=timings, worker_seconds=seconds, validation=validation)
+
+
+def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_dir: Path) -> dict:
+    """The held-out documents, packed as the training rows are, shuffled into `out_dir/validation/`."""
+    # A random stream of its own: with or without a split, the training rows draw the same numbers.
+    rng = np.random.default_rng([plan.seed, 5])
+    bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
+    tokens = sum(s.validation_tokens for s in stats)
+    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
+        for ids, lengths, labels in read_staged(staged):
+            scatter.add(ids, lengths, labels)
+        tail_tokens = scatter.finish()
+    sequences = int(scatter.counts.sum())
+    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=True)
+    target.mkdir()
+    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, plan.columns,
+                                  plan.workers.dataset_writer_batch_size)
+    shutil.rmtree(bucket_dir)
+    data_files = name_data_files(target, names)
+    write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
+    return validation_manifest(plan, stats, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
 
 
 def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
@@ -135,9 +180,10 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 _STAGE: Stage | None = None  # the stage of this process: the builder's, or a worker's own
 
 
-def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool) -> None:
+def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
+                 truncate_to: int | None) -> None:
     global _STAGE
-    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes)
+    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -165,10 +211,10 @@ def _start_pool(plan: Plan, engine, workers: int):
     Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
     fresh (spawn) and building their own stage. On a 2-core machine that is one process: this one.
     """
-    hashes = plan.dedup.dedup == "exact"
+    hashes, truncate_to = plan.needs_hashes, plan.truncate_to
     if plan.quality is None:
         set_rust_threads(max(workers, 1))
-        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes)
+        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, stage
     processes = workers // KIWI_THREADS_PER_PROCESS
@@ -176,11 +222,13 @@ def _start_pool(plan: Plan, engine, workers: int):
         from rankzero.data.quality import QualityFilter
 
         set_rust_threads(workers)
-        return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes)
+        return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
+                           truncate_to)
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes))
+                               initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
+                                         truncate_to))
     return pool, None
 
 
@@ -194,26 +242,34 @@ class _Ready:
         return self._value
 
 
-def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable], progress: Progress,
-                    seconds: Counter) -> None:
-    """Stage A: every source's documents, tokenized, to `sinks[source_index](ids, lengths, labels)`."""
+def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
+                    held_out_sink: Callable | None, progress: Progress, seconds: Counter) -> None:
+    """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
+    the held-out ones to `held_out_sink`."""
     global _STAGE
     workers = plan.workers.dataset_num_proc
-    duplicates = ExactDuplicates()
+    # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
+    holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.dedup.dedup == "exact")
 
     def consume(result: ChunkResult) -> None:
-        ids, lengths, labels = result.ids, result.lengths, result.labels
-        if result.hashes is not None:  # exact duplicates, across chunks and sources, first one wins
-            keep = duplicates.keep(result.hashes)
-            if not keep.all():
-                result.dropped["exact_duplicate"] += int((~keep).sum())
-                ids, lengths, labels = select_documents(ids, lengths, labels, keep)
+        stat = stats[result.source_index]
+        decision = holdout(result.source_index, result.hashes, len(result.lengths))
+        result.dropped.update(decision.dropped)
+        ids, lengths, labels = _select(result, decision.train)
+        held_documents = held_tokens = 0
+        if decision.validation.any():
+            held = _select(result, decision.validation)
+            held_out_sink(*held)
+            held_documents, held_tokens = len(held[1]), len(held[0])
+        truncated = result.truncated if result.truncated is not None else np.zeros(len(result.lengths), dtype=bool)
+        kept, tokens = len(lengths) + held_documents, len(ids) + held_tokens
+        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines)
+        stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
+        stat.truncated += int(truncated[decision.train].sum())
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
-        stats[result.source_index].add(result.docs_in, len(lengths), result.bytes_in, len(ids), result.dropped,
-                                       result.replaced_lines)
         seconds.update(result.seconds)
-        progress.update(result.docs_in, len(lengths), result.bytes_in, len(ids))
+        progress.update(result.docs_in, kept, result.bytes_in, tokens)
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
@@ -242,6 +298,13 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             pool.shutdown(cancel_futures=True)
         _STAGE = None
     progress.report()
+
+
+def _select(result: ChunkResult, keep: np.ndarray):
+    """(ids, lengths, labels) of the chunk's documents where `keep` is true (no copy when all are)."""
+    if keep.all():
+        return result.ids, result.lengths, result.labels
+    return select_documents(result.ids, result.lengths, result.labels, keep)
 
 
 # ---------------------------------------------------------------------------------------------

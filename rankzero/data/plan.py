@@ -26,7 +26,9 @@ from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
-FORMAT_VERSION = 3  # bump when the output of the same inputs changes (3: exact dedup without the filter)
+# Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
+# of whole samples, the validation split).
+FORMAT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Plan:
     dedup: DedupConfig
     workers: WorkersConfig
     seed: int
-    sources: tuple[Source, ...]
+    sources: tuple[Source, ...]  # the --eval_dataset sources first (Source.evaluation), then the --dataset ones
     tokenizer: TokenizerInfo
     quality: object | None  # rankzero.data.quality.QualityConfig, or None without the filter
     inputs: dict  # what the fingerprint hashes
@@ -46,6 +48,20 @@ class Plan:
     @property
     def with_labels(self) -> bool:
         return self.stage.with_labels
+
+    @property
+    def has_validation(self) -> bool:
+        return self.source_config.has_validation
+
+    @property
+    def needs_hashes(self) -> bool:
+        """Whether the stage hashes each document's text: for exact dedup, and to choose the validation split."""
+        return self.dedup.dedup == "exact" or self.has_validation
+
+    @property
+    def truncate_to(self) -> int | None:
+        """SFT keeps samples whole: one longer than a row is cut at its end (and counted), never split."""
+        return self.packing.max_seq_length if self.with_labels else None
 
     @property
     def columns(self) -> list[str]:
@@ -57,7 +73,10 @@ class Plan:
 
 def make_plan(source_config: SourcesConfig, stage: StageConfig, packing: PackingConfig, dedup: DedupConfig,
               workers: WorkersConfig, seed: int, tokenizer: TokenizerInfo | None = None) -> Plan:
-    sources = tuple(resolve_source(spec) for spec in source_config.dataset)
+    # Evaluation sources come first: exact dedup keeps the first copy of a text, so a training document that
+    # repeats an evaluation document is the one dropped (split.py).
+    sources = tuple([resolve_source(spec, evaluation=True) for spec in source_config.eval_dataset]
+                    + [resolve_source(spec) for spec in source_config.dataset])
     tokenizer = tokenizer or load_tokenizer(stage.tokenizer_path)
     quality = quality_config(stage)
     inputs = fingerprint_inputs(source_config, stage, packing, dedup, seed, sources, tokenizer, quality)
@@ -78,9 +97,15 @@ def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing
     """Everything that changes the prepared output, and nothing that does not."""
     stage_settings = {k: v for k, v in dataclasses.asdict(stage).items()
                       if k not in ("tokenizer_path", "tokenizer_engine", "quality_config")}  # by content instead
+    def identities(evaluation: bool) -> list[dict]:
+        return [{"identity": s.identity(source_config.fingerprint_content), "weight": s.weight}
+                for s in sources if s.evaluation == evaluation]
+
     return {
         "format_version": FORMAT_VERSION,
-        "sources": [{"identity": s.identity(source_config.fingerprint_content), "weight": s.weight} for s in sources],
+        "sources": identities(False),
+        "eval_sources": identities(True),
+        "validation_split_percentage": source_config.validation_split_percentage,
         "txt_sample_by": source_config.txt_sample_by,
         "tokenizer_sha256": tokenizer.content_hash,
         "stage": stage_settings,

@@ -2,6 +2,7 @@
 
     problem = verify_published(FP, inputs, deep=False)   # None, MISSING, or what is wrong (ForeignDataset raised)
     files = file_table(tmp)                              # the manifest's "files": size and xxh3 of each
+    validation = validation_dir(FP)                      # FP/validation (a save_to_disk Dataset), or None
     move_aside(FP, problem)                              # a damaged FP/ out of sight in one rename, then deleted
     free = check_free_space(cache_dir, needed)           # refuse a build that cannot fit, warn when it may not
 
@@ -26,6 +27,7 @@ from rankzero.files import content_hash, lstat, open_no_follow, read_json, size_
 logger = logging.getLogger(__name__)
 
 MISSING = "not built yet"
+VALIDATION = "validation"  # the one subdirectory of a published dataset: the validation split's own Dataset
 ALWAYS_HASHED_BYTES = 1 << 20  # files this small (state.json, dataset_info.json) are checksummed on every use
 # Free space a build needs, from its input size: a prepared token takes 4 bytes (int32 id; 4.05 with the
 # document boundaries, measured) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
@@ -52,16 +54,30 @@ def check_writable(cache_dir: Path) -> None:
 # Published datasets: what the manifest promises, and checking it before use
 
 
-def file_table(directory: Path) -> dict[str, dict]:
-    """Every file of a finished build with its size and xxh3-128 checksum: the manifest's "files"."""
+def file_table(directory: Path, prefix: str = "") -> dict[str, dict]:
+    """Every file of a finished build with its size and xxh3-128 checksum: the manifest's "files". The
+    validation split's files are named relative to the build dir ("validation/data-00000-of-00001.arrow")."""
     table = {}
     for entry in sorted(os.scandir(directory), key=lambda entry: entry.name):
         info = entry.stat(follow_symlinks=False)
-        assert stat.S_ISREG(info.st_mode), f"a build dir holds only files: {entry.path}"
-        if entry.name != "manifest.json":
+        if not prefix and entry.name == VALIDATION and stat.S_ISDIR(info.st_mode):
+            table.update(file_table(Path(entry.path), f"{VALIDATION}/"))
+            continue
+        assert stat.S_ISREG(info.st_mode), f"a build dir holds only files and {VALIDATION}/: {entry.path}"
+        if entry.name != "manifest.json" or prefix:
             with os.fdopen(open_no_follow(Path(entry.path)), "rb") as handle:
-                table[entry.name] = {"size": info.st_size, "xxh3_128": content_hash(handle, info.st_size)}
+                table[prefix + entry.name] = {"size": info.st_size, "xxh3_128": content_hash(handle, info.st_size)}
     return table
+
+
+def _listed_name(name) -> bool:
+    """A name rankzero writes in a manifest's file table: a plain file name, or one inside validation/."""
+    if not isinstance(name, str):
+        return False
+    parts = name.split("/")
+    if len(parts) == 2 and parts[0] == VALIDATION:
+        parts = parts[1:]
+    return len(parts) == 1 and parts[0] not in ("", ".", "..") and os.sep not in parts[0] and "\0" not in parts[0]
 
 
 def verify_published(final: Path, inputs: dict | None = None, deep: bool = False) -> str | None:
@@ -95,8 +111,14 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
         return "its manifest.json lists no files (written by an older rankzero)"
     for name, expected in files.items():
         well_formed = isinstance(expected, dict) and isinstance(expected.get("size"), int)
-        if os.sep in name or name in (".", "..") or not well_formed:
+        if not _listed_name(name) or not well_formed:
             raise ForeignDataset(f"{final}: its manifest.json lists {name!r} in a way rankzero never writes; remove it")
+    if any(name.startswith(f"{VALIDATION}/") for name in files):
+        # Its files are reached through it: a link there would lead the checks (and the loader) elsewhere.
+        found = lstat(final / VALIDATION)
+        if found is None or not stat.S_ISDIR(found.st_mode):
+            return f"{VALIDATION}/ is missing or not a directory"
+    for name, expected in files.items():
         found = lstat(final / name)
         if found is None:
             return f"{name} is missing"
@@ -135,13 +157,29 @@ def usable(final: Path, inputs: dict | None, rejected: str | None) -> bool:
     return current is not None and current != rejected and verify_published(final, inputs) is None
 
 
-def check_loaded_rows(prepared_dir: str | os.PathLike, rows: int) -> None:
-    """After loading: as many rows as the manifest promises (a shard cut at a record-batch boundary still loads)."""
+def validation_dir(prepared_dir: str | os.PathLike) -> Path | None:
+    """The validation split of a published dataset (load it with `datasets.load_from_disk`), or None when it was
+    prepared without one (no --validation_split_percentage, no --eval_dataset)."""
     manifest = read_json(Path(prepared_dir) / "manifest.json") or {}
-    promised = manifest.get("sequences")
+    if not manifest.get("validation"):
+        return None
+    path = Path(prepared_dir) / VALIDATION
+    info = lstat(path)
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        raise RankzeroError(f"{prepared_dir}: its manifest.json promises a validation split, but {path} is missing or "
+                            "not a directory; remove the dataset dir and run again to rebuild it")
+    return path
+
+
+def check_loaded_rows(prepared_dir: str | os.PathLike, rows: int, validation: bool = False) -> None:
+    """After loading: as many rows as the manifest promises (a shard cut at a record-batch boundary still loads),
+    for the training split or, with `validation`, the validation split."""
+    manifest = read_json(Path(prepared_dir) / "manifest.json") or {}
+    promised = (manifest.get("validation") or {}).get("sequences") if validation else manifest.get("sequences")
     if promised is not None and promised != rows:
-        raise RankzeroError(f"{prepared_dir}: {rows:,} rows loaded, its manifest.json promises {promised:,}: the prepared "
-                            "data is damaged; remove the directory and run again to rebuild it")
+        what = "validation rows" if validation else "rows"
+        raise RankzeroError(f"{prepared_dir}: {rows:,} {what} loaded, its manifest.json promises {promised:,}: the "
+                            "prepared data is damaged; remove the directory and run again to rebuild it")
 
 
 # ---------------------------------------------------------------------------------------------

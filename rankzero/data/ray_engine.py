@@ -9,15 +9,17 @@ actor builds its tokenizer and Kiwi from paths in its own process and declares i
 filesystem, `FP.ray-work/` beside the build dir; only counts come back to the driver.
 
     --dedup none,           one pass: each task packs its documents into blocks, permutes them, and
-    no weights              writes one shard plus its unpacked tail
-    --dedup exact           two passes: tasks stage their documents and hashes; the driver finds the
-    or SPEC@WEIGHT          exact duplicates over the whole corpus (duplicates.py, in task order: the
-                            local engine's decisions) and the mixing ratios; then each task packs what
-                            is left
+    no weights, no          writes one shard plus its unpacked tail (with --validation_split_percentage
+    --eval_dataset          it picks its held-out documents by their hashes, and packs them apart)
+    --dedup exact,          two passes: tasks stage their documents and hashes; the driver finds the
+    SPEC@WEIGHT or          exact duplicates over the whole corpus and the held-out documents
+    --eval_dataset          (split.py, in task order: the local engine's decisions) and the mixing
+                            ratios; then each task packs what is left, each split apart
 
-The driver packs the tails (each shorter than a block) into one last shard, so the number of full
-blocks equals the local engine's, lists the shards in a seeded random order, writes the save_to_disk
-metadata and returns; the handoff writes the manifest last and publishes. Shuffle trade-off: blocks are
+The driver packs the tails (each shorter than a block) into one last shard per split, so the number of
+full blocks equals the local engine's, lists the shards in a seeded random order, writes the
+save_to_disk metadata (the validation split's in `validation/`) and returns; the handoff writes the
+manifest last and publishes. Shuffle trade-off: blocks are
 permuted within a task's shard and shards are ordered at random, not one uniform permutation of all
 blocks as the local engine does; the Trainer's sampler shuffles uniformly anyway.
 
@@ -39,12 +41,13 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.duplicates import ExactDuplicates
 from rankzero.data.mixing import mixing_ratios
-from rankzero.data.pack import Packer, arrow_array, require_blocks
+from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
-from rankzero.data.report import Progress, SourceStats, build_manifest, nothing_left_message
+from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
+                                  validation_manifest)
 from rankzero.data.shards import name_data_files, output_schema, write_dataset_metadata
+from rankzero.data.split import Holdout, threshold
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json, write_json_atomic
 
@@ -59,18 +62,22 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     tasks = plan_tasks(plan, TASK_BYTES)
     engine = plan.choose_engine()
     work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
-    stats = [SourceStats(s.spec, s.weight) for s in plan.sources]
+    stats = [SourceStats.of(s) for s in plan.sources]
     progress = Progress(sum(t.nbytes for t in tasks), on_progress)
     dedup = plan.dedup.dedup == "exact"
-    two_pass = dedup or any(s.weight is not None for s in plan.sources)
+    percentage = plan.source_config.validation_split_percentage
+    # Dedup, weights and evaluation sources need decisions over the whole corpus (or every source's count).
+    two_pass = dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
     t_setup = time.perf_counter()
 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
-        job = Job(plan.stage, engine.engine.name, plan.quality, dedup, threads, plan.workers.dataset_batch_size,
-                  plan.source_config.txt_sample_by, plan.packing, plan.workers.dataset_writer_batch_size, str(work),
-                  "stage" if two_pass else "single", plan.seed, plan.columns)
+        job = Job(plan.stage, engine.engine.name, plan.quality, plan.needs_hashes, threads,
+                  plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
+                  plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
+                  plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
+                  held_out_below=threshold(percentage))
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -78,11 +85,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         if two_pass:
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
-            if dedup:
-                _drop_duplicates(work, tasks, encoded, stats)
-            if sum(s.docs_kept for s in stats) == 0:
-                raise RankzeroError(nothing_left_message(stats))
-            mixing_ratios(stats)
+            _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup), plan.needs_hashes)
+            _check_counts(plan, stats)
+            mixing_ratios([s for s in stats if not s.evaluation])
             progress.report()
             job.phase, job.ratios = "pack", {str(i): s.ratio for i, s in enumerate(stats)}
             packing = Progress(progress.total_bytes, on_progress)
@@ -94,17 +99,30 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     if not two_pass:
         encoded = packed
         _count_encoded(encoded, stats)
+        for meta in packed:  # the task split its documents itself
+            stat = stats[meta["source_index"]]
+            stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
+            stat.truncated += meta["truncated"]
     for meta in packed:
         stats[meta["source_index"]].tokens_out += meta["tokens_out"]
         stats[meta["source_index"]].documents_out += meta["documents_out"]
-    if sum(s.docs_kept for s in stats) == 0:
-        raise RankzeroError(nothing_left_message(stats))
+    _check_counts(plan, stats)
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
     rng = np.random.default_rng([plan.seed, 3])
     data_files = name_data_files(out_dir, [names[i] for i in rng.permutation(len(names))])
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    validation = None
+    if plan.has_validation:
+        target = out_dir / "validation"
+        target.mkdir()
+        held_names, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
+        order = np.random.default_rng([plan.seed, 7]).permutation(len(held_names))
+        held_files = name_data_files(target, [held_names[i] for i in order])
+        write_dataset_metadata(target, plan.columns, held_files, f"{plan.fingerprint}-validation")
+        validation = validation_manifest(plan, stats, sequences=held_sequences, shards=len(held_files),
+                                         tail_tokens=held_tail)
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -119,7 +137,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                                         "random order",
                              "dedup_scope": "global (first one wins in source order)"}}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=worker_seconds, extra=extra)
+                          timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,45 +256,65 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
                                         meta["dropped"], meta["replaced_lines"])
 
 
-def _drop_duplicates(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]) -> None:
-    """Exact duplicates over the whole corpus: the tasks' hashes through the local engine's decision
-    (duplicates.py) in task order, which is source order; only hashes reach the driver, never text."""
-    duplicates = ExactDuplicates()
+def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
+            hashed: bool) -> None:
+    """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
+    engine's decision (split.py) in task order, which is source order, evaluation sources first; only hashes
+    reach the driver, never text. Each task's `split.npz` says which of its documents are dropped or held out."""
     for task, meta in zip(tasks, metas):
         with np.load(task_file(work, task.index, "hashes.npz")) as files:
-            hashes, lengths = files["hashes"], files["lengths"]
-        lost = np.flatnonzero(~duplicates.keep(hashes))
-        write_npz_atomic(task_file(work, task.index, "drop.npz"), indices=lost)
-        if len(lost):
-            stats[meta["source_index"]].drop("exact_duplicate", len(lost), int(lengths[lost].sum()))
+            hashes, lengths, truncated = files["hashes"], files["lengths"], files["truncated"]
+        decision = holdout(task.source_index, hashes if hashed else None, len(lengths))
+        lost = ~(decision.train | decision.validation)
+        write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
+                         validation=np.flatnonzero(decision.validation))
+        stat = stats[meta["source_index"]]
+        stat.drop(decision.dropped, int(lengths[lost].sum()))
+        stat.hold_out(int(decision.validation.sum()), int(lengths[decision.validation].sum()),
+                      int(truncated[decision.validation].sum()))
+        stat.truncated += int(truncated[decision.train].sum())
 
 
-def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path) -> tuple[list[str], int, int]:
-    """Move the tasks' shards into the build dir and pack their tails into one last shard."""
+def _check_counts(plan, stats: list[SourceStats]) -> None:
+    if sum(s.docs_kept for s in stats) == 0:
+        raise RankzeroError(nothing_left_message(stats))
+    problem = split_problem(plan, stats)
+    if problem:
+        raise RankzeroError(problem)
+
+
+def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,
+                   validation: bool = False) -> tuple[list[str], int, int]:
+    """Move the tasks' shards of one split into `out_dir` and pack their tails into one last shard."""
+    prefix, rows = ("validation-", "validation_rows") if validation else ("", "rows")
     names, sequences = [], 0
     for task, meta in zip(tasks, packed):
-        if meta["rows"]:
+        if meta[rows]:
             name = f"task-{task.index:06d}.arrow"
-            task_file(work, task.index, "shard.arrow").rename(out_dir / name)
+            task_file(work, task.index, f"{prefix}shard.arrow").rename(out_dir / name)
             names.append(name)
-            sequences += meta["rows"]
-    packer = Packer(plan.packing.max_seq_length, plan.packing.packing)
+            sequences += meta[rows]
+    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
     batches = []
     for task in tasks:
-        tail = np.load(task_file(work, task.index, "tail.npz"))
-        if len(tail["ids"]):
-            blocks = packer.add(tail["ids"], tail["lengths"], tail["labels"] if "labels" in tail else None)
-            if blocks is not None:
-                batches.append(blocks.to_record_batch())
+        with np.load(task_file(work, task.index, f"{prefix}tail.npz")) as tail:
+            if len(tail["ids"]):
+                blocks = packer.add(tail["ids"], tail["lengths"], tail["labels"] if "labels" in tail else None)
+                if blocks is not None:
+                    batches.append(blocks.to_record_batch())
+    blocks = packer.flush()
+    if blocks is not None:
+        batches.append(blocks.to_record_batch())
     tail_tokens = packer.finish()
     if batches:
         schema = output_schema(plan.columns)
         table = pa.Table.from_batches(batches).select(schema.names)
-        table = table.take(arrow_array(np.random.default_rng([plan.seed, 4]).permutation(len(table))))
+        rng = np.random.default_rng([plan.seed, 6 if validation else 4])
+        table = table.take(arrow_array(rng.permutation(len(table))))
         with pa.ipc.new_stream(str(out_dir / "tails.arrow"), schema) as writer:
             writer.write_table(pa.Table.from_arrays(table.columns, schema=schema),
                                max_chunksize=plan.workers.dataset_writer_batch_size)
         names.append("tails.arrow")
         sequences += len(table)
-    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length)
+    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)
     return names, sequences, tail_tokens

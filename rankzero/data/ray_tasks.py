@@ -14,6 +14,11 @@ are done. Phases (see ray_engine.py):
     stage    stage → staged documents + their hashes                                (dedup or weights)
     pack     staged documents − duplicates, × the mixing ratio → pack → shard + tail
 
+With a validation split every task packs its held-out documents too, into a `validation-shard.arrow` and
+a `validation-tail.npz` of their own (taken once: mixing is for training documents). In one pass the
+task picks them by the hash rule itself (split.py: it depends on the text alone); in two passes the
+driver decides, in task order, with the `--eval_dataset` sources first, and writes `split.npz`.
+
 A task gets a `Job`: the stage config, the packing config and the few numbers it uses — never the
 command line.
 """
@@ -31,10 +36,11 @@ import pyarrow as pa
 
 from rankzero.config import PackingConfig, StageConfig
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.pack import Packer, arrow_array, select_documents
+from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source
+from rankzero.data.split import held_out
 from rankzero.data.stage import Stage
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
@@ -98,7 +104,7 @@ class Job:
     stage: StageConfig
     engine_name: str
     quality: object | None  # rankzero.data.quality.QualityConfig
-    hashes: bool  # --dedup exact: stage each document's text hash
+    hashes: bool  # --dedup exact or a validation split: stage each document's text hash
     threads: int
     batch_size: int
     txt_sample_by: str
@@ -109,6 +115,9 @@ class Job:
     seed: int
     columns: list
     ratios: dict | None = None  # source index → mixing ratio, for "pack"
+    truncate_to: int | None = None  # SFT: samples cut to a row's length (stage.py)
+    validation: bool = False  # a validation split is made
+    held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
 
 
 class TaskRunner:
@@ -118,7 +127,7 @@ class TaskRunner:
         self.job = job
         self.work = Path(job.work)
         self.stage = None if job.phase == "pack" else Stage.in_worker(job.stage, job.engine_name, job.quality,
-                                                                      job.threads, job.hashes)
+                                                                      job.threads, job.hashes, job.truncate_to)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -143,14 +152,37 @@ class TaskRunner:
 
     def run(self, task: Task) -> dict:
         if self.job.phase == "pack":
-            return self._pack(task, self._staged_documents(task))
+            return self._pack(task, *self._staged_documents(task))
         documents, meta = self._encode(task)
         if self.job.phase == "stage":
             return self._stage_files(task, documents, meta)
-        return self._pack(task, documents, meta)
+        training, held = self._split(documents, meta)
+        return self._pack(task, training, held, meta)
+
+    def _split(self, documents: list, meta: dict) -> tuple[list, list]:
+        """One pass: the held-out documents by the hash rule (no dedup, no --eval_dataset here); counts in meta."""
+        training, held = [], []
+        meta.update(docs_kept=0, tokens=0, truncated=0, validation_documents=0, validation_tokens=0,
+                    validation_truncated=0)
+        for ids, lengths, labels, hashes, truncated in documents:
+            meta["docs_kept"] += len(lengths)
+            meta["tokens"] += len(ids)
+            truncated = truncated if truncated is not None else np.zeros(len(lengths), dtype=bool)
+            if not self.job.validation:
+                training.append((ids, lengths, labels))
+                meta["truncated"] += int(truncated.sum())
+                continue
+            validation = held_out(hashes, self.job.held_out_below)
+            training.append(select_documents(ids, lengths, labels, ~validation))
+            held.append(select_documents(ids, lengths, labels, validation))
+            meta["truncated"] += int(truncated[~validation].sum())
+            meta["validation_documents"] += int(validation.sum())
+            meta["validation_tokens"] += len(held[-1][0])
+            meta["validation_truncated"] += int(truncated[validation].sum())
+        return training, held
 
     def _encode(self, task: Task):
-        """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes) and counts."""
+        """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated) and counts."""
         source = Source(task.path, task.kind, task.path)
         job = self.job
         if task.kind == "saved":
@@ -168,7 +200,7 @@ class TaskRunner:
                     chunk.first_line += lines_before(task.path, task.start)
                     self.stage(chunk)  # raises again, with the file's own line numbers
                 raise
-            documents.append((result.ids, result.lengths, result.labels, result.hashes))
+            documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
             meta["docs_in"] += result.docs_in
@@ -183,42 +215,62 @@ class TaskRunner:
 
         def write(handle):
             with StagedWriter(handle, with_labels) as writer:
-                for ids, lengths, labels, _ in documents:
+                for ids, lengths, labels, *_ in documents:
                     writer.write(ids, lengths, labels)
 
         write_atomic(path, write)
-        hashes = [h for *_, h in documents if h is not None]
-        lengths = [lengths for _, lengths, _, _ in documents]
+        hashes = [h for _, _, _, h, _ in documents if h is not None]
+        lengths = [lengths for _, lengths, *_ in documents]
+        truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut in documents]
         write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
                          hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
-                         lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64))
-        meta.update(docs_kept=sum(len(lengths) for _, lengths, _, _ in documents),
+                         lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64),
+                         truncated=np.concatenate(truncated) if truncated else np.empty(0, bool))
+        meta.update(docs_kept=sum(len(lengths) for _, lengths, *_ in documents),
                     tokens=sum(len(ids) for ids, *_ in documents))
         write_json_atomic(task_file(self.work, task.index, "stage.json"), meta)
         return meta
 
-    def _staged_documents(self, task: Task) -> list:
-        drop_path = task_file(self.work, task.index, "drop.npz")
-        drop = np.load(drop_path)["indices"] if drop_path.exists() else np.empty(0, np.int64)
+    def _staged_documents(self, task: Task) -> tuple[list, list]:
+        """The task's staged documents less those dropped (split.npz, from the driver): (training documents
+        with the source's mixing ratio applied, held-out documents once)."""
+        split_path = task_file(self.work, task.index, "split.npz")
+        drop = validation = np.empty(0, np.int64)
+        if split_path.exists():
+            with np.load(split_path) as split:
+                drop, validation = split["drop"], split["validation"]
         ratio = (self.job.ratios or {}).get(str(task.source_index), 1.0)
         staged = list(read_staged(task_file(self.work, task.index, "stage.arrow")))
-        documents, offset = [], 0
+        documents, held, offset = [], [], 0
         for ids, lengths, labels in staged:
-            keep = np.ones(len(lengths), dtype=bool)
-            inside = drop[(drop >= offset) & (drop < offset + len(lengths))] - offset
-            keep[inside] = False
+            train = np.ones(len(lengths), dtype=bool)
+            train[_inside(drop, offset, len(lengths))] = False
+            to_validation = np.zeros(len(lengths), dtype=bool)
+            to_validation[_inside(validation, offset, len(lengths))] = True
             offset += len(lengths)
-            documents.append(select_documents(ids, lengths, labels, keep) + (None,))
+            documents.append(select_documents(ids, lengths, labels, train & ~to_validation))
+            if to_validation.any():
+                held.append(select_documents(ids, lengths, labels, to_validation))
         # Mixing: ceil(ratio) passes over the task's documents, the last a seeded random subset.
         rng = np.random.default_rng([self.job.seed, task.index, 1])
-        return [(*subsample(ids, lengths, labels, share, rng), None)
-                for share in passes(ratio) for ids, lengths, labels, _ in documents]
+        return [subsample(ids, lengths, labels, share, rng) for share in passes(ratio)
+                for ids, lengths, labels in documents], held
 
-    def _pack(self, task: Task, documents: list, meta: dict | None = None) -> dict:
-        """Pack the task's documents, permute its blocks, write its shard and its unpacked tail."""
-        packer = Packer(self.job.packing.max_seq_length, self.job.packing.packing)
+    def _pack(self, task: Task, documents: list, held: list, meta: dict | None = None) -> dict:
+        """Pack the task's documents (and its held-out ones apart), permute the rows, write each split's shard
+        and unpacked tail."""
+        meta = dict(meta or {"index": task.index, "source_index": task.source_index})
+        rows, tokens_out, documents_out = self._pack_split(task, documents, "")
+        meta.update(rows=rows, tokens_out=tokens_out, documents_out=documents_out)
+        if self.job.validation:
+            meta["validation_rows"] = self._pack_split(task, held, "validation-")[0]
+        write_json_atomic(task_file(self.work, task.index, "pack.json"), meta)
+        return meta
+
+    def _pack_split(self, task: Task, documents: list, prefix: str) -> tuple[int, int, int]:
+        packer = make_packer(self.job.packing, whole_samples=self.job.stage.with_labels)
         batches, tokens_out, documents_out = [], 0, 0
-        for ids, lengths, labels, _ in documents:
+        for ids, lengths, labels in documents:
             tokens_out += int(lengths.sum())
             documents_out += len(lengths)
             blocks = packer.add(ids, lengths, labels)
@@ -228,24 +280,23 @@ class TaskRunner:
         rows = sum(len(b) for b in batches)
         if rows:
             table = pa.Table.from_batches(batches).select(schema.names)
-            order = np.random.default_rng([self.job.seed, task.index, 2]).permutation(rows)
+            order = np.random.default_rng([self.job.seed, task.index, 2 if not prefix else 3]).permutation(rows)
             table = pa.Table.from_arrays(table.take(arrow_array(order)).columns, schema=schema)
 
             def write(handle):
                 with pa.ipc.new_stream(handle, schema) as writer:
                     writer.write_table(table, max_chunksize=self.job.writer_batch_size)
 
-            write_atomic(task_file(self.work, task.index, "shard.arrow"), write)
+            write_atomic(task_file(self.work, task.index, f"{prefix}shard.arrow"), write)
         tail_ids, tail_lengths, tail_labels = packer.remainder()
-        write_npz_atomic(task_file(self.work, task.index, "tail.npz"), ids=tail_ids, lengths=tail_lengths,
+        write_npz_atomic(task_file(self.work, task.index, f"{prefix}tail.npz"), ids=tail_ids, lengths=tail_lengths,
                          labels=tail_labels)
-        meta = dict(meta or {"index": task.index, "source_index": task.source_index, "docs_kept": documents_out,
-                             "tokens": tokens_out})
-        meta.update(rows=rows, tokens_out=tokens_out, documents_out=documents_out)
-        if "docs_kept" not in meta and self.job.phase == "single":
-            meta.update(docs_kept=documents_out, tokens=tokens_out)
-        write_json_atomic(task_file(self.work, task.index, "pack.json"), meta)
-        return meta
+        return rows, tokens_out, documents_out
+
+
+def _inside(indices: np.ndarray, offset: int, count: int) -> np.ndarray:
+    """The task-wide document indices that fall in this batch, as indices into it."""
+    return indices[(indices >= offset) & (indices < offset + count)] - offset
 
 
 def _plain(value):

@@ -2,8 +2,8 @@
 
     progress = Progress(total_bytes, on_progress)      # prints docs, MB, MB/s, kept %, ETA every ~5 s
     progress.update(docs, kept, nbytes, tokens)
-    stats = [SourceStats(spec, weight) ...]            # per-source counts the engines fill in
-    manifest = build_manifest(plan, stats, engine, ...)
+    stats = [SourceStats.of(source) ...]               # per-source counts the engines fill in
+    manifest = build_manifest(plan, stats, engine, ..., validation=validation_manifest(plan, stats, ...))
 
 Both build engines report through these, so a prepare looks the same on one machine and on a cluster.
 """
@@ -20,6 +20,7 @@ from typing import Callable
 
 from rankzero import malloc
 from rankzero.data.plan import FORMAT_VERSION
+from rankzero.data.split import HOW_CHOSEN
 
 PROGRESS_EVERY_S = 5.0
 
@@ -70,14 +71,23 @@ class Progress:
 class SourceStats:
     spec: str
     weight: float | None
+    evaluation: bool = False  # an --eval_dataset source
     docs_in: int = 0
-    docs_kept: int = 0
+    docs_kept: int = 0  # after the filter and dedup, in either split
     bytes_in: int = 0
-    tokens: int = 0
+    tokens: int = 0  # of the kept training documents (before mixing)
     ratio: float = 1.0
     tokens_out: int = 0
     documents_out: int = 0
+    validation_documents: int = 0  # held out
+    validation_tokens: int = 0
+    truncated: int = 0  # SFT samples longer than a row, cut at their end (training documents)
+    validation_truncated: int = 0
     dropped: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, source) -> SourceStats:
+        return cls(source.spec, source.weight, source.evaluation)
 
     def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int) -> None:
         """Count a piece of this source (a chunk, or a Ray task), of which `kept` documents and `tokens`
@@ -90,11 +100,18 @@ class SourceStats:
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
 
-    def drop(self, reason: str, documents: int, tokens: int) -> None:
-        """Take back documents counted as kept (exact duplicates found after counting)."""
-        self.docs_kept -= documents
+    def drop(self, dropped: dict, tokens: int) -> None:
+        """Take back documents counted as kept (reason → count; duplicates found after counting) and their tokens."""
+        self.docs_kept -= sum(dropped.values())
         self.tokens -= tokens
-        self.dropped[reason] += documents
+        self.dropped.update(dropped)
+
+    def hold_out(self, documents: int, tokens: int, truncated: int = 0) -> None:
+        """Move kept documents from the training count to the validation split."""
+        self.tokens -= tokens
+        self.validation_documents += documents
+        self.validation_tokens += tokens
+        self.validation_truncated += truncated
 
 
 def total_dropped(stats: list[SourceStats]) -> Counter:
@@ -109,13 +126,47 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
     if docs_in == 0:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
-    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate") for r in dropped) else "records→text"
+    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "in_eval_dataset")
+                                             for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
 
 
+def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shards: int, tail_tokens: int) -> dict:
+    """The manifest's "validation": what was held out, how it was chosen, its rows in `validation/`."""
+    return {"dir": "validation", "documents": sum(s.validation_documents for s in stats),
+            "tokens": sum(s.validation_tokens for s in stats) - tail_tokens, "sequences": sequences, "shards": shards,
+            "tail_tokens_dropped": tail_tokens, "truncated": sum(s.validation_truncated for s in stats),
+            "percentage": plan.source_config.validation_split_percentage,
+            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN}
+
+
+def split_problem(plan, stats: list[SourceStats]) -> str | None:
+    """After counting: a validation split that holds nothing, or a training split that does, is an error."""
+    if not plan.has_validation:
+        return None
+    flags = _validation_flags(plan)
+    held = sum(s.validation_documents for s in stats)
+    training = sum(s.docs_kept for s in stats) - held
+    if held == 0:
+        return (f"validation: no document was held out ({flags}, {training:,} documents kept); raise "
+                "--validation_split_percentage or give --eval_dataset")
+    if training == 0:
+        return (f"validation: all {held:,} kept documents were held out ({flags}) and none is left to train on; "
+                "lower --validation_split_percentage, or check that --dataset is not the same data as --eval_dataset")
+    return None
+
+
+def _validation_flags(plan) -> str:
+    config = plan.source_config
+    given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
+             if config.validation_split_percentage is not None else [])
+    return ", ".join(given + ([f"--eval_dataset {' '.join(config.eval_dataset)}"] if config.eval_dataset else []))
+
+
 def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
-                   timings: dict, worker_seconds: Counter, extra: dict | None = None) -> dict:
+                   timings: dict, worker_seconds: Counter, extra: dict | None = None,
+                   validation: dict | None = None) -> dict:
     """The manifest of a finished build (the handoff adds who built it and writes it last)."""
     tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
     total_bytes = sum(s.bytes_in for s in stats)
@@ -136,6 +187,8 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "mode": plan.stage.mode,
         "columns": plan.columns,
         "tail_tokens_dropped": tail_tokens,
+        "truncated": sum(s.truncated for s in stats),
+        "validation": validation,
         "seed": plan.seed,
         "sources": [_source_manifest(s, tokens_out + tail_tokens) for s in stats],
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,

@@ -22,7 +22,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import Packer, arrow_array, list_array, numpy_view
+from rankzero.data.pack import arrow_array, list_array, numpy_view
 
 BUCKET_BYTES = 16 << 20  # the shuffle holds about one bucket: memory does not grow with the corpus ...
 MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
@@ -88,7 +88,7 @@ def bucket_count(tokens: float, with_labels: bool) -> int:
 class BlockScatter:
     """Packs documents into blocks and appends each block to a uniformly random bucket file."""
 
-    def __init__(self, packer: Packer, buckets: int, bucket_dir: Path, rng: np.random.Generator):
+    def __init__(self, packer, buckets: int, bucket_dir: Path, rng: np.random.Generator):  # a pack.py packer
         bucket_dir.mkdir(parents=True, exist_ok=True)
         self.packer = packer
         self.bucket_dir = bucket_dir
@@ -98,8 +98,10 @@ class BlockScatter:
 
     def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
         blocks = self.packer.add(ids, lengths, labels)
-        if blocks is None:
-            return
+        if blocks is not None:
+            self._scatter(blocks)
+
+    def _scatter(self, blocks) -> None:
         batch = blocks.to_record_batch()
         buckets = len(self.writers)
         targets = self.rng.integers(0, buckets, len(batch)) if buckets > 1 else np.zeros(len(batch), dtype=np.int64)
@@ -115,7 +117,10 @@ class BlockScatter:
                 start += count
 
     def finish(self) -> int:
-        """Close the buckets; return the tokens of the final partial block (left out)."""
+        """Scatter the rows the end of the stream completes, close the buckets; return the tokens left out."""
+        blocks = self.packer.flush()
+        if blocks is not None:
+            self._scatter(blocks)
         self.close()
         return self.packer.finish()
 

@@ -41,6 +41,7 @@ class Source:
     files: tuple[str, ...] = ()
     hub_config: str | None = None
     hub_revision: str | None = None
+    evaluation: bool = False  # an --eval_dataset source: every document goes to the validation split
 
     def identity(self, content: str = "stat") -> dict[str, Any]:
         """What makes this source's content what it is: enters the dataset fingerprint.
@@ -86,37 +87,40 @@ def _looks_like_path(spec: str) -> bool:
     return "/" in name and os.path.isdir(name.split("/")[0])
 
 
-def resolve_source(spec: str) -> Source:
-    """Resolve one spec; a path that does not exist or a glob that matches nothing is an error."""
+def resolve_source(spec: str, evaluation: bool = False) -> Source:
+    """Resolve one spec (of --dataset, or of --eval_dataset with `evaluation`); a path that does not exist or a
+    glob that matches nothing is an error naming the flag."""
+    flag = "--eval_dataset" if evaluation else "--dataset"
     try:
         location, weight = split_weight(spec)
     except ValueError as error:
         raise RankzeroError(str(error)) from None
     path = Path(os.path.expanduser(location))
     if path.is_file():
-        _check_suffix(path, spec)
-        return Source(spec, "files", str(path), weight, (str(path),))
+        _check_suffix(path, spec, flag)
+        return Source(spec, "files", str(path), weight, (str(path),), evaluation=evaluation)
     if path.is_dir():
         if _is_saved_dataset(path):
-            return Source(spec, "saved", str(path), weight)
+            return Source(spec, "saved", str(path), weight, evaluation=evaluation)
         files = sorted(p for p in walk_files(str(path)) if Path(p).suffix.lower() in SUPPORTED_SUFFIXES)
         if not files:
             raise RankzeroError(
-                f"--dataset {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk dataset"
+                f"{flag} {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk dataset"
             )
-        return Source(spec, "files", str(path), weight, tuple(files))
+        return Source(spec, "files", str(path), weight, tuple(files), evaluation=evaluation)
     if GLOB_CHARS & set(location):
         files = glob_files(os.path.expanduser(location))
         if not files:
-            raise RankzeroError(f"--dataset {spec}: the pattern matches no files")
+            raise RankzeroError(f"{flag} {spec}: the pattern matches no files")
         for file in files:
-            _check_suffix(Path(file), spec)
-        return Source(spec, "files", location, weight, tuple(files))
+            _check_suffix(Path(file), spec, flag)
+        return Source(spec, "files", location, weight, tuple(files), evaluation=evaluation)
     if _looks_like_path(location):
-        raise RankzeroError(f"--dataset {spec}: no such file or directory: {path}{_did_you_mean(path)}")
+        raise RankzeroError(f"{flag} {spec}: no such file or directory: {path}{_did_you_mean(path)}")
     name, _, revision = location.partition("#")
     name, _, config = name.partition(":")
-    return Source(spec, "hub", name, weight, hub_config=config or None, hub_revision=revision or None)
+    return Source(spec, "hub", name, weight, hub_config=config or None, hub_revision=revision or None,
+                  evaluation=evaluation)
 
 
 def _did_you_mean(path: Path) -> str:
@@ -128,8 +132,8 @@ def _did_you_mean(path: Path) -> str:
     return f" (did you mean {path.parent / close[0]}?)" if close else ""
 
 
-def _check_suffix(path: Path, spec: str) -> None:
+def _check_suffix(path: Path, spec: str, flag: str = "--dataset") -> None:
     if path.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise RankzeroError(
-            f"--dataset {spec}: {path} has an unsupported type '{path.suffix}' (supported: {' '.join(SUPPORTED_SUFFIXES)})"
+            f"{flag} {spec}: {path} has an unsupported type '{path.suffix}' (supported: {' '.join(SUPPORTED_SUFFIXES)})"
         )

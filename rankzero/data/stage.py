@@ -8,8 +8,10 @@ A worker builds its own tokenizer, engine and Kiwi from the stage config (paths 
 pickled tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
 fastokens' Rayon pool), and a Ray actor on another machine has nothing to inherit anyway.
 
-With `--dedup exact` every document that survives the filter carries a 64-bit hash of its text: the
-engine removes exact duplicates across chunks (duplicates.py, first one wins) before packing.
+With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
+of its text: the engine removes exact duplicates across chunks (duplicates.py, first one wins) and picks
+the held-out documents by it (split.py) before packing. In SFT (`truncate_to`) a sample longer than a row
+is cut at its end here, so both engines and both splits count the same cut samples (`truncated`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import xxhash
 
 from rankzero.config import StageConfig
 from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.pack import truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 
 
@@ -35,7 +38,8 @@ class ChunkResult:
     ids: np.ndarray
     lengths: np.ndarray
     labels: np.ndarray | None
-    hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact)
+    hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact or a validation split)
+    truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
     replaced_lines: int
     seconds: dict
@@ -57,15 +61,17 @@ class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
     def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False):
+                 hashes: bool = False, truncate_to: int | None = None):
         self.config = config
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
         self.hashes = hashes
+        self.truncate_to = truncate_to
 
     @classmethod
-    def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool) -> "Stage":
+    def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
+                  truncate_to: int | None = None) -> "Stage":
         """Build a stage from its config alone, in the process that will run it."""
         set_rust_threads(threads)
         tokenizer = load_tokenizer(config.tokenizer_path)
@@ -74,7 +80,7 @@ class Stage:
             from rankzero.data.quality import QualityFilter
 
             quality_filter = QualityFilter(quality_config, threads=threads)
-        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes)
+        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to)
 
     def __call__(self, chunk) -> ChunkResult:
         config = self.config
@@ -98,7 +104,10 @@ class Stage:
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         filtered = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
+        truncated = None
+        if self.truncate_to is not None:
+            ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
         done = time.perf_counter()
-        return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes,
+        return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, truncated,
                            +dropped, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted, "tokenize": done - filtered})

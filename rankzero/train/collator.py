@@ -11,6 +11,10 @@
   `DataCollatorWithFlattening` instead: one flat row with `cu_seq_lens_*` for flash-attn's varlen
   kernel — no mask at all. Either way the first token of each document gets label -100: nothing
   before it in the row may predict it. model.py says what each backend costs.
+  Rows of different lengths (SFT rows of whole samples) are padded to the batch's longest, rounded up
+  to `pad_to_multiple_of`, and the padding is one more document: its positions restart at 0, its
+  labels are -100, and still no attention mask is sent, so the packed-sequence mask keeps every
+  sample to itself and the padding out of every sample's view.
 - Unpacked rows are padded to the batch's longest row, rounded up to `pad_to_multiple_of`; padding
   gets attention mask 0 and label -100.
 - SFT rows carry `labels` (prompt tokens already -100); pretraining learns every token.
@@ -60,18 +64,23 @@ class BlockCollator:
         return batch
 
     def _documents(self, rows, ids, labels) -> dict:
-        length = max(len(x) for x in ids)
-        if any(len(x) != length for x in ids):  # unpacked: one document per row already; pad as usual
-            return self._padded(ids, labels)
-        positions = []
-        for row, row_ids, row_labels in zip(rows, ids, labels):
-            position = document_position_ids(row.get("document_lengths", [len(row_ids)]), len(row_ids))
+        lengths = [len(x) for x in ids]
+        width = max(lengths)
+        if min(lengths) != width:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        input_ids = np.full((len(ids), width), self.pad_token_id, dtype=np.int64)
+        label_ids = np.full((len(ids), width), IGNORE_INDEX, dtype=np.int64)
+        positions = np.empty((len(ids), width), dtype=np.int64)
+        for i, (row, row_ids, row_labels) in enumerate(zip(rows, ids, labels)):
+            length = len(row_ids)
+            position = document_position_ids(row.get("document_lengths", [length]), length)
             row_labels[position == 0] = IGNORE_INDEX
-            positions.append(position)
+            input_ids[i, :length], label_ids[i, :length], positions[i, :length] = row_ids, row_labels, position
+            positions[i, length:] = np.arange(width - length)  # the padding: a document of its own
         return {
-            "input_ids": torch.from_numpy(np.stack(ids)),
-            "labels": torch.from_numpy(np.stack(labels)),
-            "position_ids": torch.from_numpy(np.stack(positions)),
+            "input_ids": torch.from_numpy(input_ids),
+            "labels": torch.from_numpy(label_ids),
+            "position_ids": torch.from_numpy(positions),
         }
 
     def _flattened(self, rows, ids, labels) -> dict:

@@ -66,6 +66,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
+    defaults = {**args.defaults, **defaults}  # ours (checks.py: data_defaults) with the Trainer's, printed together
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
