@@ -66,10 +66,7 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
                                                  "--tokenizer_engine", "hf"]
     builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
-    deadline = time.monotonic() + 120
-    while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
-        assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
-        time.sleep(0.1)
+    _wait_for_progress(cache, builder)
     assert builder.poll() is None, "the build finished before it could be killed; make the large_corpus larger"
     builder.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
@@ -254,25 +251,92 @@ def test_two_ranks_rebuild_a_damaged_dataset_once_and_both_get_the_new_one(tmp_p
     assert rebuilt["build_id"] != manifest["build_id"] and rebuilt["files"] == manifest["files"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
-    big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(40000, seed=7)])
-    cache = tmp_path / "cache"
-    # The HF tokenizer on one thread (~4x fastokens): the build is still running when the signal comes.
-    args = _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
+def _slow_build(tmp_path, tokenizer_dir, cache, documents=40000):
+    """Arguments of a build that is still running seconds after it starts: the HF tokenizer on one thread
+    (~4x fastokens) over 40,000 documents."""
+    big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(documents, seed=7)])
+    return _common(big, tokenizer_dir, cache) + ["--dataset_num_proc", 1, "--dataset_batch_size", 200,
                                                  "--tokenizer_engine", "hf"]
-    port = free_port()
-    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
+
+
+def _wait_for_progress(cache: Path, builder) -> None:
     deadline = time.monotonic() + 120
     while not any('"docs"' in p.read_text() for p in cache.glob("*.heartbeat.*") if p.exists()):
         assert time.monotonic() < deadline and builder.poll() is None, "builder never got going"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1, signal.SIGINT])
+def test_a_builder_stopped_by_a_signal_says_so_and_its_waiter_is_told(tmp_path, tokenizer_dir, signum):
+    cache = tmp_path / "cache"
+    args = _slow_build(tmp_path, tokenizer_dir, cache)
+    port = free_port()
+    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
+    _wait_for_progress(cache, builder)
     builder.send_signal(signum)
     (code, _, err, _), (waiter_code, _, waiter_err, _) = wait_all([builder, waiter], timeout=60)
     name = signal.Signals(signum).name
-    assert code == (143 if signum == signal.SIGTERM else 130), err
+    assert code == 128 + signum, err
     assert re.search(rf"\[prepare\] {name} received: stopped preparing, removed the build dir \S+\.tmp-\S+, wrote "
                      rf"\S+\.failed so that waiting ranks stop too", err), err
     assert waiter_code != 0 and "rank 0 failed" in waiter_err
-    assert ("terminated by SIGTERM" if signum == signal.SIGTERM else "KeyboardInterrupt") in waiter_err, waiter_err
+    assert (f"terminated by {name}" if signum != signal.SIGINT else "KeyboardInterrupt") in waiter_err, waiter_err
     assert not list(cache.glob("*.tmp-*")) and not [p for p in cache.iterdir() if p.is_dir()]
+    assert not list(cache.glob("*.heartbeat.*"))
+
+
+def test_a_waiter_stopped_by_sigusr1_says_so(tmp_path, tokenizer_dir):
+    cache = tmp_path / "cache"
+    args = _slow_build(tmp_path, tokenizer_dir, cache)
+    port = free_port()
+    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
+    _wait_for_progress(cache, builder)
+    waiter.send_signal(signal.SIGUSR1)
+    (code, _, err, _), = wait_all([waiter], timeout=60)
+    builder.kill()
+    builder.communicate()
+    assert code == 128 + signal.SIGUSR1 and "SIGUSR1 received while waiting for rank 0: stopped waiting" in err, err
+
+
+def _clock_skew(tmp_path: Path, seconds: float) -> dict:
+    """The environment of a process whose wall clock (time.time) is `seconds` off: a node with a skewed clock,
+    or, seen from a waiter, a builder that started that much earlier."""
+    site = tmp_path / f"skew{seconds:+.0f}"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import time\n_time = time.time\ntime.time = lambda: _time() + {seconds}\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+            "RANKZERO_STARTUP_GRACE_S": "5"}
+
+
+@pytest.mark.parametrize("skewed", ["builder 120 s behind", "waiter 120 s ahead (started late)"])
+def test_a_late_waiter_or_a_skewed_clock_still_waits_for_a_live_builder(tmp_path, tokenizer_dir, skewed):
+    cache = tmp_path / "cache"
+    args = _slow_build(tmp_path, tokenizer_dir, cache, documents=160000)  # outlasts the waiter's start and grace
+    builder_env, waiter_env = ((_clock_skew(tmp_path, -120), {"RANKZERO_STARTUP_GRACE_S": "5"})
+                               if skewed.startswith("builder") else
+                               ({"RANKZERO_STARTUP_GRACE_S": "5"}, _clock_skew(tmp_path, 120)))
+    port = free_port()
+    builder = spawn(["--tokenize_only", *args], 0, 2, port=port, env=builder_env)
+    _wait_for_progress(cache, builder)
+    waiter = spawn(["--tokenize_only", *args], 1, 2, port=port, env=waiter_env)
+    started = time.monotonic()
+    results = wait_all([builder, waiter])
+    assert all(code == 0 for code, *_ in results), results[1][2]
+    assert results[1][3] - started > 5, "the build ended within the grace: the test proves nothing; make it longer"
+    assert prepared_dir(results[0][1]) == prepared_dir(results[1][1])
+
+
+def test_a_cache_dir_removed_during_the_build_is_named_by_the_waiter(tmp_path, tokenizer_dir):
+    import shutil
+
+    cache = tmp_path / "cache"
+    args = _slow_build(tmp_path, tokenizer_dir, cache)
+    port = free_port()
+    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
+    _wait_for_progress(cache, builder)
+    shutil.rmtree(cache, ignore_errors=True)
+    results = wait_all([builder, waiter], timeout=60)
+    (code, _, err, _) = results[1]
+    assert code != 0 and f"the cache dir {cache} was removed while rank 0 was preparing" in err, err
+    assert "never started" not in err

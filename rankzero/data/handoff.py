@@ -25,8 +25,14 @@ not rankzero's to use or remove: an error names it.
 
 No collective is used while waiting (a process group does not exist yet): waiters poll the
 directory about once a second, print the builder's progress every ~30 s, and fail within seconds
-when the builder wrote FP.failed or its heartbeat stopped (killed). The next run removes dead tmp
-dirs under the lock and builds again.
+when the builder wrote FP.failed or its heartbeat stopped (killed). A waiter judges the heartbeat by
+its own monotonic clock only: the builder is alive once the waiter has seen its heartbeat change, dead
+when it has not changed for HEARTBEAT_STALE_S since; no timestamp written by another process (another
+machine, another clock) is compared with this one's, so a rank that starts late or a node whose clock
+is skewed waits like any other. The next run removes dead tmp dirs under the lock and builds again.
+
+SIGTERM and SIGUSR1 (Slurm's early warning, `--signal=USR1@90`) stop a prepare cleanly: the builder
+removes its build dir, writes FP.failed naming the signal and exits with 128 + the signal's number.
 
 Builder election: global rank 0 when the cache dir is shared by all nodes, local rank 0 of each
 node when it is not. Rank 0 drops a probe file for its job; a process on another node that sees it
@@ -46,6 +52,7 @@ import threading
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.config import CacheConfig
@@ -63,8 +70,14 @@ POLL_S = 1.0
 REPORT_EVERY_S = 30.0
 HEARTBEAT_EVERY_S = 1.0
 HEARTBEAT_STALE_S = 5.0
-STARTUP_GRACE_S = 60.0
-CLOCK_SLACK_S = 5.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+def startup_grace_s() -> float:
+    """How long a waiter waits for the builder's first sign of life (RANKZERO_STARTUP_GRACE_S, default 60):
+    the builder imports, elects itself and checks the cache before it beats; a slow shared filesystem
+    may want more."""
+    return float(os.environ.get("RANKZERO_STARTUP_GRACE_S", "60"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,9 +119,10 @@ def is_builder(runtime: Runtime, scope: str) -> bool:
 class Heartbeat:
     """A thread that rewrites FP.heartbeat.JOB every second with a counter and the latest progress."""
 
-    def __init__(self, path: Path, runtime: Runtime):
+    def __init__(self, path: Path, runtime: Runtime, run_id: str):
         self.path = path
-        self.state = {"run_id": uuid.uuid4().hex, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
+        # "started_at" is for people reading the file; waiters never compare it with their own clock.
+        self.state = {"run_id": run_id, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
                       "started_at": time.time(), "beat": 0, "progress": {"stage": "starting"}}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rankzero-heartbeat", daemon=True)
@@ -141,12 +155,28 @@ class Heartbeat:
 
 class _Terminated(BaseException):
     def __init__(self, signum: int):
+        self.signum = signum
         self.signal_name = signal.Signals(signum).name
         super().__init__(f"terminated by {self.signal_name}")
 
 
-def _raise_on_sigterm(signum, frame):
+def _raise_terminated(signum, frame):
     raise _Terminated(signum)
+
+
+@contextmanager
+def _stopping_on_signals():
+    """SIGTERM and SIGUSR1 raise _Terminated in the main thread while preparing or waiting (a signal handler
+    can only be set there; elsewhere, e.g. a test's thread, the defaults stay)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tuple[str | None, str] = (None, ""),
@@ -158,10 +188,10 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm) if threading.current_thread() is threading.main_thread() else None
     needed, free, tmp = space_needed(plan.sources, plan.with_labels), None, None
+    run_id = uuid.uuid4().hex
     try:
-        with Heartbeat(heartbeat_path, runtime) as heartbeat:
+        with Heartbeat(heartbeat_path, runtime, run_id) as heartbeat:
             stale = read_json(failed_marker)
             if stale and stale.get("job") == job:
                 failed_marker.unlink(missing_ok=True)
@@ -193,7 +223,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
                                    "partial build was removed: free space there, or pass another --cache_dir")
         try:
             write_json_atomic(failed_marker, {
-                "job": job, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
+                "job": job, "run_id": run_id, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
                 "error": f"{report}" if isinstance(report, RankzeroError) else f"{type(report).__name__}: {report}",
                 "traceback": traceback.format_exc(), "failed_at": time.time()})
             told = f"wrote {failed_marker} so that waiting ranks stop too"
@@ -204,13 +234,10 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
             removed = f"removed the build dir {tmp}" if tmp is not None else "no build dir had been made"
             print(f"[prepare] {name} received: stopped preparing, {removed}, {told}", file=sys.stderr, flush=True)
         if isinstance(error, _Terminated):
-            raise SystemExit(143) from None
+            raise SystemExit(128 + error.signum) from None
         if report is not error:
             raise report from None
         raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: Heartbeat) -> Path:
@@ -259,34 +286,45 @@ def _print_summary(manifest: dict, final: Path) -> None:
 
 def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, fingerprint: str, job: str, builder: str,
                      inputs: dict | None = None, rejected: str | None = None) -> Path:
-    """Poll until the builder publishes FP/ (not the one this rank rejected, see `build`), fails or dies."""
+    """Poll until the builder publishes FP/ (not the one this rank rejected, see `build`), fails or dies.
+
+    Everything is judged by what this rank saw change, on its own monotonic clock: a heartbeat or failure
+    marker already there when it started may be an earlier run's, and is evidence only once it changes."""
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
-    started_wall, started = time.time(), time.monotonic()
-    last_beat, last_change, last_report = None, None, started
+    started = last_report = time.monotonic()
+    grace_s = startup_grace_s()
+    earlier_failure = read_json(failed_marker)
+    pulse = _pulse(read_json(heartbeat_path))
+    changed_at, alive_runs, gone_at = started, set(), None
     while True:
         if usable(final, inputs, rejected):
             return final
         now = time.monotonic()
         failure = read_json(failed_marker)
-        if failure and failure.get("job") == job and failure.get("failed_at", 0) >= started_wall - CLOCK_SLACK_S:
+        if failure and failure.get("job") == job and (failure != earlier_failure or failure.get("run_id") in alive_runs):
             raise BuilderFailed(f"rank {failure.get('rank')} failed (host {failure.get('host')}, pid {failure.get('pid')}) "
                                 f"while preparing the data: {failure.get('error')}")
         beat = read_json(heartbeat_path)
-        if beat and beat.get("started_at", 0) >= started_wall - STARTUP_GRACE_S:
-            pulse = (beat.get("run_id"), beat.get("beat"))
-            if pulse != last_beat:
-                last_beat, last_change = pulse, now
-            elif now - last_change > HEARTBEAT_STALE_S:
-                if usable(final, inputs, rejected):
-                    return final
-                raise BuilderFailed(f"{builder} died while preparing the data (no heartbeat for "
-                                    f"{now - last_change:.0f} s, nothing published, no failure marker — killed?); "
-                                    "the next run cleans up and builds again")
-        elif now - started > STARTUP_GRACE_S:
-            raise BuilderFailed(f"{builder} never started preparing the data ({STARTUP_GRACE_S:.0f} s without a heartbeat "
-                                f"in {cache_dir}); is the cache dir the same path on every rank?")
+        if _pulse(beat) != pulse:
+            pulse, changed_at = _pulse(beat), now
+            if pulse is not None:
+                alive_runs.add(pulse[0])
+        if alive_runs and pulse is None:  # the builder removed its heartbeat: it has just published or failed
+            gone_at = gone_at or now
+            if not cache_dir.is_dir():
+                raise BuilderFailed(f"the cache dir {cache_dir} was removed while {builder} was preparing the data; "
+                                    "nothing was published: run again (and keep the cache dir while a job uses it)")
+            if now - gone_at > HEARTBEAT_STALE_S:
+                raise BuilderFailed(f"{builder} stopped preparing the data without publishing it or writing "
+                                    f"{failed_marker.name} (its heartbeat file was removed); look at its log")
+        elif alive_runs and now - changed_at > HEARTBEAT_STALE_S:
+            raise BuilderFailed(f"{builder} died while preparing the data (its heartbeat has not changed for "
+                                f"{now - changed_at:.0f} s, nothing published, no failure marker — killed?); "
+                                "the next run cleans up and builds again")
+        elif not alive_runs and now - started > grace_s:
+            raise BuilderFailed(_never_started(builder, grace_s, cache_dir, beat, failure if failure and failure.get("job") == job else None))
         if now - started > timeout_s:
             raise BuilderFailed(f"gave up waiting for {builder} after --prep_timeout_s {timeout_s:.0f}")
         if now - last_report >= REPORT_EVERY_S:
@@ -294,6 +332,24 @@ def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, finger
             progress = (beat or {}).get("progress", {})
             logger.warning("waiting for %s to prepare %s: %s", builder, fingerprint, _describe(progress))
         time.sleep(POLL_S)
+
+
+def _pulse(beat: dict | None) -> tuple | None:
+    return (beat.get("run_id"), beat.get("beat")) if beat else None
+
+
+def _never_started(builder: str, grace_s: float, cache_dir: Path, beat: dict | None, failure: dict | None) -> str:
+    if not cache_dir.is_dir():
+        return (f"{builder} never started preparing the data: the cache dir {cache_dir} does not exist on this rank "
+                f"after {grace_s:.0f} s; is it the same path on every rank, and not removed?")
+    seen = [f"{cache_dir} has no heartbeat of this job"] if beat is None else [
+        f"the heartbeat in {cache_dir} (run {beat.get('run_id')}, host {beat.get('host')}, pid {beat.get('pid')}) did "
+        "not change: an earlier run's"]
+    if failure:
+        seen.append(f"a failure marker says rank {failure.get('rank')} failed: {failure.get('error')} (this run's, "
+                    "if this rank started late)")
+    return (f"{builder} never started preparing the data ({grace_s:.0f} s without a sign of life; "
+            f"{'; '.join(seen)}); is the cache dir the same path on every rank? (RANKZERO_STARTUP_GRACE_S sets the wait)")
 
 
 def _describe(progress: dict) -> str:
@@ -320,8 +376,14 @@ def prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime) -> Path:
     rejected = build_id(final)
     scope = elect_scope(cache.prep_scope, runtime, cache_dir) if runtime.is_distributed else "global"
     job = job_key(runtime, scope)
-    if is_builder(runtime, scope):
-        check_writable(cache_dir)
-        return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
-    builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
-    return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected)
+    with _stopping_on_signals():
+        if is_builder(runtime, scope):
+            check_writable(cache_dir)
+            return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
+        builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
+        try:
+            return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected)
+        except _Terminated as stopped:
+            print(f"[prepare] {stopped.signal_name} received while waiting for {builder}: stopped waiting",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(128 + stopped.signum) from None
