@@ -79,9 +79,34 @@ def current_umask() -> int:
     return mask
 
 
+def owner_text(path: Path) -> str:
+    """Who owns `path` and its mode, for an error a user of a shared dir can act on: "alice (uid 1001), mode 0700"."""
+    import pwd
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return "an unknown owner"
+    try:
+        name = pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        name = "a user with no name here"
+    return f"{name} (uid {info.st_uid}), mode {stat.S_IMODE(info.st_mode):04o}"
+
+
+def this_user() -> str:
+    import pwd
+
+    try:
+        return f"{pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
 def _open_lock_file(path: Path) -> int:
     """Open FP.lock read-only (flock needs no write access, so another user's lock file works too), creating
-    it when absent; refuse a symlink or any other kind of file someone put there."""
+    it when absent, readable by everyone who can reach the dir whatever the umask; refuse a symlink or any
+    other kind of file someone put there."""
     while True:
         try:
             try:
@@ -89,9 +114,15 @@ def _open_lock_file(path: Path) -> int:
             except FileNotFoundError:
                 # Create it separately: O_CREAT on an existing file of another user in a sticky dir fails
                 # where fs.protected_regular is set, plain opening does not.
-                return open_no_follow(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL)
+                fd = open_no_follow(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL)
+                os.fchmod(fd, 0o644)  # an empty file; a builder's umask 077 must not lock the others out
+                return fd
         except FileExistsError:
             continue  # another process created it between the two opens
+        except PermissionError:
+            raise RankzeroError(f"{path} cannot be opened by {this_user()}: it belongs to {owner_text(path)}; ask its "
+                                "owner to `chmod a+r` it (rankzero creates lock files readable by all since it gives "
+                                "shared caches group access), or use your own --cache_dir") from None
         except OSError as error:
             if error.errno not in (errno.ELOOP, errno.EINVAL):
                 raise

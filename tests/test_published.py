@@ -224,3 +224,71 @@ def test_content_sampling_notices_an_edit_that_keeps_size_and_mtime(tmp_path, to
     again = {mode: _fingerprint(data_args(tokenizer_dir, tmp_path, [big], fingerprint_content=mode))
              for mode in ("sample", "full")}
     assert again["sample"] == after["sample"] and again["full"] != after["full"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A cache dir shared by a team: a member's umask must not lock the others out
+
+
+NOBODY = 65534
+
+
+def _as_nobody() -> list[str]:
+    """The command prefix that runs a process as a second user (nobody), or a visible skip."""
+    command = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a second user")
+    if subprocess.run([*command, sys.executable, "-c", "import rankzero"], capture_output=True, cwd=REPO).returncode:
+        pytest.skip("the second user cannot run this Python and repo")
+    return command
+
+
+def _run(prefix: list, args: list, umask: int = 0o022) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, str(REPO / "train.py"), "--tokenize_only", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=lambda: os.umask(umask),
+                          env={**os.environ, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"})
+
+
+def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir, corpus):
+    import tempfile
+
+    nobody = _as_nobody()
+    base = Path(tempfile.mkdtemp(prefix="rankzero-team-"))
+    try:
+        os.chmod(base, 0o755)
+        shutil.copytree(tokenizer_dir, base / "tokenizer")
+        shutil.copy(corpus, base / "corpus.jsonl")
+        for path in base.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        cache = base / "cache"
+        cache.mkdir()
+        os.chown(cache, 0, NOBODY)  # the team's group: nobody's
+        os.chmod(cache, 0o2775)
+        args = ["--dataset", base / "corpus.jsonl", "--tokenizer_path", base / "tokenizer", "--max_seq_length", 64,
+                "--cache_dir", cache]
+        built = _run([], args, umask=0o077)
+        assert built.returncode == 0, built.stderr
+        final = prepared_dir(built.stdout)
+        for path in [final, *final.rglob("*")]:
+            info = path.stat()
+            assert info.st_gid == NOBODY and info.st_mode & 0o060 == 0o060, (path, oct(info.st_mode))
+        reused = _run(nobody, args)
+        assert reused.returncode == 0, reused.stderr
+        assert prepared_dir(reused.stdout) == final and "[prepare] published" not in reused.stderr
+
+        # Published by an older rankzero (or into a private dir): an error naming the owner, nothing removed.
+        os.chmod(final, 0o700)
+        refused = _run(nobody, args)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+        assert f"{final} cannot be read by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0700" in refused.stderr
+        assert final.is_dir() and not list(cache.glob("*.damaged-*"))
+
+        # Another member's lock file that this user cannot open: named, with its owner.
+        shutil.rmtree(final)
+        lock = next(cache.glob("*.lock"))
+        os.chmod(lock, 0o600)
+        locked_out = _run(nobody, args)
+        assert locked_out.returncode != 0 and "Traceback" not in locked_out.stderr, locked_out.stderr
+        assert f"{lock} cannot be opened by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in locked_out.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -45,7 +45,6 @@ import logging
 import os
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import threading
@@ -59,9 +58,10 @@ from rankzero.config import CacheConfig
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
 from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
-                                     needed_text, remove_dead_builds, space_needed, usable, verify_published)
+                                     needed_text, remove_dead_builds, set_publish_modes, space_needed, usable,
+                                     verify_published)
 from rankzero.errors import BuilderFailed, RankzeroError
-from rankzero.files import current_umask, exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
+from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
 from rankzero.runtime import Runtime, job_key
 
 logger = logging.getLogger(__name__)
@@ -249,10 +249,9 @@ def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: H
     manifest.update({"built_by_rank": runtime.rank, "built_by_host": runtime.hostname, "built_at": started,
                      "build_id": heartbeat.state["run_id"], "fingerprint_inputs": plan.inputs, "files": files})
     # The build dir is 0700 while it is written (nobody can plant a link inside); published, it gets the
-    # mode the umask gives (a shared cache wants umask 002 and a setgid group dir: docs/design.md).
-    mask = current_umask()
-    os.chmod(tmp, (os.stat(tmp).st_mode & stat.S_ISGID) | (0o777 & ~mask))
-    write_json_atomic(tmp / "manifest.json", manifest, mode=0o666 & ~mask)  # last: a dir with a manifest is complete
+    # umask's modes, with group read/write in a team's cache dir whatever the umask (docs/design.md).
+    file_mode = set_publish_modes(tmp, final.parent)
+    write_json_atomic(tmp / "manifest.json", manifest, mode=file_mode)  # last: a dir with a manifest is complete
     os.replace(tmp, final)
     try:
         _print_summary(manifest, final)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from rankzero.errors import RankzeroError
-from rankzero.files import content_hash, lstat, open_no_follow, read_json, size_text
+from rankzero.files import content_hash, current_umask, lstat, open_no_follow, owner_text, read_json, size_text, this_user
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,49 @@ OUTPUT_BYTES_PER_TOKEN = 4
 
 class ForeignDataset(RankzeroError):
     """The cache holds something at FP that rankzero did not build for these inputs: never used, never removed."""
+
+
+class UnreadableDataset(RankzeroError):
+    """A published dataset of another user that this user cannot read: never judged damaged, never removed."""
+
+
+def _check_readable(final: Path, *files: Path) -> None:
+    unreadable = [path for path in (final, final / "manifest.json", final / VALIDATION, *files)
+                  if os.path.lexists(path) and not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))]
+    if unreadable:
+        raise UnreadableDataset(
+            f"{unreadable[0]} cannot be read by {this_user()}: it belongs to {owner_text(unreadable[0])} (published "
+            f"by a rankzero that did not give a shared cache group access, or into a cache dir that is not "
+            f"group-writable); ask its owner to run `chmod -R g+rwX {final}`, or use your own --cache_dir")
+
+
+def publish_modes(cache_dir: Path) -> tuple[int, int]:
+    """The modes of a published dataset's dirs and files: the umask's, plus group read and write when the cache
+    dir is a team's (group-writable, docs/design.md), so that one member's umask 077 cannot lock the others out
+    of the data or stop them from rebuilding a damaged copy. Dirs get the setgid bit there (the team's group)."""
+    mask = current_umask()
+    dirs, files = 0o777 & ~mask, 0o666 & ~mask
+    if os.stat(cache_dir).st_mode & stat.S_IWGRP:
+        dirs, files = dirs | 0o070 | stat.S_ISGID, files | 0o060
+    return dirs, files
+
+
+def set_publish_modes(build_dir: Path, cache_dir: Path) -> int:
+    """Give a finished build (still 0700: nobody else can have planted anything in it) its published modes, and
+    the cache dir's group where that is a team's; returns the file mode for what is written after."""
+    dirs, files = publish_modes(cache_dir)
+    group = os.stat(cache_dir).st_gid if dirs & stat.S_ISGID else None
+    for root, _, names in os.walk(build_dir):  # os.walk enters no symlinked dir
+        for path in [root, *(os.path.join(root, name) for name in names)]:
+            if group is not None and os.lstat(path).st_gid != group:
+                try:
+                    os.chown(path, -1, group, follow_symlinks=False)
+                except PermissionError:  # not a member of the cache dir's group: the modes still apply
+                    group = None
+                    logger.warning("%s: cannot give the build the cache dir's group (not a member?); other "
+                                   "members may not read it", build_dir)
+            os.chmod(path, dirs if path == root else files)
+    return files
 
 
 def check_writable(cache_dir: Path) -> None:
@@ -92,6 +135,7 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
         kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a directory"
         raise ForeignDataset(f"{final} is {kind}: rankzero publishes only directories it built and follows no link in "
                              "the cache dir; remove it, or use another --cache_dir")
+    _check_readable(final)
     manifest = read_json(final / "manifest.json")
     if manifest is None:
         return "no readable manifest.json: deleted, or an interrupted copy"
@@ -131,6 +175,9 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
             try:
                 with os.fdopen(open_no_follow(final / name), "rb") as handle:
                     digest = content_hash(handle, expected["size"])
+            except PermissionError:
+                _check_readable(final, final / name)
+                raise
             except OSError as error:
                 return f"{name} cannot be read ({error.strerror})"
             if digest != expected.get("xxh3_128"):
@@ -209,8 +256,8 @@ def move_aside(final: Path, problem: str) -> None:
         os.rename(final, aside)
     except OSError as error:
         aside.rmdir()
-        raise RankzeroError(f"{final} is damaged ({problem}) and could not be moved aside ({error.strerror}): remove it "
-                            "by hand, or use another --cache_dir") from None
+        raise RankzeroError(f"{final} is damaged ({problem}) and could not be moved aside ({error.strerror}; it belongs "
+                            f"to {owner_text(final)}): ask its owner to remove it, or use another --cache_dir") from None
     logger.warning("%s is damaged (%s): removed, building it again", final, problem)
     shutil.rmtree(aside, ignore_errors=True)
 
