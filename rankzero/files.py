@@ -60,7 +60,7 @@ def read_json(path: Path) -> dict | None:
         with os.fdopen(open_no_follow(path), encoding="utf-8") as handle:
             value = json.load(handle)
         return value if isinstance(value, dict) else None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+    except (ValueError, RecursionError, OSError):  # not JSON, not UTF-8, nested past the parser's depth, unreadable
         return None
 
 

@@ -292,3 +292,27 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         assert f"{lock} cannot be opened by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in locked_out.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("craft", ["nested", "nul in a file name", "sequences not a number"])
+def test_a_crafted_manifest_is_an_error_or_a_rebuild_never_a_traceback(tmp_path, tokenizer_dir, corpus, craft):
+    args = ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64, "--cache_dir", tmp_path]
+    final = prepared_dir(prepare_cli(*args).stdout)
+    manifest_path = final / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    if craft == "nested":
+        manifest_path.write_text(manifest_path.read_text()[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif craft == "nul in a file name":
+        manifest["files"]["data\0.arrow"] = {"size": 1, "xxh3_128": "0"}
+        manifest_path.write_text(json.dumps(manifest))
+    else:
+        manifest["sequences"] = "abc"
+        manifest_path.write_text(json.dumps(manifest))
+    again = prepare_cli(*args, check=False)
+    assert "Traceback" not in again.stderr and "RecursionError" not in again.stderr, again.stderr
+    if craft == "nul in a file name":  # a name rankzero never writes: planted, so neither used nor removed
+        assert again.returncode != 0 and "in a way rankzero never writes" in again.stderr, again.stderr
+    else:  # damage (or an interrupted copy): moved aside and rebuilt, the same data as before
+        assert again.returncode == 0 and "is damaged (" in again.stderr, again.stderr
+        assert json.loads(manifest_path.read_text())["sequences"] == manifest["sequences"] or craft != "nested"
+        assert isinstance(json.loads(manifest_path.read_text())["sequences"], int)

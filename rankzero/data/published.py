@@ -150,6 +150,9 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
             raise ForeignDataset(f"{final}: its manifest.json says it was built from other inputs ({', '.join(differ)} "
                                  "differ from this run's): not the data its name promises, and rankzero never trains "
                                  "on it; remove it, or use another --cache_dir")
+    malformed = _malformed_counts(manifest)
+    if malformed:
+        return f"its manifest.json says {malformed}, not a count"
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         return "its manifest.json lists no files (written by an older rankzero)"
@@ -182,6 +185,20 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
                 return f"{name} cannot be read ({error.strerror})"
             if digest != expected.get("xxh3_128"):
                 return f"{name} does not match its checksum in manifest.json (changed on disk)"
+    return None
+
+
+def _malformed_counts(manifest: dict) -> str | None:
+    """The first count a loader reads from the manifest that is not a non-negative integer, as "key is value"."""
+    validation = manifest.get("validation")
+    counts = {key: manifest.get(key) for key in ("sequences", "tokens")}
+    if validation is not None:
+        if not isinstance(validation, dict):
+            return f"validation is {validation!r:.40}"
+        counts.update({f"validation.{key}": validation.get(key) for key in ("sequences", "tokens")})
+    for key, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{key} is {value!r:.40}"
     return None
 
 
