@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, data_args, prepare, write_jsonl
+from helpers import REPO, data_args, korean_documents, prepare, write_jsonl
 from rankzero.data.encode import load_tokenizer
 from rankzero.data.readers import iter_chunks, iter_texts
 from rankzero.data.records import ChatRenderer, chunk_documents
@@ -194,10 +194,114 @@ def test_sft_masks_mark_only_assistant_turns(tmp_path, tokenizer_dir):
         assert "질문" in context and "시스템" in context and "질문" not in trained
 
 
-def test_non_string_fields_are_converted(tmp_path):
-    out = _documents(tmp_path, [{"text": ["first", "second"]}, {"text": 42}, {"text": None}])
-    assert ["".join(t for t, _ in d) for d in out.documents] == ["first\nsecond", "42"]
-    assert out.empty == 1  # an object in the text column is an error: tests/test_hostile.py
+def test_lists_of_parts_are_joined_and_null_is_empty(tmp_path):
+    out = _documents(tmp_path, [{"text": ["first", "second"]}, {"text": None}])
+    assert ["".join(t for t, _ in d) for d in out.documents] == ["first\nsecond"]
+    assert out.empty == 1
+
+
+def test_a_text_that_is_a_number_or_boolean_is_an_error_naming_the_line_or_skipped(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"text": "좋은 문장"}\n{"text": true}\n{"text": 12345}\n{"text": NaN}\n{"text": 1.5}\n', encoding="utf-8")
+    (chunk,) = iter_chunks(resolve_source(str(path)), 0, batch_size=100)
+    with pytest.raises(RankzeroError, match=r"r.jsonl:2: column 'text' holds true \(bool\), not text"):
+        chunk_documents(chunk, None, ChatRenderer(None))
+    out = chunk_documents(chunk, None, ChatRenderer(None), skip_bad_records=True)
+    assert ["".join(t for t, _ in d) for d in out.documents] == ["좋은 문장"] and out.bad_records == 4
+
+
+ALTERNATING = ("{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+               "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+               "{% endif %}<|{{ message['role'] }}|>{{ message['content'] }}{% endfor %}")
+
+
+def test_a_chat_template_that_raises_is_a_record_error_naming_the_line_or_skipped(tmp_path):
+    good = [{"role": "user", "content": "질문"}, {"role": "assistant", "content": "답"}]
+    bad = [{"role": "user", "content": "질문"}, {"role": "user", "content": "또 질문"}]
+    records = [{"messages": good}, {"messages": bad}, {"messages": good}]
+    renderer = ChatRenderer(ALTERNATING)
+    with pytest.raises(RankzeroError, match=r"r.jsonl:2: the tokenizer's chat template refused this conversation: "
+                                            r"Conversation roles must alternate"):
+        _documents(tmp_path, records, renderer)
+    out = _documents(tmp_path, records, renderer, skip_bad_records=True)
+    assert len(out.documents) == 2 and out.bad_records == 1
+
+
+# ------------------------------------------------------------------ compressed inputs
+
+
+def _compress(path: Path, suffix: str, data: bytes | None = None) -> Path:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    data = path.read_bytes() if data is None else data
+    target = path.with_name(path.name + suffix)
+    compress = {".gz": lambda b: gzip.compress(b, compresslevel=1), ".bz2": bz2.compress, ".xz": lzma.compress,
+                ".zst": zstandard.ZstdCompressor().compress}[suffix]
+    target.write_bytes(compress(data))
+    return target
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst", ".bz2", ".xz"])
+def test_compressed_files_give_the_same_ids_as_the_file_uncompressed(tmp_path, tokenizer_dir, suffix):
+    import datasets
+
+    texts = korean_documents(300, seed=5)
+    (tmp_path / "plain").mkdir()
+    plain = write_jsonl(tmp_path / "plain" / "corpus.jsonl", [{"text": t} for t in texts])
+    array = tmp_path / "plain" / "records.json"
+    array.write_text(json.dumps([{"text": t} for t in texts[:50]], ensure_ascii=False), encoding="utf-8")
+    lines = tmp_path / "plain" / "lines.txt"
+    lines.write_text("\n".join(texts[50:120]) + "\n", encoding="utf-8")
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for path in (plain, array, lines):
+        _compress(path, suffix).rename(packed / (path.name + suffix))
+    outputs = [prepare(data_args(tokenizer_dir, tmp_path / "cache", [directory], max_seq_length=64), seed=0)
+               for directory in (tmp_path / "plain", packed)]
+    assert outputs[0] != outputs[1]  # the compressed bytes are what the fingerprint covers
+    rows = [datasets.load_from_disk(str(out))["input_ids"] for out in outputs]
+    assert rows[0] == rows[1] and len(rows[0]) > 10
+    manifests = [json.loads((out / "manifest.json").read_text()) for out in outputs]
+    assert manifests[0]["docs_in"] == manifests[1]["docs_in"] == 300 + 50 + 70
+
+
+def test_a_compressed_parquet_or_an_unknown_compressed_type_is_refused_by_name(tmp_path):
+    (tmp_path / "a.parquet.gz").write_bytes(b"x")
+    (tmp_path / "notes.gz").write_bytes(b"x")
+    with pytest.raises(RankzeroError, match=r"a.parquet.gz: a compressed .parquet file cannot be read as a stream"):
+        resolve_source(str(tmp_path / "a.parquet.gz"))
+    with pytest.raises(RankzeroError, match=r"notes.gz has an unsupported type"):
+        resolve_source(str(tmp_path / "notes.gz"))
+
+
+def test_a_damaged_compressed_stream_names_the_file(tmp_path):
+    path = _compress(write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in korean_documents(2000)]), ".gz")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(RankzeroError, match=r"c.jsonl.gz: the .gz stream is damaged"):
+        list(iter_chunks(resolve_source(str(path)), 0, batch_size=100))
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+def test_compressed_files_are_read_as_streams(tmp_path, suffix):
+    """Reading every chunk of a file with 4x the text takes no more memory: nothing holds the whole file."""
+    line = json.dumps({"text": "서울의 아침은 조용했다. " * 20}, ensure_ascii=False).encode() + b"\n"
+    peaks = []
+    for copies in (50_000, 200_000):  # ~33 MB and ~130 MB of text
+        path = _compress(tmp_path / f"x{copies}.jsonl", suffix, line * copies)
+        code = ("import resource, sys\nfrom rankzero.data.readers import iter_chunks\n"
+                "from rankzero.data.specs import resolve_source\n"
+                "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+                f"lines = sum(chunk.payload.count(b'\\n') for chunk in iter_chunks(resolve_source({str(path)!r}), 0, 1000))\n"
+                f"assert lines == {copies}, lines\n"
+                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 0, done.stderr
+        peaks.append(int(done.stdout) / 1024)  # MiB
+    assert peaks[1] < peaks[0] + 40, peaks  # the whole 4x file would add ~100 MiB
 
 
 def test_unknown_schema_is_one_error_listing_the_columns(tmp_path):

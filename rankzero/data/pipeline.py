@@ -23,11 +23,13 @@ atomically under the fingerprint once `build_dataset` returns.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
 from rankzero.data.local import build_local
 from rankzero.data.plan import Plan
+from rankzero.errors import RankzeroError
 
 
 def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
@@ -35,5 +37,32 @@ def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None]
     if plan.workers.prep_engine == "ray":
         from rankzero.data.ray_engine import build_ray
 
-        return build_ray(plan, out_dir, on_progress)
-    return build_local(plan, out_dir, on_progress)
+        manifest = build_ray(plan, out_dir, on_progress)
+    else:
+        manifest = build_local(plan, out_dir, on_progress)
+    changed = changed_inputs(plan.inputs)
+    if changed:
+        raise RankzeroError(f"input files changed while they were being prepared: {'; '.join(changed[:5])}"
+                            f"{f' and {len(changed) - 5} more' if len(changed) > 5 else ''}. What was read no longer "
+                            "matches the fingerprint, so nothing was published: run again once the files are complete")
+    return manifest
+
+
+def changed_inputs(inputs: dict) -> list[str]:
+    """Input files whose size or mtime now differ from what the fingerprint recorded before the build (a file
+    still being written or copied), each described."""
+    changed = []
+    for group in ("sources", "eval_sources"):
+        for source in inputs.get(group, []):
+            for recorded in source["identity"].get("files", []):
+                path = recorded["path"]
+                try:
+                    info = os.stat(path)
+                except FileNotFoundError:
+                    changed.append(f"{path} was removed")
+                    continue
+                if info.st_size != recorded["size"]:
+                    changed.append(f"{path} went from {recorded['size']:,} to {info.st_size:,} bytes")
+                elif info.st_mtime_ns != recorded["mtime_ns"]:
+                    changed.append(f"{path} was modified (same size)")
+    return changed

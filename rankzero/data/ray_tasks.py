@@ -39,7 +39,7 @@ from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
-from rankzero.data.specs import Source
+from rankzero.data.specs import Source, compression_of, text_bytes
 from rankzero.data.split import held_out
 from rankzero.data.stage import Stage
 from rankzero.errors import RankzeroError
@@ -73,8 +73,8 @@ def plan_tasks(plan, task_bytes: int = TASK_BYTES) -> list[Task]:
             continue
         for path in source.files:
             fmt = line_format(path, plan.source_config.txt_sample_by)
-            if fmt is None or fmt == "txt-document":
-                tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, os.path.getsize(path)))
+            if fmt is None or fmt == "txt-document" or compression_of(path):  # a stream cannot be cut in ranges
+                tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, text_bytes(path)))
                 continue
             for start, end in line_ranges(path, task_bytes, paragraphs=fmt == "txt-paragraph"):
                 tasks.append(Task(len(tasks), source_index, "files", path, start, end, end - start))

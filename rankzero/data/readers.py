@@ -3,6 +3,9 @@
     for chunk in iter_chunks(resolve_source("corpus/*.jsonl"), source_index=0, batch_size=1000): ...
     for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
 
+Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream (`open_input`):
+memory does not grow with the file, and a damaged stream is an error naming the file.
+
 The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
 (parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
 columnar formats are read in record batches. `line_ranges` cuts a line file into byte ranges that
@@ -12,14 +15,14 @@ can be read independently (the Ray engine's tasks).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
+from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suffix, resolve_source
 from rankzero.errors import RankzeroError
 
 BOM = b"\xef\xbb\xbf"
@@ -36,6 +39,44 @@ class Chunk:
     first_line: int  # 1-based line (line formats) or record number (records) of the first item
     byte_offset: int = 0  # offset of payload[0] in the file (line formats)
     nbytes: int = 0
+
+
+def open_input(path: str) -> io.BufferedIOBase:
+    """A file's bytes as a binary stream with `peek`, decompressed on the fly when compressed (gzip, bz2 and xz
+    from the standard library, zstd from `zstandard`, reading across frames as `zstd -d` does)."""
+    compression = compression_of(path)
+    if compression == ".gz":
+        import gzip
+
+        return gzip.open(path, "rb")
+    if compression == ".bz2":
+        import bz2
+
+        return bz2.open(path, "rb")
+    if compression == ".xz":
+        import lzma
+
+        return lzma.open(path, "rb")
+    if compression == ".zst":
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True, closefd=True)
+        return io.BufferedReader(reader, 1 << 20)
+    return open(path, "rb")
+
+
+def _stream_errors() -> tuple[type[BaseException], ...]:
+    """What a damaged compressed stream raises (OSError covers gzip's BadGzipFile and bz2's invalid data)."""
+    import lzma
+
+    import zstandard
+
+    return OSError, EOFError, lzma.LZMAError, zstandard.ZstdError
+
+
+def _damaged(path: str, after: str, error: BaseException) -> RankzeroError:
+    return RankzeroError(f"{path}: the {compression_of(path)} stream is damaged after {after} ({error}); re-download or "
+                         "re-compress it")
 
 
 def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
@@ -55,7 +96,7 @@ def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_b
     if fmt is not None:
         yield from _line_chunks(path, source_index, fmt, batch_size, start, end)
     else:
-        yield from _record_chunks(path, source_index, _iter_file_records(path, Path(path).suffix.lower()), batch_size)
+        yield from _record_chunks(path, source_index, _iter_file_records(path, format_suffix(path)), batch_size)
 
 
 def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
@@ -91,14 +132,17 @@ def lines_before(path: str, offset: int) -> int:
 
 
 def _is_json_array(path: str) -> bool:
-    with open(path, "rb") as handle:
-        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    try:
+        with open_input(path) as handle:
+            head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except _stream_errors() as error:
+        raise _damaged(path, "its first bytes", error) from None
     return head.startswith(b"[")
 
 
 def line_format(path: str, txt_sample_by: str) -> str | None:
     """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
-    suffix = Path(path).suffix.lower()
+    suffix = format_suffix(path)
     if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
         fmt = LINE_FORMATS.get(suffix, "jsonl")
         return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
@@ -108,36 +152,49 @@ def line_format(path: str, txt_sample_by: str) -> str | None:
 def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0,
                  end: int | None = None) -> Iterator[Chunk]:
     """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
-    paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line)."""
-    with open(path, "rb") as handle:
-        # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
-        bom = len(BOM) if start == 0 and handle.read(len(BOM)) == BOM else 0
-        if fmt == "txt-document":
-            handle.seek(bom)
-            payload = handle.read()
-            yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
-            return
-        offset = chunk_offset = max(start, bom)
+    paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line).
+    A compressed file is read whole, from its start (a stream has no byte ranges)."""
+    assert not (compression_of(path) and (start or end is not None)), "a compressed file is one range"
+    try:
+        with open_input(path) as handle:
+            yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end)
+    except _stream_errors() as error:
+        if not compression_of(path):
+            raise
+        raise _damaged(path, "what was read of it", error) from None
+
+
+def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, start: int,
+               end: int | None) -> Iterator[Chunk]:
+    # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
+    bom = len(BOM) if start == 0 and handle.peek(len(BOM))[:len(BOM)] == BOM else 0
+    handle.read(bom)
+    if fmt == "txt-document":
+        payload = handle.read()
+        yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
+        return
+    offset = chunk_offset = max(start, bom)
+    if start:
         handle.seek(offset)
-        lines: list[bytes] = []
-        first_line, line_no, docs = 1, 0, 0
-        for line in handle:
-            if end is not None and offset >= end:
-                break
-            line_no += 1
-            lines.append(line)
-            offset += len(line)
-            if fmt == "txt-paragraph":
-                docs += line.strip() == b""
-            else:
-                docs += 1
-            if docs >= batch_size and (fmt != "txt-paragraph" or line.strip() == b""):
-                payload = b"".join(lines)
-                yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
-                lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
-        if lines:
+    lines: list[bytes] = []
+    first_line, line_no, docs = 1, 0, 0
+    for line in handle:
+        if end is not None and offset >= end:
+            break
+        line_no += 1
+        lines.append(line)
+        offset += len(line)
+        if fmt == "txt-paragraph":
+            docs += line.strip() == b""
+        else:
+            docs += 1
+        if docs >= batch_size and (fmt != "txt-paragraph" or line.strip() == b""):
             payload = b"".join(lines)
             yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+            lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
+    if lines:
+        payload = b"".join(lines)
+        yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
@@ -159,18 +216,24 @@ def _approx_bytes(records: list[dict]) -> int:
 def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
     if suffix == ".json":
         # A JSON array is read whole (JSON has no streaming boundary): use .jsonl for large corpora.
-        with open(path, encoding="utf-8-sig") as handle:  # -sig: skips a byte-order mark
+        with io.TextIOWrapper(open_input(path), encoding="utf-8-sig") as handle:  # -sig: skips a byte-order mark
             try:
                 data = json.load(handle)
             except json.JSONDecodeError as error:
                 raise RankzeroError(f"{path}:{error.lineno}: malformed JSON ({error.msg}, column {error.colno})") from None
+            except _stream_errors() as error:
+                raise _damaged(path, "what was read of it", error) from None
         for index, record in enumerate(data, start=1):
             if not isinstance(record, dict):
                 raise RankzeroError(f"{path}: item {index} of the JSON array is {type(record).__name__}, expected an object")
             yield record
     elif suffix == ".csv":
-        with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: no '\ufefftext' column
-            yield from csv.DictReader(handle)
+        # -sig: no '\ufefftext' column
+        with io.TextIOWrapper(open_input(path), encoding="utf-8-sig", newline="") as handle:
+            try:
+                yield from csv.DictReader(handle)
+            except _stream_errors() as error:
+                raise _damaged(path, "what was read of it", error) from None
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -91,10 +91,14 @@ class ChatRenderer:
     def _render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         # transformers' own Jinja environment (with its raise_exception/strftime helpers) renders exactly
         # as apply_chat_template does. Imported on the first chat record only: it costs ~1 s.
+        from jinja2 import TemplateError
         from transformers.utils.chat_template_utils import render_jinja_template
 
-        rendered, _ = render_jinja_template(conversations=[messages], chat_template=self.chat_template,
-                                            add_generation_prompt=add_generation_prompt, **self.special_tokens)
+        try:
+            rendered, _ = render_jinja_template(conversations=[messages], chat_template=self.chat_template,
+                                                add_generation_prompt=add_generation_prompt, **self.special_tokens)
+        except TemplateError as error:  # raise_exception(...) in the template: "roles must alternate", say
+            raise TextError(f"the tokenizer's chat template refused this conversation: {error}") from None
         return rendered[0]
 
     def render(self, messages: list[dict], with_masks: bool) -> Segments:
@@ -160,6 +164,8 @@ def text_field(record: dict, column: str) -> str:
     if isinstance(value, dict):
         raise TextError(f"column '{column}' is a struct with fields {sorted(value)}: pick the one holding the text "
                         f"with --text_column {column}.FIELD")
+    if isinstance(value, (bool, int, float)):  # JSON true, 12345 or NaN is not a document: never train "True"
+        raise TextError(f"column '{column}' holds {json.dumps(value)} ({type(value).__name__}), not text")
     return as_text(value)
 
 

@@ -1,6 +1,7 @@
 """`--dataset` specs: what each names (files, a saved dataset, a hub dataset), its weight, its identity.
 
-A spec is a local file (.jsonl .json .parquet .csv .txt .arrow), a directory (every such file below it,
+A spec is a local file (.jsonl .json .parquet .csv .txt .arrow; the text formats also compressed: .gz .zst
+.bz2 .xz, e.g. corpus.jsonl.zst), a directory (every such file below it,
 or a `save_to_disk` dataset), a glob, or a hub dataset `name[:config][#revision]`. `SPEC@WEIGHT` sets the
 source's share of output tokens (rankzero/data/mixing.py).
 
@@ -25,6 +26,47 @@ from rankzero.files import content_hash
 LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
 RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
+# Read as streams (readers.open_input); the suffix before decides the format: corpus.jsonl.zst is JSONL.
+# Parquet and Arrow compress inside the file and cannot be read as a stream: not with these.
+COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
+STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".json", ".csv")
+# Korean JSONL shrinks ~3-5x under these; a compressed file's text size is estimated at 4x its bytes where its
+# header does not say (progress ETA and the disk a build needs; nothing exact depends on it).
+COMPRESSION_RATIO_GUESS = 4
+
+
+def compression_of(path: str | os.PathLike) -> str | None:
+    """The compression suffix of a file name (".gz", ".zst", ".bz2", ".xz"), or None."""
+    suffix = Path(path).suffix.lower()
+    return suffix if suffix in COMPRESSIONS else None
+
+
+def format_suffix(path: str | os.PathLike) -> str:
+    """The suffix that names the format: ".jsonl" for corpus.jsonl and corpus.jsonl.gz alike."""
+    path = Path(path)
+    return (Path(path.stem) if compression_of(path) else path).suffix.lower()
+
+
+def text_bytes(path: str) -> int:
+    """A file's size, or for a compressed one the size of its text: from the gzip trailer (exact below 4 GiB)
+    or the zstd frame header when they hold it, else an estimate."""
+    size = os.path.getsize(path)
+    compression = compression_of(path)
+    if compression == ".gz" and size >= 18:
+        with open(path, "rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            stored = int.from_bytes(handle.read(4), "little")  # the text size mod 2**32 (one-member files)
+        return stored if stored >= size else size * COMPRESSION_RATIO_GUESS
+    if compression == ".zst":
+        import zstandard
+
+        with open(path, "rb") as handle:
+            try:
+                stored = zstandard.frame_content_size(handle.read(18))
+            except zstandard.ZstdError:
+                stored = -1
+        return stored if stored >= 0 else size * COMPRESSION_RATIO_GUESS
+    return size * COMPRESSION_RATIO_GUESS if compression else size
 # What a hub dataset id looks like: `name` or `namespace/name`, no other slashes.
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 CONTENT_SAMPLE_BYTES = 1 << 20  # --fingerprint_content sample: this much of each file's head and tail
@@ -58,7 +100,7 @@ class Source:
         if self.kind == "hub":
             return None
         paths = self.files if self.kind == "files" else _saved_dataset_files(self.location)
-        return sum(os.path.getsize(p) for p in paths)
+        return sum(map(text_bytes, paths))
 
 
 def _file_identity(path: str, content: str = "stat") -> dict[str, Any]:
@@ -82,7 +124,7 @@ def _is_saved_dataset(path: Path) -> bool:
 def _looks_like_path(spec: str) -> bool:
     """A spec that cannot be a hub id, or whose first directory exists here, names a local path."""
     name = spec.partition("#")[0].partition(":")[0]
-    if spec.startswith((".", "/", "~")) or spec.lower().endswith(SUPPORTED_SUFFIXES) or not HUB_NAME.fullmatch(name):
+    if spec.startswith((".", "/", "~")) or format_suffix(name) in SUPPORTED_SUFFIXES or not HUB_NAME.fullmatch(name):
         return True
     return "/" in name and os.path.isdir(name.split("/")[0])
 
@@ -102,7 +144,7 @@ def resolve_source(spec: str, evaluation: bool = False) -> Source:
     if path.is_dir():
         if _is_saved_dataset(path):
             return Source(spec, "saved", str(path), weight, evaluation=evaluation)
-        files = sorted(p for p in walk_files(str(path)) if Path(p).suffix.lower() in SUPPORTED_SUFFIXES)
+        files = sorted(p for p in walk_files(str(path)) if _readable_type(Path(p)))
         if not files:
             raise RankzeroError(
                 f"{flag} {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk dataset"
@@ -132,8 +174,18 @@ def _did_you_mean(path: Path) -> str:
     return f" (did you mean {path.parent / close[0]}?)" if close else ""
 
 
+def _readable_type(path: Path) -> bool:
+    suffix = format_suffix(path)
+    return suffix in (STREAM_SUFFIXES if compression_of(path) else SUPPORTED_SUFFIXES)
+
+
 def _check_suffix(path: Path, spec: str, flag: str = "--dataset") -> None:
-    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-        raise RankzeroError(
-            f"{flag} {spec}: {path} has an unsupported type '{path.suffix}' (supported: {' '.join(SUPPORTED_SUFFIXES)})"
-        )
+    if _readable_type(path):
+        return
+    if compression_of(path) and format_suffix(path) in SUPPORTED_SUFFIXES:
+        raise RankzeroError(f"{flag} {spec}: {path}: a compressed {format_suffix(path)} file cannot be read as a stream "
+                            f"({format_suffix(path)} compresses inside the file); decompress it, or use "
+                            f"{'/'.join(STREAM_SUFFIXES)} with {'/'.join(COMPRESSIONS)}")
+    raise RankzeroError(
+        f"{flag} {spec}: {path} has an unsupported type '{''.join(path.suffixes[-2:]) or path.name}' (supported: "
+        f"{' '.join(SUPPORTED_SUFFIXES)}, and {' '.join(STREAM_SUFFIXES)} compressed with {' '.join(COMPRESSIONS)})")
