@@ -340,3 +340,16 @@ def test_a_cache_dir_removed_during_the_build_is_named_by_the_waiter(tmp_path, t
     (code, _, err, _) = results[1]
     assert code != 0 and f"the cache dir {cache} was removed while rank 0 was preparing" in err, err
     assert "never started" not in err
+
+
+def test_an_input_that_grows_during_the_build_is_not_published(tmp_path, tokenizer_dir):
+    cache = tmp_path / "cache"
+    args = _slow_build(tmp_path, tokenizer_dir, cache)
+    builder = spawn(["--tokenize_only", *args], 0, 1)
+    _wait_for_progress(cache, builder)
+    with open(tmp_path / "big.jsonl", "a", encoding="utf-8") as handle:  # a download or copy still running
+        handle.write(json.dumps({"text": "늦게 도착한 문서"}, ensure_ascii=False) + "\n")
+    (code, _, err, _), = wait_all([builder])
+    assert code != 0 and "input files changed while they were being prepared" in err, err
+    assert re.search(r"big\.jsonl went from [\d,]+ to [\d,]+ bytes", err), err
+    assert not [p for p in cache.iterdir() if p.is_dir()], "nothing published, no build dir left"

@@ -122,6 +122,22 @@ def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_d
     assert ray_built[1]["prep_engine"]["passes"] == 2
 
 
+def test_ray_reads_compressed_files_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    import gzip
+
+    import zstandard
+
+    texts = korean_documents(400, seed=9)
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    for index, compress in enumerate((lambda b: gzip.compress(b, 1), zstandard.ZstdCompressor().compress)):
+        part = "\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts[index::2]) + "\n"
+        (directory / f"part{index}.jsonl{('.gz', '.zst')[index]}").write_bytes(compress(part.encode()))
+    local, ray_built = (_build(tmp_path, tokenizer_dir, directory, engine, max_seq_length=64) for engine in ("local", "ray"))
+    assert local[1]["docs_in"] == ray_built[1]["docs_in"] == 400
+    assert _tokens(local[0]) == _tokens(ray_built[0]) or sum((_tokens(local[0]) - _tokens(ray_built[0])).values()) < 64
+
+
 def _documents(directory, with_labels: bool = False) -> Counter:
     """Every document (or SFT sample) of a prepared split, by its tokens (and labels)."""
     import datasets
