@@ -7,6 +7,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,15 +66,72 @@ def test_two_nodes_on_one_machine_train_together_then_continue(tmp_path, tokeniz
     assert "model.pretrained_model = " + repr(str(out)) in result.stdout
 
 
-def test_optimize_env_never_oversubscribes_and_keeps_user_values():
-    script = (f"source {REPO / 'optimize_env.sh'} >/dev/null; "
-              "echo $OMP_NUM_THREADS $DATASET_NUM_PROC $DATASET_BATCH_SIZE $MKL_NUM_THREADS; set -o | grep -c 'errexit *on' || true")
+SHELLS = ["bash", "zsh", "dash"]
+
+
+def _shell(name: str) -> str:
+    import shutil
+
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed here (.ci/run installs zsh where apt exists)")
+    return found
+
+
+def _source(shell: str, epilogue: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in (
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "DATASET_NUM_PROC", "DATASET_BATCH_SIZE",
+        "DATASET_WRITER_BATCH_SIZE", "NGPU", "RANKZERO_GB_PER_WORKER")}
+    return subprocess.run([_shell(shell), "-c", f". {REPO / 'optimize_env.sh'}; echo \"status=$?\"; {epilogue}"],
+                          capture_output=True, text=True, env={**clean, **env}, cwd=REPO)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_optimize_env_sourced_from_each_shell_never_oversubscribes_and_keeps_user_values(shell):
     cores = len(os.sched_getaffinity(0))
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "DATASET_NUM_PROC")}
-    lines = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**env, "NGPU": "2"}).stdout.split("\n")
-    threads, workers, batch, _ = map(int, lines[0].split())
-    assert threads * 2 <= max(cores, 2) and 1 <= workers <= cores and batch >= 1
-    assert lines[1] == "0"  # sourcing left `set -e` off in the caller's shell
-    kept = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                          env={**env, "DATASET_NUM_PROC": "1", "NGPU": "0"}).stdout.split()
-    assert kept[1] == "1"
+    done = _source(shell, "echo $OMP_NUM_THREADS $DATASET_NUM_PROC $DATASET_BATCH_SIZE $MKL_NUM_THREADS; "
+                          "set | grep -c '^_rankzero' || true", NGPU="2")
+    lines = done.stdout.splitlines()
+    assert "status=0" in lines and not done.stderr, done.stdout + done.stderr
+    threads, workers, batch, mkl = map(int, lines[-2].split())
+    assert threads * 2 <= max(cores, 2) and 1 <= workers <= cores and batch >= 1 and mkl == threads
+    assert lines[-1] == "0"  # no helper function or variable left in the caller's shell
+    kept = _source(shell, "echo $DATASET_NUM_PROC", NGPU="0", DATASET_NUM_PROC="1")
+    assert kept.stdout.splitlines()[-1] == "1" and "DATASET_NUM_PROC=1 (kept: already set" in kept.stdout
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("knob", [{"NGPU": "2x"}, {"NGPU": "-1"}, {"RANKZERO_GB_PER_WORKER": "0"},
+                                  {"RANKZERO_GB_PER_WORKER": "1.5"}])
+def test_optimize_env_refuses_a_bad_knob_and_exports_nothing(shell, knob):
+    done = _source(shell, "echo \"omp=${OMP_NUM_THREADS:-unset} proc=${DATASET_NUM_PROC:-unset}\"", **knob)
+    (name, value), = knob.items()
+    assert "status=2" in done.stdout and "omp=unset proc=unset" in done.stdout, done.stdout + done.stderr
+    assert f"optimize_env: {name}={value}" in done.stderr and "nothing exported" in done.stderr
+
+
+def test_optimize_env_run_instead_of_sourced_says_so():
+    done = subprocess.run(["bash", str(REPO / "optimize_env.sh")], capture_output=True, text=True)
+    assert done.returncode == 1 and "run 'source optimize_env.sh'" in done.stderr
+
+
+@pytest.mark.parametrize("engine", ["fastokens", "hf"])
+def test_the_builder_uses_every_core_it_is_given_after_optimize_env_for_8_gpus(tmp_path, tokenizer_dir, corpus, engine):
+    """optimize_env.sh gives the training ranks cores / 8 Rust threads; the builder decides its own."""
+    command = (f". {REPO / 'optimize_env.sh'} >/dev/null && {sys.executable} {REPO / 'train.py'} --tokenize_only "
+               f"--dataset {corpus} --tokenizer_path {tokenizer_dir} --max_seq_length 64 --cache_dir {tmp_path} "
+               f"--tokenizer_engine {engine}")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAYON_NUM_THREADS", "RAYON_RS_NUM_THREADS",
+                                                            "DATASET_NUM_PROC", "OMP_NUM_THREADS")}
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**env, "NGPU": "8", "RAYON_RS_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((Path(done.stdout.split("prepared: ")[-1].strip()) / "manifest.json").read_text())
+    threads = manifest["builder_threads"]
+    cores = len(os.sched_getaffinity(0))
+    given = int(subprocess.run(["bash", "-c", f". {REPO / 'optimize_env.sh'} >/dev/null; echo $DATASET_NUM_PROC"],
+                               capture_output=True, text=True, env={**env, "NGPU": "8"}).stdout)
+    assert threads["cores"] == cores and threads["workers"] == threads["rust_threads"] == given
+    if given > 1:  # optimize_env's RAYON_NUM_THREADS (cores / 8 = 1 here) was the training ranks', not the builder's
+        assert threads["replaced_environment"] == {"RAYON_NUM_THREADS": "1", "RAYON_RS_NUM_THREADS": "1"}
+    assert manifest["tokenizer_engine"]["name"] == engine

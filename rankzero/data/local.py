@@ -50,6 +50,7 @@ from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name
 from rankzero.data.split import Holdout
 from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
 from rankzero.errors import RankzeroError
+from rankzero.runtime import usable_cpu_count
 
 KIWI_THREADS_PER_PROCESS = 2
 
@@ -57,6 +58,8 @@ KIWI_THREADS_PER_PROCESS = 2
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
     t_start = time.perf_counter()
+    # The builder's threads are its own decision, made before anything here encodes (the engine check does).
+    replaced = set_rust_threads(plan.workers.dataset_num_proc)
     engine = plan.choose_engine()
     stats = [SourceStats.of(s) for s in plan.sources]
     rng = np.random.default_rng(plan.seed)
@@ -138,8 +141,17 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
+    threads = {"cores": usable_cpu_count(), "workers": plan.workers.dataset_num_proc,
+               "rust_threads": plan.workers.dataset_num_proc, "kiwi_processes": _kiwi_processes(plan),
+               "replaced_environment": replaced}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=seconds, validation=validation)
+                          timings=timings, worker_seconds=seconds, validation=validation, extra={"builder_threads": threads})
+
+
+def _kiwi_processes(plan: Plan) -> int:
+    """Worker processes of the Kiwi filter (0: none, the filter runs in the builder or is off)."""
+    processes = plan.workers.dataset_num_proc // KIWI_THREADS_PER_PROCESS
+    return processes if plan.quality is not None and processes > 1 else 0
 
 
 def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_dir: Path) -> dict:
@@ -213,15 +225,13 @@ def _start_pool(plan: Plan, engine, workers: int):
     """
     hashes, truncate_to = plan.needs_hashes, plan.truncate_to
     if plan.quality is None:
-        set_rust_threads(max(workers, 1))
         stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, stage
-    processes = workers // KIWI_THREADS_PER_PROCESS
-    if processes <= 1:
+    processes = _kiwi_processes(plan)
+    if not processes:
         from rankzero.data.quality import QualityFilter
 
-        set_rust_threads(workers)
         return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
                            truncate_to)
     import multiprocessing

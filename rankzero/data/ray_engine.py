@@ -135,7 +135,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
                                         "random order",
-                             "dedup_scope": "global (first one wins in source order)"}}
+                             "dedup_scope": "global (first one wins in source order)"},
+             # Each actor sizes its own Rust pools to its CPUs, whatever the environment says (stage.py).
+             "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 

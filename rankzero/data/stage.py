@@ -45,10 +45,19 @@ class ChunkResult:
     seconds: dict
 
 
-def set_rust_threads(threads: int) -> None:
-    """Size the Rayon pools of `tokenizers` and fastokens; each reads its variable once, when it starts."""
-    os.environ.setdefault("RAYON_RS_NUM_THREADS", str(threads))  # tokenizers
-    os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # fastokens
+RUST_THREAD_VARIABLES = ("RAYON_RS_NUM_THREADS", "RAYON_NUM_THREADS")  # tokenizers', fastokens' Rayon pools
+
+
+def set_rust_threads(threads: int) -> dict[str, str]:
+    """Size the Rayon pools of `tokenizers` and fastokens to `threads`, whatever the environment says: a value
+    exported for the training ranks (optimize_env.sh's cores / GPUs) is not the builder's budget. Each pool
+    reads its variable once, when it starts: call this before the first encode in the process. Returns the
+    values it replaced (the manifest records them)."""
+    replaced = {name: os.environ[name] for name in RUST_THREAD_VARIABLES
+                if os.environ.get(name) not in (None, str(threads))}
+    for name in RUST_THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    return replaced
 
 
 def text_hash(text: str) -> int:
