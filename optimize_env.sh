@@ -9,7 +9,7 @@
 # Rules: training threads × processes ≤ cores (OMP/MKL/RAYON = cores / processes); data preparation
 # runs DATASET_NUM_PROC workers ≤ cores, and ≤ one per ~2 GB of memory (a worker with Kiwi and the
 # tokenizer peaks near 1 GB); smaller batches when memory is tight. The data builder sizes its own
-# tokenizer threads from DATASET_NUM_PROC, whatever RAYON_NUM_THREADS says (it is the training ranks').
+# tokenizer threads from the cores it is given, whatever RAYON_NUM_THREADS says (it is the training ranks').
 # Knobs: NGPU (default: visible GPUs), RANKZERO_GB_PER_WORKER (2): whole numbers, checked; a bad one
 # exports nothing and returns 2.
 # Sourced into your shell: no `set -e`, no `exit`, and only POSIX syntax (no [[ ]], (( )), arrays or

@@ -7,7 +7,7 @@ Each config checks itself when it is made (config.py); what is left is checked h
 TrainingArguments exist and before anything is prepared or written: the model to train, numbers
 TrainingArguments accepts but training cannot use (--max_steps 0 among them), --max_seq_length against the
 model's positions (read from its config JSON; no model is built), a writable --output_dir, a resume that
-can happen.
+can happen, every --report_to backend installed.
 """
 
 from __future__ import annotations
@@ -41,8 +41,33 @@ def check_training_arguments(args: Args, training) -> None:
     problems += position_problems(args.packing.max_seq_length, args.model)
     problems += output_dir_problems(training.output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
+    problems += report_to_problems(training.report_to)
     if problems:
         raise ConfigError(problems)
+
+
+# The pip package of each --report_to backend whose name is not its package's.
+REPORT_PACKAGES = {"tensorboard": "tensorboard", "comet_ml": "comet-ml", "azure_ml": "azureml-core",
+                   "dagshub": "dagshub mlflow", "flyte": "flytekit", "neptune": "neptune"}
+
+
+def report_to_problems(report_to) -> list[str]:
+    """Every --report_to backend installed, found in seconds rather than after the prepare (the Trainer
+    only looks when it starts)."""
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    wanted = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    available = set(get_available_reporting_integrations())
+    problems = []
+    for name in wanted:
+        if name in ("none", "all"):
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            problems.append(f"--report_to {name}: not a backend the Trainer knows ({', '.join(sorted(INTEGRATION_TO_CALLBACK))})")
+        elif name not in available:
+            problems.append(f"--report_to {name}: not installed here; pip install {REPORT_PACKAGES.get(name, name)}")
+    return problems
 
 
 def data_defaults(args: Args, training) -> tuple[dict, dict[str, str]]:

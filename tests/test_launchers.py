@@ -115,23 +115,61 @@ def test_optimize_env_run_instead_of_sourced_says_so():
     assert done.returncode == 1 and "run 'source optimize_env.sh'" in done.stderr
 
 
+THREAD_VARIABLES = ("RAYON_NUM_THREADS", "RAYON_RS_NUM_THREADS", "FASTOKENS_BPE_THREADS", "TOKENIZERS_PARALLELISM",
+                    "DATASET_NUM_PROC", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @pytest.mark.parametrize("engine", ["fastokens", "hf"])
-def test_the_builder_uses_every_core_it_is_given_after_optimize_env_for_8_gpus(tmp_path, tokenizer_dir, corpus, engine):
-    """optimize_env.sh gives the training ranks cores / 8 Rust threads; the builder decides its own."""
+@pytest.mark.parametrize("workers", [None, "1"])
+def test_the_builder_uses_every_core_it_is_given_after_optimize_env_for_8_gpus(tmp_path, tokenizer_dir, corpus, engine,
+                                                                             workers):
+    """optimize_env.sh gives the training ranks cores / 8 Rust threads; the builder decides its own: a Rust
+    pool of every core, also with fewer workers (DATASET_NUM_PROC) than cores."""
     command = (f". {REPO / 'optimize_env.sh'} >/dev/null && {sys.executable} {REPO / 'train.py'} --tokenize_only "
                f"--dataset {corpus} --tokenizer_path {tokenizer_dir} --max_seq_length 64 --cache_dir {tmp_path} "
                f"--tokenizer_engine {engine}")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAYON_NUM_THREADS", "RAYON_RS_NUM_THREADS",
-                                                            "DATASET_NUM_PROC", "OMP_NUM_THREADS")}
-    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=REPO, timeout=300,
-                          env={**env, "NGPU": "8", "RAYON_RS_NUM_THREADS": "1"})
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    env.update({"NGPU": "8", "RAYON_RS_NUM_THREADS": "1"}, **({"DATASET_NUM_PROC": workers} if workers else {}))
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((Path(done.stdout.split("prepared: ")[-1].strip()) / "manifest.json").read_text())
     threads = manifest["builder_threads"]
     cores = len(os.sched_getaffinity(0))
     given = int(subprocess.run(["bash", "-c", f". {REPO / 'optimize_env.sh'} >/dev/null; echo $DATASET_NUM_PROC"],
-                               capture_output=True, text=True, env={**env, "NGPU": "8"}).stdout)
-    assert threads["cores"] == cores and threads["workers"] == threads["rust_threads"] == given
-    if given > 1:  # optimize_env's RAYON_NUM_THREADS (cores / 8 = 1 here) was the training ranks', not the builder's
-        assert threads["replaced_environment"] == {"RAYON_NUM_THREADS": "1", "RAYON_RS_NUM_THREADS": "1"}
+                               capture_output=True, text=True, env=env).stdout)
+    assert threads["cores"] == threads["rust_threads"] == cores and threads["workers"] == given
+    training = str(max(1, cores // 8))  # what optimize_env exported for each of 8 training ranks
+    if cores > 1:
+        assert threads["replaced_environment"] == {"RAYON_NUM_THREADS": training, "RAYON_RS_NUM_THREADS": "1"}
     assert manifest["tokenizer_engine"]["name"] == engine
+
+
+@pytest.mark.parametrize("engine", ["fastokens", "hf"])
+def test_the_builders_rust_pools_do_not_shrink_under_the_training_ranks_settings(tmp_path, tokenizer_dir, corpus,
+                                                                               engine):
+    """The pools themselves, counted as threads after a prepare: the same with the environment a training
+    launcher leaves (one Rust thread, TOKENIZERS_PARALLELISM=false, FASTOKENS_BPE_THREADS=1) as without it;
+    before, HF's batches ran serially there and fastokens' BPE pool had no thread. Afterwards the process's
+    environment is the training ranks' again."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: every pool has one thread whatever the environment says")
+    code = ("import collections, json, os, sys\nsys.path.insert(0, 'tests')\n"
+            "from helpers import data_args, prepare\n"
+            f"prepare(data_args({str(tokenizer_dir)!r}, sys.argv[1], [{str(corpus)!r}], tokenizer_engine={engine!r}, "
+            "dataset_num_proc=1))\n"
+            "names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task')]\n"
+            "print(json.dumps([collections.Counter(names), os.environ.get('TOKENIZERS_PARALLELISM')]))")
+    clean = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    training = {"RAYON_NUM_THREADS": "1", "RAYON_RS_NUM_THREADS": "1", "FASTOKENS_BPE_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false"}
+    seen = []
+    for index, env in enumerate((clean, {**clean, **training})):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"cache{index}")], capture_output=True,
+                              text=True, cwd=REPO, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        seen.append(json.loads(done.stdout.splitlines()[-1]))
+    (alone, _), (beside_training, parallelism) = seen
+    assert alone == beside_training, seen
+    assert parallelism == "false"  # restored for the DataLoader workers that training forks
+    if engine == "fastokens":
+        assert any(name.startswith("fastokens-") for name in beside_training), beside_training

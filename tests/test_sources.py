@@ -202,12 +202,18 @@ def test_lists_of_parts_are_joined_and_null_is_empty(tmp_path):
 
 def test_a_text_that_is_a_number_or_boolean_is_an_error_naming_the_line_or_skipped(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_text('{"text": "좋은 문장"}\n{"text": true}\n{"text": 12345}\n{"text": NaN}\n{"text": 1.5}\n', encoding="utf-8")
+    values = ["true", "12345", "NaN", "1.5", "[1, 2]", '["앞", null]', '["앞", ["뒤"]]']
+    path.write_text('{"text": "좋은 문장"}\n' + "".join(f'{{"text": {v}}}\n' for v in values), encoding="utf-8")
     (chunk,) = iter_chunks(resolve_source(str(path)), 0, batch_size=100)
     with pytest.raises(RankzeroError, match=r"r.jsonl:2: column 'text' holds true \(bool\), not text"):
         chunk_documents(chunk, None, ChatRenderer(None))
     out = chunk_documents(chunk, None, ChatRenderer(None), skip_bad_records=True)
-    assert ["".join(t for t, _ in d) for d in out.documents] == ["좋은 문장"] and out.bad_records == 4
+    assert ["".join(t for t, _ in d) for d in out.documents] == ["좋은 문장"] and out.bad_records == len(values)
+    for value in values[3:]:  # each one alone stops the prepare at its line
+        path.write_text(f'{{"text": {value}}}\n', encoding="utf-8")
+        (chunk,) = iter_chunks(resolve_source(str(path)), 0, batch_size=100)
+        with pytest.raises(RankzeroError, match=r"r.jsonl:1: column 'text' holds (1.5|a list with (1|null|\[\"뒤\"\]))"):
+            chunk_documents(chunk, None, ChatRenderer(None))
 
 
 ALTERNATING = ("{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
@@ -225,6 +231,27 @@ def test_a_chat_template_that_raises_is_a_record_error_naming_the_line_or_skippe
         _documents(tmp_path, records, renderer)
     out = _documents(tmp_path, records, renderer, skip_bad_records=True)
     assert len(out.documents) == 2 and out.bad_records == 1
+
+
+def test_a_tokenizer_whose_chat_template_raises_stops_the_prepare_at_the_line_or_counts_a_bad_record(
+        tmp_path, tokenizer_dir):
+    """As Llama's and Gemma's templates do: raise_exception('... must alternate ...') on two user turns."""
+    import shutil
+
+    tokenizer = tmp_path / "tokenizer"
+    shutil.copytree(tokenizer_dir, tokenizer)
+    config = json.loads((tokenizer / "tokenizer_config.json").read_text())
+    (tokenizer / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": ALTERNATING}))
+    good = [{"role": "user", "content": "질문"}, {"role": "assistant", "content": "서울은 대한민국의 수도이다."}]
+    records = [{"messages": good}] * 40
+    records.insert(6, {"messages": [{"role": "user", "content": "질문"}, {"role": "user", "content": "또 질문"}]})
+    corpus = write_jsonl(tmp_path / "chat.jsonl", records)
+    with pytest.raises(RankzeroError, match=r"chat.jsonl:7: the tokenizer's chat template refused this conversation: "
+                                            r"Conversation roles must alternate user/assistant.* --skip_bad_records"):
+        prepare(data_args(tokenizer, tmp_path / "cache", [corpus], dedup="none"))
+    out = prepare(data_args(tokenizer, tmp_path / "cache", [corpus], dedup="none", skip_bad_records=True))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["dropped"] == {"bad_record": 1} and manifest["docs_kept"] == 40
 
 
 # ------------------------------------------------------------------ compressed inputs

@@ -48,7 +48,7 @@ from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
-from rankzero.data.stage import ChunkResult, Stage, set_rust_threads
+from rankzero.data.stage import ChunkResult, Stage, rust_threads
 from rankzero.errors import RankzeroError
 from rankzero.runtime import usable_cpu_count
 
@@ -57,9 +57,26 @@ KIWI_THREADS_PER_PROCESS = 2
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
+    # The builder's threads are its own decision, made before anything here encodes (the engine check does):
+    # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
+    # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say).
+    threads = builder_threads(plan)
+    with rust_threads(threads["rust_threads"]) as replaced:
+        threads["replaced_environment"] = replaced
+        return _build(plan, out_dir, on_progress, threads)
+
+
+def builder_threads(plan: Plan) -> dict:
+    """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
+    `workers` chunks in flight (threads, or Kiwi processes of 2 Kiwi threads each), and Rust tokenizer pools
+    sized so that together they span every core (one pool shared by the threads, one per Kiwi process)."""
+    cores, processes = usable_cpu_count(), _kiwi_processes(plan)
+    return {"cores": cores, "workers": plan.workers.dataset_num_proc, "kiwi_processes": processes,
+            "rust_threads": max(1, cores // processes) if processes else cores}
+
+
+def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
-    # The builder's threads are its own decision, made before anything here encodes (the engine check does).
-    replaced = set_rust_threads(plan.workers.dataset_num_proc)
     engine = plan.choose_engine()
     stats = [SourceStats.of(s) for s in plan.sources]
     rng = np.random.default_rng(plan.seed)
@@ -141,9 +158,6 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
-    threads = {"cores": usable_cpu_count(), "workers": plan.workers.dataset_num_proc,
-               "rust_threads": plan.workers.dataset_num_proc, "kiwi_processes": _kiwi_processes(plan),
-               "replaced_environment": replaced}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation, extra={"builder_threads": threads})
 
@@ -193,9 +207,9 @@ _STAGE: Stage | None = None  # the stage of this process: the builder's, or a wo
 
 
 def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
-                 truncate_to: int | None) -> None:
+                 truncate_to: int | None, rust_threads: int) -> None:
     global _STAGE
-    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to)
+    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -215,13 +229,14 @@ def _start_pool(plan: Plan, engine, workers: int):
     """Where the per-chunk work runs: (executor, or None to run inline; this process's stage).
 
     Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
-    release the GIL and share one Rust thread pool of `workers` threads, while another thread parses
-    the next chunk. Nothing is shipped between processes.
+    release the GIL and share one Rust thread pool of every core, while another thread parses the next
+    chunk. Nothing is shipped between processes.
 
     With it, Kiwi dominates. Each process runs Kiwi's own thread pool over a chunk's Korean documents
     (C++, no GIL) while its Python thread turns finished analyses into statistics; processes add
     Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
-    fresh (spawn) and building their own stage. On a 2-core machine that is one process: this one.
+    fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
+    and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
     hashes, truncate_to = plan.needs_hashes, plan.truncate_to
     if plan.quality is None:
@@ -238,7 +253,7 @@ def _start_pool(plan: Plan, engine, workers: int):
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
                                initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
-                                         truncate_to))
+                                         truncate_to, builder_threads(plan)["rust_threads"]))
     return pool, None
 
 

@@ -16,7 +16,9 @@ format below, which keeps every role:
     ### User:\\n{content}\\n\\n### Assistant:\\n{content}\\n\\n
 
 `--text_column a.b` picks field `b` of a struct (or JSON object) column `a`; a text column that holds a
-struct is an error listing its fields. Binary columns are decoded as UTF-8, and text no tokenizer can
+struct is an error listing its fields, one holding a number, a boolean (JSON `true`, `12345`, `NaN`) or a
+list with anything but strings in it is an error naming file and line (a list of strings is one document,
+its parts joined by newlines; null is an empty document, dropped and counted). Binary columns are decoded as UTF-8, and text no tokenizer can
 take (a lone UTF-16 surrogate from a JSON escape such as `\\ud800`) follows the same rules as
 undecodable bytes: an error naming file and line, or `--on_decode_error replace` (U+FFFD, counted), or
 `--skip_bad_records`.
@@ -166,6 +168,11 @@ def text_field(record: dict, column: str) -> str:
                         f"with --text_column {column}.FIELD")
     if isinstance(value, (bool, int, float)):  # JSON true, 12345 or NaN is not a document: never train "True"
         raise TextError(f"column '{column}' holds {json.dumps(value)} ({type(value).__name__}), not text")
+    if isinstance(value, list):  # the parts of one document, joined by newlines: strings only
+        odd = [part for part in value if not isinstance(part, str)]
+        if odd:
+            raise TextError(f"column '{column}' holds a list with {json.dumps(odd[0], ensure_ascii=False)[:40]} "
+                            f"({type(odd[0]).__name__}) in it: only a list of strings (parts of one document) is text")
     return as_text(value)
 
 

@@ -16,9 +16,11 @@ is cut at its end here, so both engines and both splits count the same cut sampl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,19 +47,38 @@ class ChunkResult:
     seconds: dict
 
 
-RUST_THREAD_VARIABLES = ("RAYON_RS_NUM_THREADS", "RAYON_NUM_THREADS")  # tokenizers', fastokens' Rayon pools
+# What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
+# `tokenizers`' Rayon pool (RAYON_RS_NUM_THREADS, else RAYON_NUM_THREADS; TOKENIZERS_PARALLELISM=false makes
+# its batches serial), fastokens' BPE pool (FASTOKENS_BPE_THREADS, =1: serial) and the global Rayon pool it
+# splits long texts on (RAYON_NUM_THREADS).
+RUST_THREAD_VARIABLES = ("RAYON_NUM_THREADS", "RAYON_RS_NUM_THREADS", "FASTOKENS_BPE_THREADS")
+PARALLELISM_VARIABLE = "TOKENIZERS_PARALLELISM"
 
 
 def set_rust_threads(threads: int) -> dict[str, str]:
-    """Size the Rayon pools of `tokenizers` and fastokens to `threads`, whatever the environment says: a value
-    exported for the training ranks (optimize_env.sh's cores / GPUs) is not the builder's budget. Each pool
-    reads its variable once, when it starts: call this before the first encode in the process. Returns the
-    values it replaced (the manifest records them)."""
-    replaced = {name: os.environ[name] for name in RUST_THREAD_VARIABLES
-                if os.environ.get(name) not in (None, str(threads))}
-    for name in RUST_THREAD_VARIABLES:
-        os.environ[name] = str(threads)
+    """Size the Rust pools of `tokenizers` and fastokens to `threads`, whatever the environment says: values
+    exported for the training ranks (optimize_env.sh's cores / GPUs, TOKENIZERS_PARALLELISM=false against
+    forked DataLoader workers) are not the builder's budget. Call it before the first encode in the process.
+    Returns the values it replaced (the manifest records them)."""
+    wanted = {**dict.fromkeys(RUST_THREAD_VARIABLES, str(threads)), PARALLELISM_VARIABLE: "true"}
+    replaced = {name: os.environ[name] for name, value in wanted.items() if os.environ.get(name) not in (None, value)}
+    os.environ.update(wanted)
     return replaced
+
+
+@contextlib.contextmanager
+def rust_threads(threads: int) -> Iterator[dict[str, str]]:
+    """`set_rust_threads` for the length of a build in a process that goes on to train: the training ranks'
+    values are back afterwards (the pools keep their size; forked DataLoader workers see the user's setting)."""
+    saved = {name: os.environ.get(name) for name in (*RUST_THREAD_VARIABLES, PARALLELISM_VARIABLE)}
+    try:
+        yield set_rust_threads(threads)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def text_hash(text: str) -> int:
@@ -80,9 +101,10 @@ class Stage:
 
     @classmethod
     def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None) -> "Stage":
-        """Build a stage from its config alone, in the process that will run it."""
-        set_rust_threads(threads)
+                  truncate_to: int | None = None, rust_threads: int | None = None) -> "Stage":
+        """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
+        the tokenizer's Rust pools unless `rust_threads` says otherwise."""
+        set_rust_threads(rust_threads or threads)
         tokenizer = load_tokenizer(config.tokenizer_path)
         quality_filter = None
         if quality_config is not None:

@@ -7,8 +7,9 @@ transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32, also
 checkpoint: the Trainer autocasts to bf16 where the GPU has it (casting the weights themselves to
 bf16 loses small updates). The attention backend is the user's, or for document masking the fastest
 one this machine has; what each costs is printed with the configuration (the tables below).
-The tokenizer and the model must agree on the vocabulary: a larger tokenizer grows the embeddings
-(with a warning); token ids the model cannot embed stop the run with the numbers and the fix.
+The tokenizer and the model must agree on the vocabulary: a new model gets the tokenizer's (its config's
+vocab_size is replaced), a pretrained one smaller than the tokenizer grows its embeddings (with a
+warning); token ids the model cannot embed stop the run with the numbers and the fix.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
         source = f"--pretrained_model {model_args.pretrained_model}"
     else:
         config = load_config(model_args.model_config)
+        # A new model embeds the tokenizer's vocabulary (a multiple of 64: tensor-core shapes), whatever the
+        # config file says: there are no weights to keep, so nothing to resize or warn about.
+        config.vocab_size = padded_vocabulary(len(tokenizer))
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
         source = f"--model_config {model_args.model_config}"
     match_vocabulary(model, tokenizer, max_token_id, source)
@@ -114,11 +118,15 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
     return model
 
 
+def padded_vocabulary(size: int) -> int:
+    return -(-size // 64) * 64  # a multiple of 64 keeps the matmuls on tensor-core shapes
+
+
 def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None, source: str) -> None:
     embeddings = model.get_input_embeddings().num_embeddings
     tokenizer_size = len(tokenizer)
     if tokenizer_size > embeddings:
-        new_size = -(-tokenizer_size // 64) * 64  # a multiple of 64 keeps the matmuls on tensor-core shapes
+        new_size = padded_vocabulary(tokenizer_size)
         warnings.warn(
             f"the tokenizer has {tokenizer_size} tokens but {source} embeds only {embeddings}: "
             f"resizing the embeddings to {new_size} (new rows are initialised from the mean)",

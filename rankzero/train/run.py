@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
-    from rankzero.train.training_args import apply_fast_defaults, set_up_devices
+    from rankzero.train.report import CurvesCallback, summary
+    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -55,6 +57,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
     dataset = load_prepared(prepared_dir, args.stage.mode)
+    eval_dataset = load_validation(prepared_dir, args.stage.mode)
     data = data_record(prepared_dir)
     # Before the model is built: a damaged checkpoint or other data stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
@@ -66,7 +69,10 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
-    defaults = {**args.defaults, **defaults}  # ours (checks.py: data_defaults) with the Trainer's, printed together
+    training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
+                                           parameters=model.num_parameters(), has_eval=eval_dataset is not None)
+    # ours (checks.py: data_defaults) with the Trainer's, printed together
+    defaults = {**args.defaults, **defaults, **learning}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -86,6 +92,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         model=model,
         args=training,
         train_dataset=dataset,
+        eval_dataset=eval_dataset,
         data_collator=collator,
         processing_class=tokenizer,
         meter=meter,
@@ -93,6 +100,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         data_record=data,
     )
     output_dir = Path(training.output_dir)
+    trainer.add_callback(CurvesCallback(output_dir))
     if trainer.is_world_process_zero():
         config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
                                  describe_setup(trainer, attention, documents))
@@ -101,11 +109,20 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     try:
         # Installed before train() forks the DataLoader workers, so they inherit it (preemption.py says why).
         with preemption.handling_signals():
+            started = time.perf_counter()
             trainer.train(resume_from_checkpoint=resume)
             if preemption.stopped_at is None:
+                evaluate_at_end(trainer)
                 save_final(trainer, model, output_dir, prepared_dir)
             elif trainer.is_world_process_zero():
                 print(resume_hint(preemption, trainer, output_dir), flush=True)
+            tokens = meter.tokens_trained(training)  # a collective: every rank
+            if trainer.is_world_process_zero():
+                CurvesCallback(output_dir).on_train_end(training, trainer.state, None)  # with the last evaluation
+                print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
+                              tokens=tokens, steps=trainer.state.global_step, saved=preemption.stopped_at is None,
+                              tensorboard="tensorboard" in training.report_to),
+                      flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
     finally:
         # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
@@ -115,6 +132,15 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def evaluate_at_end(trainer) -> None:
+    """The last evaluation, unless the Trainer has just run one at the final step (every rank)."""
+    if trainer.eval_dataset is None:
+        return
+    evaluated = [entry["step"] for entry in trainer.state.log_history if "eval_loss" in entry]
+    if not evaluated or evaluated[-1] != trainer.state.global_step:
+        trainer.evaluate()
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
@@ -157,6 +183,24 @@ def load_prepared(prepared_dir: Path, mode: str):
     if len(dataset) == 0:
         raise ValueError(f"{prepared_dir}: the prepared dataset is empty — check --dataset and the quality filter")
     return dataset.with_format("numpy", columns=columns)  # numpy rows: no per-token Python objects
+
+
+def load_validation(prepared_dir: Path, mode: str):
+    """The validation split prepared with the data (--validation_split_percentage, --eval_dataset), or None."""
+    import datasets
+
+    from rankzero.data.published import check_loaded_rows, validation_dir
+
+    directory = validation_dir(prepared_dir)
+    if directory is None:
+        return None
+    dataset = datasets.load_from_disk(str(directory))
+    check_loaded_rows(prepared_dir, len(dataset), validation=True)
+    if len(dataset) == 0:
+        raise ValueError(f"{directory}: the validation split holds no full row: raise --validation_split_percentage, "
+                         "or give a larger --eval_dataset")
+    columns = ["input_ids"] + [c for c in ("document_lengths", "labels") if c in dataset.column_names]
+    return dataset.with_format("numpy", columns=columns)
 
 
 def sample_max_token_id(dataset, rows: int = 1000) -> int:

@@ -4,7 +4,7 @@
     trainer = RankzeroTrainer(..., meter=meter)        # adds the callback; trainer.log() asks meter.metrics()
 
 Keys added to every training log (so they reach trainer_state.json's log_history and --report_to):
-`tokens_per_second` (all ranks together, real tokens: padding excluded), `tokens_per_second_per_device`,
+`tokens_seen` (real tokens trained on so far, all ranks), `tokens_per_second` (all ranks together, real tokens: padding excluded), `tokens_per_second_per_device`,
 `mfu` (CUDA with a known peak only) and `peak_memory_gb` (CUDA: max allocated; CPU: max RSS of this
 process). Tokens are counted per batch from the collator's `num_tokens` (no device sync) and
 summed over ranks once per logging step.
@@ -107,17 +107,25 @@ class ThroughputCallback(TrainerCallback):
         self.flops_per_token = flops_per_token(model, seq_length)
         self.peak = None
         self.local_tokens = 0
+        self.tokens_seen = 0  # every rank's tokens up to the last log, the first step's included
+        self.tokens_at_start = 0  # tokens_seen when this run started (a resumed run's history goes on)
+        self.unlogged_tokens = 0  # this rank's tokens since the last log (the first step's too)
         self.mark = None  # start of the interval being measured; None until the run's first step is done
         self.excluded_s = 0.0  # saves and evaluations inside the interval
         self.paused_at = None  # set while a save or evaluation runs
 
     def add_tokens(self, count: int) -> None:
         self.local_tokens += count
+        self.unlogged_tokens += int(count)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if torch.cuda.is_available() and not args.use_cpu:
             self.peak = peak_flops(torch.cuda.get_device_name(), bool(args.bf16 or args.fp16))
         self.local_tokens, self.mark, self.excluded_s, self.paused_at = 0, None, 0.0, None
+        # A resumed run goes on counting from its checkpoint's log history.
+        self.tokens_seen = next((entry["tokens_seen"] for entry in reversed(state.log_history)
+                                 if "tokens_seen" in entry), 0)
+        self.tokens_at_start, self.unlogged_tokens = self.tokens_seen, 0
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.paused_at is not None:
@@ -136,17 +144,19 @@ class ThroughputCallback(TrainerCallback):
     def metrics(self, args) -> dict[str, float]:
         """Called on every rank at each training log (it sums tokens over ranks)."""
         end = self.paused_at if self.paused_at is not None else time.perf_counter()
-        tokens = self.local_tokens
+        tokens, seen = self.local_tokens, self.unlogged_tokens
         world = max(1, args.world_size)
         if world > 1 and torch.distributed.is_initialized():
-            total = torch.tensor([tokens], dtype=torch.int64, device=args.device)
+            total = torch.tensor([tokens, seen], dtype=torch.int64, device=args.device)
             torch.distributed.all_reduce(total)
-            tokens = int(total.item())
-        out = {}
+            tokens, seen = (int(value) for value in total.tolist())
+        self.tokens_seen += seen
+        self.unlogged_tokens = 0
+        out = {"tokens_seen": self.tokens_seen}
         if self.mark is not None and tokens > 0:
             per_second = tokens / max(end - self.mark - self.excluded_s, 1e-9)
-            out = {"tokens_per_second": round(per_second, 1),
-                   "tokens_per_second_per_device": round(per_second / world, 1)}
+            out.update({"tokens_per_second": round(per_second, 1),
+                        "tokens_per_second_per_device": round(per_second / world, 1)})
             if self.peak:
                 out["mfu"] = round(per_second / world * self.flops_per_token / self.peak, 4)
         if self.mark is not None:
@@ -157,8 +167,26 @@ class ThroughputCallback(TrainerCallback):
             out["peak_memory_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
         return out
 
+    def tokens_trained(self, args) -> int:
+        """Every rank's tokens since this run started (a collective: call it on every rank)."""
+        seen = self.unlogged_tokens
+        if max(1, args.world_size) > 1 and torch.distributed.is_initialized():
+            total = torch.tensor([seen], dtype=torch.int64, device=args.device)
+            torch.distributed.all_reduce(total)
+            seen = int(total.item())
+        return self.tokens_seen - self.tokens_at_start + seen
+
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or not logs or "loss" not in logs:
+        if not state.is_world_process_zero or not logs:
+            return
+        if "eval_loss" in logs:
+            parts = [f"eval step {state.global_step}/{state.max_steps}", f"eval_loss {logs['eval_loss']:.4f}"]
+            if "perplexity" in logs:
+                parts.append(f"perplexity {logs['perplexity']:,.2f}")
+            tqdm.write(" | ".join(parts), file=sys.stdout)
+            sys.stdout.flush()
+            return
+        if "loss" not in logs:
             return
         parts = [f"step {state.global_step}/{state.max_steps}", f"loss {logs['loss']:.4f}"]
         if "learning_rate" in logs:

@@ -154,3 +154,67 @@ def max_steps_problems(training) -> list[str]:
         return [f"--max_steps {training.max_steps}: must be at least 1 (or leave it out to train for "
                 "--num_train_epochs)"]
     return []
+
+
+# The learning rate a from-scratch run gets by model size: GPT-3's choices (Brown et al. 2020, table 2.1),
+# interpolated in log space between its sizes; below its smallest model, 1e-3 at 10M parameters and less
+# (small models take and need a larger step), interpolated up to the 125M point.
+LEARNING_RATE_BY_SIZE = [(10e6, 1.0e-3), (125e6, 6.0e-4), (350e6, 3.0e-4), (760e6, 2.5e-4), (1.3e9, 2.0e-4),
+                         (2.7e9, 1.6e-4), (6.7e9, 1.2e-4), (13e9, 1.0e-4), (175e9, 0.6e-4)]
+WARMUP_FRACTION = 0.02  # of the run's steps: ~2k of 100k, in the range OLMo and Llama use
+
+
+def learning_rate_for(parameters: int) -> float:
+    import math
+
+    points = LEARNING_RATE_BY_SIZE
+    if parameters <= points[0][0]:
+        return points[0][1]
+    for (size, rate), (next_size, next_rate) in zip(points, points[1:]):
+        if parameters <= next_size:
+            share = (math.log(parameters) - math.log(size)) / (math.log(next_size) - math.log(size))
+            return float(f"{math.exp(math.log(rate) + share * (math.log(next_rate) - math.log(rate))):.2g}")
+    return points[-1][1]
+
+
+def learning_defaults(training: TrainingArguments, given: frozenset[str], *, from_scratch: bool, parameters: int,
+                      has_eval: bool) -> tuple[TrainingArguments, dict[str, str]]:
+    """What a run needs to learn and to be watched, for flags the user (or a recipe) did not set:
+
+    - from scratch, a pretraining schedule instead of Hugging Face's fine-tuning defaults (lr 5e-5, no
+      warm-up, linear decay, no weight decay, Adam beta2 0.999 — the loss stays flat for dozens of steps):
+      warm-up over 2% of the steps, cosine decay, AdamW betas 0.9/0.95, weight decay 0.1 and a learning
+      rate by model size (LEARNING_RATE_BY_SIZE);
+    - with held-out data, evaluation every --eval_steps (HF: --logging_steps) on the loss only (the
+      Trainer would otherwise gather every logit: batch × length × vocabulary floats per step);
+    - on a log file rather than a terminal, no progress bar (its carriage-return redraws interleave with
+      the step lines); on a terminal the bar stays below them.
+    Returns (new args, {flag: "value (why)"})."""
+    import sys
+
+    changes: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+
+    def default(name: str, value: Any, why: str) -> None:
+        if name not in given and getattr(training, name) != value:
+            changes[name] = value
+            reasons[name] = f"{value!r} ({why})"
+
+    if from_scratch:
+        rate = learning_rate_for(parameters)
+        default("learning_rate", rate, f"from scratch, {parameters / 1e6:,.0f}M parameters: GPT-3's rate for the size")
+        default("lr_scheduler_type", "cosine", "from scratch: cosine decay")
+        default("warmup_steps", WARMUP_FRACTION, f"from scratch: warm-up over {WARMUP_FRACTION:.0%} of the steps")
+        default("adam_beta2", 0.95, "from scratch: AdamW betas 0.9/0.95")
+        default("weight_decay", 0.1, "from scratch: AdamW weight decay 0.1")
+    if has_eval:
+        strategy = getattr(training.eval_strategy, "value", training.eval_strategy)
+        if strategy == "no":
+            default("eval_strategy", "steps", "held-out data given: evaluate every --eval_steps and at the end")
+        default("prediction_loss_only", True, "evaluation needs the loss only, not every logit")
+    if training.disable_tqdm is None or "disable_tqdm" not in given:
+        default("disable_tqdm", not sys.stdout.isatty(), "a progress bar only on a terminal; one line per "
+                                                         "logging step either way")
+    if changes:
+        training = dataclasses.replace(training, **changes)
+    return training, reasons
