@@ -327,19 +327,72 @@ def test_a_late_waiter_or_a_skewed_clock_still_waits_for_a_live_builder(tmp_path
     assert prepared_dir(results[0][1]) == prepared_dir(results[1][1])
 
 
+def _wait_until_catching(process, signum) -> None:
+    """Until `process` has a handler for `signum` (SigCgt in /proc): a rank is inside prepare_or_wait, which sets
+    one for SIGUSR1 and nothing before it does."""
+    status = Path(f"/proc/{process.pid}/status")
+    if not status.exists():
+        pytest.skip("needs /proc to see when a process is waiting")
+    deadline = time.monotonic() + 120
+    while True:
+        caught = int(next(line for line in status.read_text().splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        if caught >> (signum - 1) & 1:
+            return
+        assert time.monotonic() < deadline and process.poll() is None, "the rank never got to the prepare"
+        time.sleep(0.1)
+
+
 def test_a_cache_dir_removed_during_the_build_is_named_by_the_waiter(tmp_path, tokenizer_dir):
     import shutil
 
     cache = tmp_path / "cache"
-    args = _slow_build(tmp_path, tokenizer_dir, cache)
+    args = _slow_build(tmp_path, tokenizer_dir, cache, documents=160000)  # outlasts the waiter's start
     port = free_port()
-    builder, waiter = (spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1))
+    builder = spawn(["--tokenize_only", *args], 0, 2, port=port)
     _wait_for_progress(cache, builder)
+    waiter = spawn(["--tokenize_only", *args], 1, 2, port=port)  # it sees the cache dir the moment it starts
+    _wait_until_catching(waiter, signal.SIGUSR1)
     shutil.rmtree(cache, ignore_errors=True)
-    results = wait_all([builder, waiter], timeout=60)
-    (code, _, err, _) = results[1]
-    assert code != 0 and f"the cache dir {cache} was removed while rank 0 was preparing" in err, err
+    (code, _, err, _), (builder_code, _, builder_err, _) = wait_all([waiter, builder])
+    assert code != 0 and f"the cache dir {cache} was removed while" in err, err
     assert "never started" not in err
+    assert builder_code != 0 and f"--cache_dir {cache} was removed while preparing the data" in builder_err, builder_err
+
+
+def test_a_heartbeat_missing_for_a_moment_twice_is_no_death(tmp_path):
+    """Another job's cleanup may unlink a live heartbeat (it is rewritten within a second): each gap is judged
+    on its own, never from the first one's start."""
+    import threading
+
+    from rankzero.data.handoff import HEARTBEAT_STALE_S, wait_for_builder
+    from rankzero.errors import BuilderFailed
+    from rankzero.files import write_json_atomic
+    from rankzero.runtime import Runtime
+
+    heartbeat, failed = tmp_path / "fp.heartbeat.job", tmp_path / "fp.failed"
+    stop = threading.Event()
+
+    def builder():
+        second = 2 * int(HEARTBEAT_STALE_S) + 6  # half-second beats: the second gap starts > STALE_S after the first
+        for beat in range(1, 1000):
+            if beat in (3, 4, 5, second, second + 1, second + 2):  # two 1.5 s gaps: longer than a poll, shorter than STALE_S
+                heartbeat.unlink(missing_ok=True)
+            else:
+                write_json_atomic(heartbeat, {"run_id": "r", "beat": beat, "progress": {}})
+            if beat == second + 6:
+                write_json_atomic(failed, {"job": "job", "run_id": "r", "rank": 0, "error": "the planned end"})
+            if stop.wait(0.5):
+                return
+
+    thread = threading.Thread(target=builder, daemon=True)
+    thread.start()
+    waiter = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
+    try:
+        with pytest.raises(BuilderFailed, match="the planned end"):
+            wait_for_builder(600, waiter, tmp_path, "fp", "job", "rank 0")
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_an_input_that_grows_during_the_build_is_not_published(tmp_path, tokenizer_dir):

@@ -221,6 +221,9 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
             report = RankzeroError(f"--cache_dir {cache_dir}: no space left on the device while preparing "
                                    f"({size_text(free)} were free when the build started; {needed_text(needed)}); the "
                                    "partial build was removed: free space there, or pass another --cache_dir")
+        elif tmp is not None and not cache_dir.is_dir():  # a file the build opens next names only itself
+            report = RankzeroError(f"--cache_dir {cache_dir} was removed while preparing the data ({type(error).__name__}: "
+                                   f"{error}); nothing was published: run again, and keep the cache dir while a job uses it")
         try:
             write_json_atomic(failed_marker, {
                 "job": job, "run_id": run_id, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
@@ -284,11 +287,12 @@ def _print_summary(manifest: dict, final: Path) -> None:
 
 
 def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, fingerprint: str, job: str, builder: str,
-                     inputs: dict | None = None, rejected: str | None = None) -> Path:
+                     inputs: dict | None = None, rejected: str | None = None, cache_seen: bool = False) -> Path:
     """Poll until the builder publishes FP/ (not the one this rank rejected, see `build`), fails or dies.
 
     Everything is judged by what this rank saw change, on its own monotonic clock: a heartbeat or failure
-    marker already there when it started may be an earlier run's, and is evidence only once it changes."""
+    marker already there when it started may be an earlier run's, and is evidence only once it changes.
+    `cache_seen`: this rank already saw the cache dir (its disappearing later is then a removal)."""
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
@@ -301,6 +305,12 @@ def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, finger
         if usable(final, inputs, rejected):
             return final
         now = time.monotonic()
+        if cache_dir.is_dir():
+            cache_seen = True
+        elif cache_seen:  # nothing rankzero does removes it: whatever the builder was doing is lost
+            during = f"while {builder} was preparing the data" if alive_runs else f"while this rank waited for {builder}"
+            raise BuilderFailed(f"the cache dir {cache_dir} was removed {during}; nothing was published: run again "
+                                "(and keep the cache dir while a job uses it)")
         failure = read_json(failed_marker)
         if failure and failure.get("job") == job and (failure != earlier_failure or failure.get("run_id") in alive_runs):
             raise BuilderFailed(f"rank {failure.get('rank')} failed (host {failure.get('host')}, pid {failure.get('pid')}) "
@@ -310,11 +320,8 @@ def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, finger
             pulse, changed_at = _pulse(beat), now
             if pulse is not None:
                 alive_runs.add(pulse[0])
-        if alive_runs and pulse is None:  # the builder removed its heartbeat: it has just published or failed
-            gone_at = gone_at or now
-            if not cache_dir.is_dir():
-                raise BuilderFailed(f"the cache dir {cache_dir} was removed while {builder} was preparing the data; "
-                                    "nothing was published: run again (and keep the cache dir while a job uses it)")
+        gone_at = (gone_at or now) if alive_runs and pulse is None else None
+        if gone_at is not None:  # the builder removed its heartbeat: it has just published or failed
             if now - gone_at > HEARTBEAT_STALE_S:
                 raise BuilderFailed(f"{builder} stopped preparing the data without publishing it or writing "
                                     f"{failed_marker.name} (its heartbeat file was removed); look at its log")
@@ -373,6 +380,7 @@ def prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime) -> Path:
     if problem is None:  # the cached path writes nothing
         return final
     rejected = build_id(final)
+    cache_seen = cache_dir.is_dir()
     scope = elect_scope(cache.prep_scope, runtime, cache_dir) if runtime.is_distributed else "global"
     job = job_key(runtime, scope)
     with _stopping_on_signals():
@@ -381,7 +389,8 @@ def prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime) -> Path:
             return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
         builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
         try:
-            return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected)
+            return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected,
+                                    cache_seen)
         except _Terminated as stopped:
             print(f"[prepare] {stopped.signal_name} received while waiting for {builder}: stopped waiting",
                   file=sys.stderr, flush=True)
