@@ -12,6 +12,7 @@ import dataclasses
 import json
 import multiprocessing
 import random
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,8 @@ def test_thresholds_are_read_from_the_config(quality, reason, change):
     # A heading over clean prose: the heading is structure, so the prose share is below 1.
     text = "주말 나들이\n" + PROSE
     assert quality.judge(text) is None
-    strict = quality.with_config(dataclasses.replace(QualityConfig(), **change))
+    with pytest.warns(UserWarning, match="kiwi_cascade is ignored") if reason.startswith("kiwi_") else nullcontext():
+        strict = quality.with_config(dataclasses.replace(QualityConfig(), **change))
     assert strict.judge(text) == reason
 
 
@@ -240,7 +242,8 @@ def test_structure_shaped_documents_are_kept_and_were_the_failure(quality, monke
     stats = quality.statistics(statute)
     assert stats["final_ending_sentence_ratio"] >= 0.8 and stats["prose_share"] < 0.8
     monkeypatch.setattr(korean, "structure_lines", lambda sample: [False] * len(sample.split("\n")))
-    every_line_prose = quality.with_config(dataclasses.replace(quality.config, min_prose_morphemes=0))
+    every_line_prose = quality.with_config(dataclasses.replace(quality.config, min_prose_morphemes=0,
+                                                                    kiwi_cascade=False))
     assert every_line_prose.judge(statute) == "kiwi_no_final_endings"
 
 
@@ -361,7 +364,7 @@ def counting(quality: QualityFilter, **changes) -> QualityFilter:
 
 
 def test_kiwi_sees_only_korean_survivors_and_a_sample_of_long_ones(quality):
-    filter_ = counting(quality)
+    filter_ = counting(quality, kiwi_cascade=False)
     long_korean = "\n".join(sample_texts("news", "daily", "opinion", "review"))
     assert len(long_korean) > 10 * filter_.config.kiwi_max_chars
     reasons = filter_.judge_batch([ENGLISH, CODE, CRAFTED["high_symbol_ratio"], PROSE, long_korean])
@@ -377,7 +380,7 @@ def test_kiwi_sees_only_korean_survivors_and_a_sample_of_long_ones(quality):
 def test_a_sample_keeps_but_only_the_whole_document_drops(quality):
     """A long document whose sample would drop it is read again, whole (up to kiwi_recheck_max_chars),
     and that reading decides: here its head is three lines of keywords, the rest prose."""
-    filter_ = counting(quality, kiwi_max_chars=300, kiwi_windows=1)
+    filter_ = counting(quality, kiwi_max_chars=300, kiwi_windows=1, kiwi_cascade=False)
     junk = [CRAFTED["kiwi_no_final_endings"],
             "부산 바다 축제의 공연 일정과 입장권 예매 방법, 해변 주차장 위치와 셔틀버스 노선, 주변 숙소 목록",
             "제주 올레길 코스별 거리와 난이도, 출발 지점으로 가는 버스 번호와 배차 간격, 쉼터와 식당 목록"]
@@ -389,6 +392,69 @@ def test_a_sample_keeps_but_only_the_whole_document_drops(quality):
     filter_._kiwi.calls.clear()
     salad = "\n".join(sample_texts("salad_common"))
     assert filter_.judge(salad) == "kiwi_no_final_endings" and len(filter_._kiwi.calls) == 2
+
+
+# --- the cascade: the surface keeps clear prose, Kiwi reads the rest ------------------------------------
+
+
+def test_cascade_gives_the_full_filters_verdict_on_every_sample_document(quality):
+    """Same verdict and reason as Kiwi reading every Korean document, on the whole labelled sample (and
+    its mojibake, repaired); and the surface decided most Korean documents, or the cascade saves nothing."""
+    texts = [record["text"] for record in load_sample()]
+    texts += [MOJIBAKE["latin-1"](text) for text in sample_texts("news", "statute", "dialogue")]
+    cascade = counting(quality)
+    full = counting(quality, kiwi_cascade=False)
+    assert cascade.judge_batch(texts) == full.judge_batch(texts)
+    assert len(cascade._kiwi.calls) < 0.7 * len(full._kiwi.calls)
+    # Clear prose never reaches Kiwi; the same prose with its words shuffled does.
+    cascade._kiwi.calls.clear()
+    assert cascade.judge(ORDERED) is None and cascade._kiwi.calls == []
+    assert cascade.judge(shuffled(ORDERED, 1)) == "kiwi_word_order" and len(cascade._kiwi.calls) == 1
+
+
+# How close to its threshold a Kiwi statistic must be for the document to count as near it.
+NEAR = {"final_ending_sentence_ratio": 0.1, "particle_ending_ratio": 0.05, "prose_share": 0.1,
+        "mean_morpheme_chars": 0.3, "stop_morphemes": 1, "word_order_broken_ratio": 0.05}
+
+
+def near_thresholds(stats: dict, config: QualityConfig) -> set[str]:
+    bounds = {"final_ending_sentence_ratio": [config.min_final_ending_sentence_ratio],
+              "particle_ending_ratio": [config.min_particle_ending_ratio], "prose_share": [config.min_prose_share],
+              "mean_morpheme_chars": [config.min_mean_morpheme_chars, config.max_mean_morpheme_chars],
+              "stop_morphemes": [config.min_stop_morphemes]}
+    if stats["word_order_pairs"] >= config.min_word_order_pairs:
+        bounds["word_order_broken_ratio"] = [config.max_word_order_broken_ratio]
+    return {name for name, values in bounds.items() if any(abs(stats[name] - v) <= NEAR[name] for v in values)}
+
+
+# Documents written to sit near one Kiwi threshold each (the sample has few near some of them).
+NEAR_DOCUMENTS = [
+    # Two sentences closed, three long keyword runs open: final-ending share 0.4.
+    PROSE.split(". ")[0] + ".\n" + CRAFTED["kiwi_no_final_endings"] + "\n" + PROSE.split(". ")[1] + ".\n"
+    + CRAFTED["kiwi_no_final_endings"].replace("서울", "부산") + "\n" + CRAFTED["kiwi_no_final_endings"].replace("봄", "가을"),
+    # The ordered paragraph with a third of its words shuffled: word order near its threshold.
+    " ".join(ORDERED.split()[:40] + shuffled(" ".join(ORDERED.split()[40:]), 3).split()),
+]
+
+
+def test_a_document_near_each_threshold_is_read_by_kiwi(quality):
+    """Every Korean document that reaches the Kiwi stage with a statistic near a Kiwi threshold is read
+    by Kiwi (the surface keeps only documents clear of them all), and the sample plus the documents
+    above hold such a document for every threshold."""
+    config = quality.config
+    met: set[str] = set()
+    for text in [record["text"] for record in load_sample()] + NEAR_DOCUMENTS:
+        text = text.strip()
+        if quality._reason_before_kiwi(text) != "needs Kiwi":
+            continue
+        near = near_thresholds(quality.statistics(text), config)
+        if not near:
+            continue
+        met |= near
+        filter_ = counting(quality)
+        filter_.judge(text)
+        assert filter_._kiwi.calls, (near, text[:80])
+    assert met == set(NEAR), set(NEAR) - met
 
 
 def test_sampled_verdicts_agree_with_whole_documents(quality):

@@ -83,6 +83,7 @@ class QualityConfig:
     drop_non_korean: bool = False
     # Korean documents only.
     min_hangul_ratio: float = 0.40          # Hangul per non-space char
+    kiwi_cascade: bool = True               # clear prose by its surface is kept without Kiwi (false: Kiwi reads all)
     kiwi_max_chars: int = 450               # what Kiwi reads of a document, in kiwi_windows spread windows
     kiwi_windows: int = 3
     kiwi_recheck_max_chars: int = 8_000     # what it reads of a document its sample would drop

@@ -1,4 +1,5 @@
-"""QualityFilter: runs the rule families in order, Kiwi last and only on Korean survivors.
+"""QualityFilter: runs the rule families in order, Kiwi last and only on Korean survivors whose surface
+leaves the verdict open.
 
     quality = QualityFilter(config)                      # once, in the parent process (Kiwi ~2-4 s)
     reasons, texts = quality.judge_and_repair(texts)     # None = keep; texts with mojibake repaired
@@ -6,8 +7,8 @@
 
 Order (the first failing rule is the reason): mojibake (mojibake.py) → length → word shape (words.py)
 → character shares (characters.py) → repetition (repetition.py) → gambling ads (solicitation.py) →
-for Korean documents, the Hangul gate and one Kiwi pass over prose and word order (korean.py,
-structure.py). Every document is judged after its
+for Korean documents, the Hangul gate, then the surface statistics (clear prose is kept there) and,
+for the rest, one Kiwi pass over prose and word order (korean.py, structure.py). Every document is judged after its
 mojibake is repaired; the repaired text is what the pipeline hashes and tokenizes.
 """
 
@@ -60,6 +61,18 @@ def length_reason(text: str, config: QualityConfig) -> str | None:
     return None
 
 
+def _cascade(config: QualityConfig) -> bool:
+    """Whether the surface may keep documents without Kiwi (korean.surface_keeps) under these thresholds."""
+    if not config.kiwi_cascade:
+        return False
+    if not korean.surface_applies(config):
+        warnings.warn("quality filter: kiwi_cascade is ignored, Kiwi reads every Korean document: the Kiwi "
+                      "thresholds are neither the defaults nor more lenient ones, which the surface bars were "
+                      "measured against (docs/quality.md); set kiwi_cascade: false to silence this", stacklevel=3)
+        return False
+    return True
+
+
 class QualityFilter:
     """Judges documents; build once in the parent process, then fork (see `__init__`)."""
 
@@ -72,6 +85,7 @@ class QualityFilter:
         mojibake.require_ftfy()  # now, not on the first broken document hours into a prepare
         self.config = config or QualityConfig()
         self.threads = threads
+        self._cascade = _cascade(self.config)
         with warnings.catch_warnings():
             # kiwipiepy >= 0.21 warns that num_workers=0 changed meaning; "no thread pool" is what we want.
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -84,6 +98,7 @@ class QualityFilter:
         """Another filter with other thresholds, sharing this one's Kiwi (no second 2-4 s model load)."""
         other = object.__new__(QualityFilter)
         other._kiwi, other.threads, other.config = self._kiwi, self.threads, config
+        other._cascade = _cascade(config)
         return other
 
     def __reduce__(self):
@@ -94,8 +109,8 @@ class QualityFilter:
         """For each text: None (keep) or the name (from REASONS) of the first rule it failed; and the
         text to keep — the same object unless its mojibake was repaired.
 
-        The cheap rules run first on each document; Kiwi reads a sample of each Korean survivor
-        (korean.kiwi_sample). A sample decides only when it keeps the document with every statistic
+        The cheap rules run first on each document. A Korean survivor whose surface is clear prose
+        (korean.surface_keeps) is kept there; Kiwi reads a sample of every other one (korean.kiwi_sample). A sample decides only when it keeps the document with every statistic
         clear of its threshold; otherwise Kiwi reads the whole document (up to
         `kiwi_recheck_max_chars`), and that reading decides.
         """
@@ -111,10 +126,10 @@ class QualityFilter:
                 kept_texts[index] = text
                 stripped = text.strip()
                 reason = reason or self._reason_before_kiwi(stripped)
-                if reason is _NEEDS_KIWI:
-                    yield index, stripped
-                else:
+                if reason is not _NEEDS_KIWI:
                     verdicts[index] = reason
+                elif not (self._cascade and korean.surface_keeps(korean.surface_statistics(stripped))):
+                    yield index, stripped
 
         recheck = []
         for index, text, stats in self._kiwi_statistics(korean_survivors(), config.kiwi_max_chars):
@@ -184,6 +199,7 @@ class QualityFilter:
             stats.update(family.statistics(text, config))
         stats["korean"] = korean.is_korean(hangul, config)
         if stats["korean"]:
+            stats.update(korean.surface_statistics(text))
             sample = korean.kiwi_sample(text, config.kiwi_max_chars, config.kiwi_windows)
             stats.update(korean.prose_statistics(sample, self._kiwi.tokenize(sample), config))
         return stats

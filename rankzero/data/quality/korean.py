@@ -29,7 +29,7 @@ import bisect
 import re
 
 from rankzero.data.quality.characters import URL, count, non_space_count
-from rankzero.data.quality.structure import structure_lines, without_table_rows
+from rankzero.data.quality.structure import is_structure_line, structure_lines, without_table_rows
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")    # syllables and compatibility jamo (ㅋㅋ, ㅠㅠ)
 _WORD_CHARACTER = re.compile(r"\w")
@@ -57,6 +57,149 @@ def is_korean(stats: dict, config) -> bool:
 
 def gate_reason(stats: dict, config) -> str | None:
     return "low_hangul_ratio" if stats["hangul_ratio"] < config.min_hangul_ratio else None
+
+
+# --- Surface statistics: what decides clear prose without Kiwi (the cascade's first stage) -------------
+#
+# Kiwi costs ~10 µs per character; a regular expression over the text costs ~0.05. Most Korean
+# documents are plain prose whose Kiwi statistics sit far from every threshold, and their surface shows
+# it: sentences that end on a final-ending syllable ("…했다.", "…해요?"), words that end on a particle or
+# an ending syllable. `surface_statistics` measures those on the raw text; `surface_keeps` keeps a
+# document only when they are all clear of the bars below, which no document the full filter drops has
+# reached on the real corpora, the labelled sample and the bench corpus (docs/quality.md). Every other
+# Korean document is read by Kiwi as before. The surface can keep a document, never drop one.
+
+# Last syllables of a sentence closed by a final ending (다 요 까 죠 네 …), or by the nominal ends
+# Kiwi closes too (~음 ~함 ~임): the syllables that end 97% of real Korean sentences.
+_FINAL_SYLLABLES = frozenset("다요까줘라음지어오래네나데해야함죠듯아워임니자냐여소게군세")
+# Last syllables of a word that is a particle or an ending (는 을 이 의 에 …; 한 된 던: adnominal).
+_PARTICLE_SYLLABLES = frozenset("다는을고이의에로를은가서한도게요만과면데며와할라야된던른")
+# Word-final syllables that are (or end) FW2's stop morphemes: 의 다 이 는 에 을 은 를 가 고 로 ….
+_STOP_SYLLABLES = frozenset("의다이는에을은를가고로한")
+_HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]+")
+_SURFACE_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# Sentence punctuation after the last Hangul word, with only closing marks or emoticons after it.
+_CLOSING_PUNCTUATION = re.compile(r"[.!?][^\uac00-\ud7a3]*$")
+# The bound nouns whose neighbours Korean fixes (word_order_statistics): 수 comes before 있다/없다
+# ("할 수 있다"); 것 after an -ㄴ/-ㄹ adnominal ("하는 것", "할 것") or a determiner ("그 것").
+_BOUND_SU = frozenset(("수", "수가", "수도", "수는", "수밖에"))
+_RIEUL, _NIEUN = 8, 4  # final consonant indexes of ㄹ and ㄴ in a precomposed syllable
+_DETERMINERS = frozenset("그이저")
+_AMBIGUOUS_PARTICLES = frozenset("을를은는")
+
+# The bars a document's surface must clear to be kept without Kiwi (docs/quality.md gives the evidence).
+SURFACE_MIN_SENTENCES = 3
+SURFACE_MIN_WORDS = 20
+SURFACE_MIN_CLOSED_SHARE = 0.8
+SURFACE_MIN_PARTICLE_SHARE = 0.4
+SURFACE_MIN_STOP_SYLLABLES = 6
+SURFACE_MAX_BROKEN_BOUND_NOUN_SHARE = 1 / 3
+
+
+def surface_statistics(text: str) -> dict[str, float]:
+    """Sentences (cut at . ! ? and line breaks) and their Hangul words, measured without Kiwi:
+
+    - closed share: prose sentences whose last Hangul word ends on a final-ending syllable, before
+      punctuation or after five words; an unclosed sentence on a structure line (structure.py) or
+      of fewer than five words is structure and not counted, as Kiwi's reading does;
+    - particle share: Hangul words ending on a particle or ending syllable, per Hangul word;
+    - stop syllables: how many distinct stop-morpheme syllables end a word (FW2's list, on the surface);
+    - bound nouns: 수 and 것 words, and those whose neighbours break Korean order.
+    """
+    prose = closed = words = particles = 0
+    last_syllables: set = set()
+    for line in text.split("\n"):
+        structure = None
+        for sentence in _SURFACE_SENTENCE_END.split(line):
+            runs = _HANGUL_WORD.findall(sentence)
+            if not runs:
+                continue
+            words += len(runs)
+            ends = [run[-1] for run in runs]
+            last_syllables.update(ends)
+            particles += sum(end in _PARTICLE_SYLLABLES for end in ends)
+            is_closed = runs[-1][-1] in _FINAL_SYLLABLES and (
+                len(runs) >= 5 or _CLOSING_PUNCTUATION.search(sentence) is not None)
+            if not is_closed:
+                if structure is None:
+                    structure = is_structure_line(line)
+                if structure or len(runs) < 5:
+                    continue
+            prose += 1
+            closed += is_closed
+    pairs, broken = bound_noun_order(text)
+    return {"surface_sentences": float(prose), "surface_words": float(words),
+            "surface_closed_share": closed / prose if prose else 0.0,
+            "surface_particle_share": particles / words if words else 0.0,
+            "surface_stop_syllables": float(len(last_syllables & _STOP_SYLLABLES)),
+            "surface_bound_nouns": float(pairs), "surface_broken_bound_nouns": float(broken)}
+
+
+def _final_consonant(syllable: str) -> int:
+    offset = ord(syllable) - 0xAC00
+    return offset % 28 if 0 <= offset < 11172 else -1
+
+
+def bound_noun_order(text: str) -> tuple[int, int]:
+    """(bound nouns 수 and 것, those whose neighbours break Korean order), word by word on each line.
+    Words shuffled into a random order break most of them; real text a few (a noun's "학생 수")."""
+    if "수" not in text and "것" not in text:
+        return 0, 0
+    pairs = broken = 0
+    for line in text.split("\n"):
+        if "수" not in line and "것" not in line:
+            continue
+        words = line.split()
+        for index, word in enumerate(words):
+            if word[0] not in "수것":
+                continue
+            core = _HANGUL_WORD.match(word)
+            if core is None:
+                continue
+            before = _last_syllable(words[index - 1]) if index else ""
+            if word[0] == "수":
+                if core.group() not in _BOUND_SU or word[core.end():] not in ("", ".", ","):
+                    continue
+                after = words[index + 1] if index + 1 < len(words) else ""
+                ordered = after.startswith(("있", "없")) or core.group() == "수밖에"
+            elif before in _AMBIGUOUS_PARTICLES:
+                continue  # "먹을 것" or "빵을 것": an adnominal ending and a particle look alike
+            else:
+                ordered = bool(before) and (_final_consonant(before) in (_NIEUN, _RIEUL) or before in _DETERMINERS)
+            pairs += 1
+            broken += not ordered
+    return pairs, broken
+
+
+def _last_syllable(word: str) -> str:
+    """The word's last character when it is a Hangul syllable (no punctuation after it), else ""."""
+    return word[-1] if "\uac00" <= word[-1] <= "\ud7a3" else ""
+
+
+def surface_applies(config) -> bool:
+    """Whether the surface bars hold for these Kiwi thresholds: they were measured against the defaults,
+    so they keep documents only where every Kiwi threshold is the default's or more lenient."""
+    from rankzero.data.quality.config import QualityConfig
+
+    default = QualityConfig()
+    return (config.min_prose_morphemes == default.min_prose_morphemes
+            and set(config.stop_morphemes) >= set(default.stop_morphemes)
+            and all(getattr(config, name) <= getattr(default, name) for name in (
+                "min_prose_share", "min_stop_morphemes", "min_mean_morpheme_chars",
+                "min_final_ending_sentence_ratio", "min_particle_ending_ratio"))
+            and all(getattr(config, name) >= getattr(default, name) for name in (
+                "max_mean_morpheme_chars", "min_word_order_pairs", "max_word_order_broken_ratio")))
+
+
+def surface_keeps(stats: dict) -> bool:
+    """Whether the surface alone keeps a Korean document: clear prose, far from every Kiwi threshold."""
+    pairs = stats["surface_bound_nouns"]
+    return (stats["surface_sentences"] >= SURFACE_MIN_SENTENCES
+            and stats["surface_words"] >= SURFACE_MIN_WORDS
+            and stats["surface_closed_share"] >= SURFACE_MIN_CLOSED_SHARE
+            and stats["surface_particle_share"] >= SURFACE_MIN_PARTICLE_SHARE
+            and stats["surface_stop_syllables"] >= SURFACE_MIN_STOP_SYLLABLES
+            and not (pairs and stats["surface_broken_bound_nouns"] / pairs > SURFACE_MAX_BROKEN_BOUND_NOUN_SHARE))
 
 
 def kiwi_sample(text: str, budget: int, windows: int) -> str:
