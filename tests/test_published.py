@@ -290,6 +290,15 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         locked_out = _run(nobody, args)
         assert locked_out.returncode != 0 and "Traceback" not in locked_out.stderr, locked_out.stderr
         assert f"{lock} cannot be opened by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in locked_out.stderr
+
+        # A build of another member that died (0700, as every build dir is while written): named, then built around.
+        os.chmod(lock, 0o644)
+        dead = cache / f"{final.name}.tmp-deadhost-1-x"
+        dead.mkdir(mode=0o700)  # 2700 in the setgid cache dir
+        (dead / "data-00000-of-00001.arrow").write_bytes(b"partial")
+        rebuilt = _run(nobody, args)
+        assert rebuilt.returncode == 0 and prepared_dir(rebuilt.stdout) == final, rebuilt.stderr
+        assert f"could not remove {dead}: it belongs to root (uid 0), mode 2700; ask its owner" in rebuilt.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

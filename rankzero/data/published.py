@@ -262,6 +262,9 @@ def remove_dead_builds(cache_dir: Path, fingerprint: str) -> None:
             continue
         logger.warning("removing %s left by a builder that died", dead)
         shutil.rmtree(dead, ignore_errors=True)
+        if os.path.lexists(dead):  # another user's build dir is theirs alone (0700 while written): only they can
+            logger.warning("could not remove %s: it belongs to %s; ask its owner to remove it (it only takes space)",
+                           dead, owner_text(dead))
     for beat in cache_dir.glob(f"{fingerprint}.heartbeat.*"):
         info = lstat(beat)
         if info is not None and time.time() - info.st_mtime > 60:
