@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -153,13 +154,36 @@ def test_the_builders_rust_pools_do_not_shrink_under_the_training_ranks_settings
     environment is the training ranks' again."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: every pool has one thread whatever the environment says")
-    code = ("import collections, json, os, sys\nsys.path.insert(0, 'tests')\n"
-            "from helpers import data_args, prepare\n"
-            f"prepare(data_args({str(tokenizer_dir)!r}, sys.argv[1], [{str(corpus)!r}], tokenizer_engine={engine!r}, "
-            "dataset_num_proc=1))\n"
-            "names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in os.listdir('/proc/self/task')]\n"
-            "print(json.dumps([collections.Counter(names), os.environ.get('TOKENIZERS_PARALLELISM')]))")
-    clean = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    code = textwrap.dedent(f"""
+        import collections, json, os, sys, threading, time
+        sys.path.insert(0, "tests")
+        from helpers import data_args, prepare
+
+        prepare(data_args({str(tokenizer_dir)!r}, sys.argv[1], [{str(corpus)!r}], tokenizer_engine={engine!r},
+                          dataset_num_proc=1))
+
+        def read(thread, name):
+            try:
+                return open(f"/proc/self/task/{{thread}}/{{name}}").read()
+            except FileNotFoundError:  # gone meanwhile
+                return ""
+
+        def others():
+            return [t for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
+
+        # Counted once every other thread sleeps: a joined thread may take a moment to leave /proc, and an
+        # idle Rayon thread spins a while before it sleeps.
+        for _ in range(100):
+            if all(read(t, "stat").rpartition(")")[2].split()[:1] in (["S"], []) for t in others()):
+                break
+            time.sleep(0.1)
+        names = [read(t, "comm").strip() for t in others()]
+        print(json.dumps([collections.Counter(n for n in names if n), os.environ.get("TOKENIZERS_PARALLELISM")]))
+        """)
+    # Arrow's pools grow with timing (a thread more when two tasks meet): one thread each, so that only the
+    # Rust pools can differ.
+    clean = {**{k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}, "OMP_NUM_THREADS": "1",
+             "ARROW_IO_THREADS": "1"}
     training = {"RAYON_NUM_THREADS": "1", "RAYON_RS_NUM_THREADS": "1", "FASTOKENS_BPE_THREADS": "1",
                 "TOKENIZERS_PARALLELISM": "false"}
     seen = []
