@@ -249,7 +249,7 @@ def _run(prefix: list, args: list, umask: int = 0o022) -> subprocess.CompletedPr
                           env={**os.environ, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"})
 
 
-def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir, corpus):
+def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir):
     import tempfile
 
     nobody = _as_nobody()
@@ -257,7 +257,8 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
     try:
         os.chmod(base, 0o755)
         shutil.copytree(tokenizer_dir, base / "tokenizer")
-        shutil.copy(corpus, base / "corpus.jsonl")
+        # Shards past ALWAYS_HASHED_BYTES: only stat'ed by the checks, read first by the loader.
+        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(2000)])
         for path in base.rglob("*"):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         cache = base / "cache"
@@ -282,6 +283,14 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
         assert f"{final} cannot be read by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0700" in refused.stderr
         assert final.is_dir() and not list(cache.glob("*.damaged-*"))
+        os.chmod(final, 0o2775)  # the dir readable, one shard not (any file the loader would open)
+        shard = next(final.glob("data-*.arrow"))
+        assert shard.stat().st_size > ALWAYS_HASHED_BYTES
+        os.chmod(shard, 0o600)
+        refused = _run(nobody, args)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+        assert f"{shard} cannot be read by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in refused.stderr
+        assert shard.exists() and not list(cache.glob("*.damaged-*"))
 
         # Another member's lock file that this user cannot open: named, with its owner.
         shutil.rmtree(final)

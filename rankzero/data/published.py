@@ -176,14 +176,12 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
             return f"{name} is not a regular file"
         if found.st_size != expected.get("size"):
             return f"{name} is {found.st_size:,} bytes, its manifest says {expected['size']:,} (cut short or rewritten)"
+    _check_readable(final, *(final / name for name in files))  # the loader reads them all; say whose they are first
     for name, expected in files.items():
         if deep or expected["size"] <= ALWAYS_HASHED_BYTES:
             try:
                 with os.fdopen(open_no_follow(final / name), "rb") as handle:
                     digest = content_hash(handle, expected["size"])
-            except PermissionError:
-                _check_readable(final, final / name)
-                raise
             except OSError as error:
                 return f"{name} cannot be read ({error.strerror})"
             if digest != expected.get("xxh3_128"):
