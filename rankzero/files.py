@@ -56,12 +56,30 @@ def open_no_follow(path: Path, flags: int = os.O_RDONLY) -> int:
 
 
 def read_json(path: Path) -> dict | None:
+    """The JSON object at `path`, or None when there is none to read (see `read_json_or_problem`)."""
+    return read_json_or_problem(path)[0]
+
+
+def read_json_or_problem(path: Path) -> tuple[dict | None, str | None]:
+    """The JSON object at `path` and None, or None and what is wrong, worded to follow "the file is": "missing",
+    "not valid JSON (Expecting value: line 1 column 9 (char 8))", "nested deeper than the JSON parser allows"... A file
+    anyone could have crafted must never raise here (a RecursionError, a UnicodeDecodeError)."""
     try:
         with os.fdopen(open_no_follow(path), encoding="utf-8") as handle:
             value = json.load(handle)
-        return value if isinstance(value, dict) else None
-    except (ValueError, RecursionError, OSError):  # not JSON, not UTF-8, nested past the parser's depth, unreadable
-        return None
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as error:
+        return None, f"unreadable ({error.strerror})"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except RecursionError:
+        return None, "nested deeper than the JSON parser allows"
+    except ValueError as error:  # JSONDecodeError (with line and column), or an integer past Python's digit limit
+        return None, f"not valid JSON ({error})"
+    if not isinstance(value, dict):
+        return None, f"a JSON {type(value).__name__}, not an object"
+    return value, None
 
 
 def lstat(path: Path) -> os.stat_result | None:

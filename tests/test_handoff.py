@@ -295,7 +295,19 @@ def test_a_waiter_stopped_by_sigusr1_says_so(tmp_path, tokenizer_dir):
     (code, _, err, _), = wait_all([waiter], timeout=60)
     builder.kill()
     builder.communicate()
-    assert code == 128 + signal.SIGUSR1 and "SIGUSR1 received while waiting for rank 0: stopped waiting" in err, err
+    assert code == 128 + signal.SIGUSR1 and "[prepare] SIGUSR1 received while waiting for rank 0: stopped" in err, err
+
+
+def test_a_rank_stopped_before_it_builds_or_waits_says_so(tmp_path, tokenizer_dir):
+    """SIGUSR1 while a rank on another node still looks for rank 0's probe (RANKZERO_PROBE_S): no silent exit 138."""
+    args = _common(write_jsonl(tmp_path / "c.jsonl", [{"text": "안녕하세요"}]), tokenizer_dir, tmp_path / "cache")
+    rank = spawn(["--tokenize_only", *args], 1, 2, local_rank=0, local_world=1, node=1,
+                 env={"RANKZERO_PROBE_S": "600"})  # no rank 0: it would look for the probe for 10 minutes
+    _wait_until_catching(rank, signal.SIGUSR1)
+    rank.send_signal(signal.SIGUSR1)
+    (code, _, err, _), = wait_all([rank], timeout=60)
+    assert code == 128 + signal.SIGUSR1, err
+    assert "[prepare] SIGUSR1 received while looking for the prepared data: stopped" in err and "Traceback" not in err, err
 
 
 def _clock_skew(tmp_path: Path, seconds: float) -> dict:

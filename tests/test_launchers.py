@@ -75,7 +75,7 @@ def _shell(name: str) -> str:
 
     found = shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed here (.ci/run installs zsh where apt exists)")
+        pytest.skip(f"{name} is not installed here (.ci/run installs zsh and dash where apt exists)")
     return found
 
 

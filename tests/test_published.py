@@ -83,7 +83,7 @@ def test_a_damaged_dataset_is_rebuilt_never_served(tmp_path, tokenizer_dir, corp
         expected = "data-00000-of-00001.arrow is missing"
     elif damage == "manifest deleted":
         (out / "manifest.json").unlink()
-        expected = "no readable manifest.json"
+        expected = r"no manifest\.json: deleted, or an interrupted copy"
     else:  # same size, same mtime: only --verify_data's checksums see it
         shard = next(out.glob("data-*.arrow"))
         stat = shard.stat()
@@ -249,7 +249,7 @@ def _run(prefix: list, args: list, umask: int = 0o022) -> subprocess.CompletedPr
                           env={**os.environ, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"})
 
 
-def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir, corpus):
+def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir):
     import tempfile
 
     nobody = _as_nobody()
@@ -257,7 +257,8 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
     try:
         os.chmod(base, 0o755)
         shutil.copytree(tokenizer_dir, base / "tokenizer")
-        shutil.copy(corpus, base / "corpus.jsonl")
+        # Shards past ALWAYS_HASHED_BYTES: only stat'ed by the checks, read first by the loader.
+        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(2000)])
         for path in base.rglob("*"):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         cache = base / "cache"
@@ -282,6 +283,14 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
         assert f"{final} cannot be read by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0700" in refused.stderr
         assert final.is_dir() and not list(cache.glob("*.damaged-*"))
+        os.chmod(final, 0o2775)  # the dir readable, one shard not (any file the loader would open)
+        shard = next(final.glob("data-*.arrow"))
+        assert shard.stat().st_size > ALWAYS_HASHED_BYTES
+        os.chmod(shard, 0o600)
+        refused = _run(nobody, args)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+        assert f"{shard} cannot be read by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in refused.stderr
+        assert shard.exists() and not list(cache.glob("*.damaged-*"))
 
         # Another member's lock file that this user cannot open: named, with its owner.
         shutil.rmtree(final)
@@ -290,6 +299,15 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         locked_out = _run(nobody, args)
         assert locked_out.returncode != 0 and "Traceback" not in locked_out.stderr, locked_out.stderr
         assert f"{lock} cannot be opened by nobody (uid {NOBODY}): it belongs to root (uid 0), mode 0600" in locked_out.stderr
+
+        # A build of another member that died (0700, as every build dir is while written): named, then built around.
+        os.chmod(lock, 0o644)
+        dead = cache / f"{final.name}.tmp-deadhost-1-x"
+        dead.mkdir(mode=0o700)  # 2700 in the setgid cache dir
+        (dead / "data-00000-of-00001.arrow").write_bytes(b"partial")
+        rebuilt = _run(nobody, args)
+        assert rebuilt.returncode == 0 and prepared_dir(rebuilt.stdout) == final, rebuilt.stderr
+        assert f"could not remove {dead}: it belongs to root (uid 0), mode 2700; ask its owner" in rebuilt.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -300,6 +318,7 @@ def test_a_crafted_manifest_is_an_error_or_a_rebuild_never_a_traceback(tmp_path,
     final = prepared_dir(prepare_cli(*args).stdout)
     manifest_path = final / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
+    sequences = manifest["sequences"]
     if craft == "nested":
         manifest_path.write_text(manifest_path.read_text()[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}")
     elif craft == "nul in a file name":
@@ -311,8 +330,29 @@ def test_a_crafted_manifest_is_an_error_or_a_rebuild_never_a_traceback(tmp_path,
     again = prepare_cli(*args, check=False)
     assert "Traceback" not in again.stderr and "RecursionError" not in again.stderr, again.stderr
     if craft == "nul in a file name":  # a name rankzero never writes: planted, so neither used nor removed
-        assert again.returncode != 0 and "in a way rankzero never writes" in again.stderr, again.stderr
-    else:  # damage (or an interrupted copy): moved aside and rebuilt, the same data as before
-        assert again.returncode == 0 and "is damaged (" in again.stderr, again.stderr
-        assert json.loads(manifest_path.read_text())["sequences"] == manifest["sequences"] or craft != "nested"
-        assert isinstance(json.loads(manifest_path.read_text())["sequences"], int)
+        assert again.returncode != 0, again.stderr
+        assert f"{final}: its manifest.json lists 'data\\x00.arrow' in a way rankzero never writes" in again.stderr
+        assert final.is_dir()
+    else:  # damage: moved aside and rebuilt, the same data as before, with what was wrong
+        told = ("its manifest.json is nested deeper than the JSON parser allows" if craft == "nested" else
+                "its manifest.json says sequences is 'abc', not a count")
+        assert again.returncode == 0 and f"{final} is damaged ({told}): removed, building it again" in again.stderr, \
+            again.stderr
+        assert json.loads(manifest_path.read_text())["sequences"] == sequences
+
+
+def test_what_is_wrong_with_a_json_file_is_said_never_raised(tmp_path):
+    from rankzero.files import read_json_or_problem
+
+    cases = {"cut.json": (b'{"fingerprint": "ab', "not valid JSON (Unterminated string starting at: line 1 column 17"),
+             "latin1.json": ('{"a": "\xe9"}'.encode("latin-1"), "not UTF-8 text"),
+             "list.json": (b"[1, 2]", "a JSON list, not an object"),
+             "deep.json": (b"[" * 100_000 + b"]" * 100_000, "nested deeper than the JSON parser allows"),
+             "digits.json": (b'{"sequences": ' + b"9" * 5000 + b"}", "not valid JSON (Exceeds the limit")}
+    for name, (content, problem) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        value, found = read_json_or_problem(tmp_path / name)
+        assert value is None and found.startswith(problem), (name, found)
+    assert read_json_or_problem(tmp_path / "absent.json") == (None, "missing")
+    (tmp_path / "good.json").write_text('{"a": 1}')
+    assert read_json_or_problem(tmp_path / "good.json") == ({"a": 1}, None)

@@ -312,6 +312,23 @@ def test_a_damaged_compressed_stream_names_the_file(tmp_path):
         list(iter_chunks(resolve_source(str(path)), 0, batch_size=100))
 
 
+def test_a_compressed_input_cut_short_after_the_plan_is_named_as_changed_not_damaged(tmp_path, tokenizer_dir):
+    """A copy still running when the build reads the file: the stream ends early, and the cause is the change."""
+    from helpers import plan_of, single_rank
+    from rankzero.data.handoff import prepare_or_wait
+
+    path = _compress(write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in korean_documents(2000)]), ".gz")
+    args = data_args(tokenizer_dir, tmp_path / "cache", [path])
+    plan = plan_of(args)  # the fingerprint is taken here, from the whole file
+    whole = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: whole // 2])
+    with pytest.raises(RankzeroError, match=rf"input files changed while they were being prepared: \S*c.jsonl.gz went "
+                                            rf"from {whole:,} to {whole // 2:,} bytes.* \(the build stopped on: "
+                                            r"\S*c.jsonl.gz: the .gz stream is damaged"):
+        prepare_or_wait(plan, args.cache, single_rank())
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()], "nothing published"
+
+
 @pytest.mark.parametrize("suffix", [".gz", ".zst"])
 def test_compressed_files_are_read_as_streams(tmp_path, suffix):
     """Reading every chunk of a file with 4x the text takes no more memory: nothing holds the whole file."""

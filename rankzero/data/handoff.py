@@ -32,7 +32,8 @@ machine, another clock) is compared with this one's, so a rank that starts late 
 is skewed waits like any other. The next run removes dead tmp dirs under the lock and builds again.
 
 SIGTERM and SIGUSR1 (Slurm's early warning, `--signal=USR1@90`) stop a prepare cleanly: the builder
-removes its build dir, writes FP.failed naming the signal and exits with 128 + the signal's number.
+removes its build dir, writes FP.failed naming the signal and exits with 128 + the signal's number; any
+other rank, or the builder before it builds, says what it was doing and exits the same way.
 
 Builder election: global rank 0 when the cache dir is shared by all nodes, local rank 0 of each
 node when it is not. Rank 0 drops a probe file for its job; a process on another node that sees it
@@ -161,6 +162,8 @@ class _Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame):
+    for other in STOP_SIGNALS:  # one is enough: the clean-up it starts must not be cut short by the next
+        signal.signal(other, signal.SIG_IGN)
     raise _Terminated(signum)
 
 
@@ -372,26 +375,35 @@ def _describe(progress: dict) -> str:
 
 
 def prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime) -> Path:
-    """Return the published dataset dir of this plan, building it on exactly one rank per scope."""
+    """Return the published dataset dir of this plan, building it on exactly one rank per scope.
+
+    SIGTERM and SIGUSR1 stop it at any point (a build cleans up first, see `build`); the rank exits with
+    128 + the signal's number, as it would have died of it, saying so."""
     cache_dir = Path(cache.cache_dir).expanduser().resolve()
+    cache_seen = cache_dir.is_dir()  # before anything else: a waiter names a cache dir removed after this
+    doing = ["looking for the prepared data"]
+    with _stopping_on_signals():
+        try:
+            return _prepare_or_wait(plan, cache, runtime, cache_dir, cache_seen, doing)
+        except _Terminated as stopped:  # a builder handles its own; this is any other moment
+            print(f"[prepare] {stopped.signal_name} received while {doing[-1]}: stopped", file=sys.stderr, flush=True)
+            raise SystemExit(128 + stopped.signum) from None
+
+
+def _prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime, cache_dir: Path, cache_seen: bool,
+                     doing: list[str]) -> Path:
     fingerprint, inputs = plan.fingerprint, plan.inputs
     final = cache_dir / fingerprint
     problem = verify_published(final, inputs, deep=cache.verify_data)
     if problem is None:  # the cached path writes nothing
         return final
     rejected = build_id(final)
-    cache_seen = cache_dir.is_dir()
     scope = elect_scope(cache.prep_scope, runtime, cache_dir) if runtime.is_distributed else "global"
     job = job_key(runtime, scope)
-    with _stopping_on_signals():
-        if is_builder(runtime, scope):
-            check_writable(cache_dir)
-            return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
-        builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
-        try:
-            return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected,
-                                    cache_seen)
-        except _Terminated as stopped:
-            print(f"[prepare] {stopped.signal_name} received while waiting for {builder}: stopped waiting",
-                  file=sys.stderr, flush=True)
-            raise SystemExit(128 + stopped.signum) from None
+    if is_builder(runtime, scope):
+        check_writable(cache_dir)
+        return build(plan, runtime, cache_dir, job, (rejected, problem), cache.verify_data)
+    builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
+    doing.append(f"waiting for {builder}")
+    return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected,
+                            cache_seen)

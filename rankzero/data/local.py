@@ -68,8 +68,8 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
 
 def builder_threads(plan: Plan) -> dict:
     """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
-    `workers` chunks in flight (threads, or Kiwi processes of 2 Kiwi threads each), and Rust tokenizer pools
-    sized so that together they span every core (one pool shared by the threads, one per Kiwi process)."""
+    `workers` threads encoding chunks (or, with Kiwi, workers // 2 processes of 2 Kiwi threads each), and Rust
+    tokenizer pools that together span every core (one shared by the threads, or one per Kiwi process)."""
     cores, processes = usable_cpu_count(), _kiwi_processes(plan)
     return {"cores": cores, "workers": plan.workers.dataset_num_proc, "kiwi_processes": processes,
             "rust_threads": max(1, cores // processes) if processes else cores}

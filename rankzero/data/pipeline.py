@@ -33,19 +33,32 @@ from rankzero.errors import RankzeroError
 
 
 def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
-    """Build the planned dataset into `out_dir` (a private tmp dir); return its manifest."""
-    if plan.workers.prep_engine == "ray":
-        from rankzero.data.ray_engine import build_ray
+    """Build the planned dataset into `out_dir` (a private tmp dir); return its manifest. The inputs are
+    checked again afterwards: one that changed meanwhile stops the build, whatever was read of it."""
+    try:
+        if plan.workers.prep_engine == "ray":
+            from rankzero.data.ray_engine import build_ray
 
-        manifest = build_ray(plan, out_dir, on_progress)
-    else:
-        manifest = build_local(plan, out_dir, on_progress)
+            manifest = build_ray(plan, out_dir, on_progress)
+        else:
+            manifest = build_local(plan, out_dir, on_progress)
+    except RankzeroError as error:
+        # A file cut short by a copy still running reads as a damaged stream or a malformed last line: the
+        # cause to name is the change.
+        changed = changed_inputs(plan.inputs)
+        if changed:
+            raise RankzeroError(f"{_changed_message(changed)} (the build stopped on: {error})") from None
+        raise
     changed = changed_inputs(plan.inputs)
     if changed:
-        raise RankzeroError(f"input files changed while they were being prepared: {'; '.join(changed[:5])}"
-                            f"{f' and {len(changed) - 5} more' if len(changed) > 5 else ''}. What was read no longer "
-                            "matches the fingerprint, so nothing was published: run again once the files are complete")
+        raise RankzeroError(_changed_message(changed))
     return manifest
+
+
+def _changed_message(changed: list[str]) -> str:
+    more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+    return (f"input files changed while they were being prepared: {'; '.join(changed[:5])}{more}. What was read "
+            "no longer matches the fingerprint, so nothing was published: run again once the files are complete")
 
 
 def changed_inputs(inputs: dict) -> list[str]:

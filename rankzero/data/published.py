@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from rankzero.errors import RankzeroError
-from rankzero.files import content_hash, current_umask, lstat, open_no_follow, owner_text, read_json, size_text, this_user
+from rankzero.files import (content_hash, current_umask, lstat, open_no_follow, owner_text, read_json,
+                            read_json_or_problem, size_text, this_user)
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +137,11 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
         raise ForeignDataset(f"{final} is {kind}: rankzero publishes only directories it built and follows no link in "
                              "the cache dir; remove it, or use another --cache_dir")
     _check_readable(final)
-    manifest = read_json(final / "manifest.json")
+    manifest, problem = read_json_or_problem(final / "manifest.json")
     if manifest is None:
-        return "no readable manifest.json: deleted, or an interrupted copy"
+        if problem == "missing":
+            return "no manifest.json: deleted, or an interrupted copy"
+        return f"its manifest.json is {problem}"
     if manifest.get("fingerprint") != final.name:
         raise ForeignDataset(f"{final}: its manifest.json is for fingerprint {manifest.get('fingerprint')!r}: the dir "
                              "was copied or planted there, and rankzero never trains on it; remove it, or use another "
@@ -173,14 +176,12 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
             return f"{name} is not a regular file"
         if found.st_size != expected.get("size"):
             return f"{name} is {found.st_size:,} bytes, its manifest says {expected['size']:,} (cut short or rewritten)"
+    _check_readable(final, *(final / name for name in files))  # the loader reads them all; say whose they are first
     for name, expected in files.items():
         if deep or expected["size"] <= ALWAYS_HASHED_BYTES:
             try:
                 with os.fdopen(open_no_follow(final / name), "rb") as handle:
                     digest = content_hash(handle, expected["size"])
-            except PermissionError:
-                _check_readable(final, final / name)
-                raise
             except OSError as error:
                 return f"{name} cannot be read ({error.strerror})"
             if digest != expected.get("xxh3_128"):
@@ -259,6 +260,9 @@ def remove_dead_builds(cache_dir: Path, fingerprint: str) -> None:
             continue
         logger.warning("removing %s left by a builder that died", dead)
         shutil.rmtree(dead, ignore_errors=True)
+        if os.path.lexists(dead):  # another user's build dir is theirs alone (0700 while written): only they can
+            logger.warning("could not remove %s: it belongs to %s; ask its owner to remove it (it only takes space)",
+                           dead, owner_text(dead))
     for beat in cache_dir.glob(f"{fingerprint}.heartbeat.*"):
         info = lstat(beat)
         if info is not None and time.time() - info.st_mtime > 60:
