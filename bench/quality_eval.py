@@ -5,7 +5,9 @@ mojibake repair, agreement of Kiwi's sampled reading with whole documents, and t
     python bench/quality_eval.py --errors        # also print every misjudged document
     python bench/quality_eval.py --stats         # per-label spread of every statistic (for tuning)
     python bench/quality_eval.py --agreement     # sampled Kiwi reading vs whole documents (sample, dev, bench corpus)
-    python bench/quality_eval.py --throughput    # judge_batch chars/s on the bench corpus vs whole documents
+    python bench/quality_eval.py --throughput --real ../real_ko ../statutes --against ../base-bec9da6
+        # CPU-s per GB of the quality stage and of the whole prepare with and without the filter, and the
+        # verdicts against another checkout's filter, on every real corpus (bench/quality_cost.py)
     python bench/quality_eval.py --kiwi_options  # Kiwi's own speed settings: chars/s, and do verdicts change
     python bench/quality_eval.py --files "src/**/*.py" "docs/*.md"   # local code and prose, per extension
     python bench/quality_eval.py --prepare_against ../base --size_mb 20 --rounds 3
@@ -219,41 +221,6 @@ def report_agreement(quality: QualityFilter, sets: dict[str, list[str]]) -> None
 # --- throughput ----------------------------------------------------------------------------------------
 
 
-def report_throughput(config: QualityConfig, texts: list[str], rounds: int) -> None:
-    """chars/s of judge_batch on Kiwi's pool (as the pipeline runs it on this machine's cores): the shipped
-    sampled reading against whole documents, alternating within each round; and ftfy's share."""
-    threads = len(os.sched_getaffinity(0))
-    quality = QualityFilter(config, threads=threads)
-    systems = {"sampled (shipped)": quality, "whole documents": whole_document(quality)}
-    characters = sum(map(len, texts))
-    seconds = defaultdict(list)
-    for round_index in range(rounds):
-        for name in (list(systems) if round_index % 2 == 0 else list(systems)[::-1]):
-            start = time.perf_counter()
-            systems[name].judge_batch(texts)
-            seconds[name].append(time.perf_counter() - start)
-    print(f"## Throughput: {len(texts)} bench-corpus documents, {characters:,} chars, Kiwi pool of {threads}, "
-          f"{rounds} rounds\n")
-    print("| reading | median s | chars/s | speed-up over whole documents (median of per-round) |\n"
-          "|---|---:|---:|---:|")
-    for name, values in seconds.items():
-        speedup = statistics.median(w / s for w, s in zip(seconds["whole documents"], values))
-        print(f"| {name} | {statistics.median(values):.2f} | {characters / statistics.median(values):,.0f} | "
-              f"{speedup:.2f} |")
-    start = time.perf_counter()
-    for text in texts:
-        mojibake.repair(text, True)
-    check_s = time.perf_counter() - start
-    broken = [MOJIBAKE["UTF-8 read as Latin-1"](text) for text in texts[:500]]
-    start = time.perf_counter()
-    for text in broken:
-        mojibake.repair(text, True)
-    repair_s = time.perf_counter() - start
-    print(f"\nftfy: the mojibake check costs {check_s:.2f} s over these documents "
-          f"({check_s / statistics.median(seconds['sampled (shipped)']):.1%} of the filter's time); repairing "
-          f"costs {sum(map(len, broken)) / repair_s:,.0f} chars/s, on mojibake only\n")
-
-
 def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeout_s: float) -> None:
     """The filtered prepare of this checkout and of `other`, same corpus and tokenizer, alternating."""
     from _measure import machine_info, run_measured
@@ -415,7 +382,11 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true", help="print every misjudged document")
     parser.add_argument("--stats", action="store_true", help="print the spread of every statistic")
     parser.add_argument("--agreement", action="store_true", help="sampled Kiwi reading against whole documents")
-    parser.add_argument("--throughput", action="store_true", help="time judge_batch on the bench corpus")
+    parser.add_argument("--throughput", action="store_true",
+                        help="CPU-s per GB of the quality stage and of the whole prepare; verdicts --against")
+    parser.add_argument("--real", type=Path, nargs="*", default=[],
+                        help="more real Korean: directories of JSONL files (bench/real_korean_sets.py, korean_statutes.py)")
+    parser.add_argument("--against", type=Path, help="--throughput: a checkout whose filter's verdicts to compare")
     parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
     parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")
     parser.add_argument("--kiwi_options", action="store_true", help="time Kiwi's own settings on the filter's samples")
@@ -425,8 +396,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=BENCH / "out" / "quality")
     parser.add_argument("--timeout_s", type=float, default=3600)
     args = parser.parse_args()
-    if args.prepare_against and not (args.prepare_against / "train.py").is_file():
-        parser.error(f"--prepare_against {args.prepare_against}: no train.py there (give a checkout of rankzero)")
+    for checkout, flag in ((args.prepare_against, "--prepare_against"), (args.against, "--against")):
+        if checkout and not (checkout / "train.py").is_file():
+            parser.error(f"{flag} {checkout}: no train.py there (give a checkout of rankzero)")
 
     config = QualityConfig.from_yaml(args.config) if args.config else QualityConfig()
     quality = QualityFilter(config)
@@ -455,7 +427,11 @@ def main() -> None:
         sets[f"bench corpus {args.size_mb:g} MiB"] = [r["text"] for r in load_jsonl(corpus)]
         report_agreement(quality, sets)
     if args.throughput:
-        report_throughput(config, [r["text"] for r in load_jsonl(corpus)], args.rounds)
+        import quality_cost
+
+        sets = quality_cost.corpora(args.sample, args.dev, args.real, corpus)
+        quality_cost.report_verdicts(sets, args.against, args.workdir, args.rounds, args.timeout_s)
+        quality_cost.report_prepare(sets, args.workdir, args.rounds, args.timeout_s)
     if args.kiwi_options:
         report_kiwi_options(quality, [r["text"] for r in load_jsonl(corpus)], args.rounds)
     if args.prepare_against:

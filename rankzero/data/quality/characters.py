@@ -28,7 +28,8 @@ def count(pattern: re.Pattern, text: str) -> int:
 
 
 def non_space_count(text: str) -> int:
-    return len(text) - count(WHITESPACE, text)
+    # str.split() and \s both split at str.isspace() characters; split runs ~3x faster than sub.
+    return sum(map(len, text.split()))
 
 
 def link_line_fraction(text: str) -> float:
