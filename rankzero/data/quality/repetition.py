@@ -35,7 +35,12 @@ def head(text: str, limit: int) -> str:
 def contains_phrase(folded: str, phrases: tuple[str, ...]) -> bool:
     """Whether the case-folded text holds one of the phrases: a C-level substring search per phrase,
     ~8x faster than one pass of their case-blind alternation, which runs only on the few that do."""
-    return any(phrase.casefold() in folded for phrase in phrases)
+    return any(phrase in folded for phrase in _folded(phrases))
+
+
+@functools.lru_cache(maxsize=16)
+def _folded(phrases: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(phrase.casefold() for phrase in phrases)
 
 
 def boilerplate_fraction(text: str, phrases: tuple[str, ...], folded: str | None = None) -> float:
