@@ -215,3 +215,53 @@ def report_prepare(sets: dict[str, list[dict]], workdir: Path, rounds: int, time
     print(f"\nwith the filter / without, median of per-round ratios: wall **{statistics.median(wall_ratios):.2f}x** "
           f"({', '.join(f'{r:.2f}' for r in wall_ratios)}), CPU **{statistics.median(cpu_ratios):.2f}x** "
           f"({', '.join(f'{r:.2f}' for r in cpu_ratios)})\n")
+
+
+def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeout_s: float) -> None:
+    """The filtered prepare of this checkout and of `other`, same corpus and tokenizer, alternating."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from _measure import machine_info, run_measured
+    from prep_bench import SEQUENCE_LENGTH, train_tokenizer
+
+    tokenizer = workdir / "tokenizer"
+    if not (tokenizer / "tokenizer.json").is_file():
+        print("training the benchmark tokenizer ...", file=sys.stderr)
+        train_tokenizer(corpus, tokenizer)
+    checkouts = {"this checkout": REPO, f"{other}": other.resolve()}
+    runs = defaultdict(list)
+    for round_index in range(rounds):
+        order = list(checkouts) if round_index % 2 == 0 else list(checkouts)[::-1]
+        for name in order:
+            scratch = Path(tempfile.mkdtemp(prefix="prepare-", dir=workdir))
+            command = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
+                       str(tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
+                       str(scratch / "cache"), "--quality_filter", "ko"]
+            environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_PRELOAD")}
+            try:
+                result = run_measured(command, env=environment, cwd=str(checkouts[name]), timeout_s=timeout_s)
+                if result["returncode"] != 0:
+                    raise SystemExit(f"{name}: the prepare failed:\n{result['stderr'][-3000:]}")
+                prepared = Path(result["stdout"].strip().splitlines()[-1].removeprefix("prepared: "))
+                manifest = json.loads((prepared / "manifest.json").read_text(encoding="utf-8"))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            runs[name].append({"wall_s": result["wall_s"], "docs_kept": manifest["docs_kept"],
+                               "docs_in": manifest["docs_in"], "dropped": manifest["dropped"]})
+            print(f"round {round_index + 1} {name}: {result['wall_s']:.1f} s, kept {manifest['docs_kept']}",
+                  file=sys.stderr)
+    this, base = runs["this checkout"], runs[f"{other}"]
+    ratios = [b["wall_s"] / t["wall_s"] for t, b in zip(this, base)]
+    info = machine_info()
+    size = corpus.stat().st_size
+    print(f"## Filtered prepare, this checkout against {other} ({info['cpu']}, {info['cores']} cores)\n")
+    print(f"corpus {corpus.name} ({size / 2**20:.1f} MiB); `train.py --tokenize_only --packing --max_seq_length "
+          f"{SEQUENCE_LENGTH} --quality_filter ko`, {rounds} rounds, the order alternating\n")
+    print("| checkout | wall s per round | median MiB/s | docs kept |\n|---|---|---:|---:|")
+    for name, values in runs.items():
+        walls = [run["wall_s"] for run in values]
+        print(f"| {name} | {', '.join(f'{w:.1f}' for w in walls)} | {size / 2**20 / statistics.median(walls):.3f} | "
+              f"{values[-1]['docs_kept']} of {values[-1]['docs_in']} |")
+    print(f"\nthroughput of this checkout / {other}: **{statistics.median(ratios):.2f}x** "
+          f"(median of per-round ratios {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"dropped here: {json.dumps(this[-1]['dropped'], ensure_ascii=False)}")
+    print(f"dropped there: {json.dumps(base[-1]['dropped'], ensure_ascii=False)}\n")

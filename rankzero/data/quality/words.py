@@ -55,16 +55,17 @@ def encoded_char_share(text: str) -> float:
     """Non-space characters the encoded-data patterns remove, per non-space character (URLs excepted)."""
     if may_hold_url(text):
         text = URL.sub(" ", text)
-    before = non_space_count(text)
-    if not before:
-        return 0.0
+    original = text
     text = _HEX_DUMP_LINE.sub(_hex_dump_line, text)
     if "M" in text:
         text = _UUENCODED_LINE.sub("", text)
     if "%" in text:
         text = _PERCENT_RUN.sub("", text)
     text = _BASE64_RUN.sub(_encoded_run, text)
-    return (before - non_space_count(text)) / before
+    if text is original:  # re's sub gives back the very string when it matched nothing: most documents
+        return 0.0
+    before = non_space_count(original)
+    return (before - non_space_count(text)) / before if before else 0.0
 
 
 def statistics(text: str, config) -> dict[str, float]:
