@@ -35,8 +35,8 @@ def head(text: str, limit: int) -> str:
 def contains_phrase(folded: str, phrases: tuple[str, ...]) -> bool:
     """Whether the case-folded text holds one of the phrases: a C-level substring search per phrase,
     ~8x faster than one pass of their case-blind alternation, which runs only on the few that do. (Full
-    case folding and re's case-blind match differ on a few letters, the Turkish İ among them; no phrase
-    holds one.)"""
+    case folding and re's case-blind match differ on a few letters: a phrase written with the Turkish İ
+    for its i, "COOKİE POLICY", is missed here and was matched before.)"""
     return any(phrase in folded for phrase in _folded(phrases))
 
 
