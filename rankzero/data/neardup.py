@@ -48,6 +48,10 @@ DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 102
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
 DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group arrays while one range is decided
 SAMPLES = 20
+RULE = ("documents in source order (after the filter and exact dedup); one is removed when, in one of the bands, "
+        "the first document with the same band key agrees with it on at least ceil(threshold x 120) of the 120 "
+        "MinHash values (word 5-grams of NFKC, lower-cased, digit- and punctuation-folded text); texts of fewer "
+        "than 5 words are never removed")
 
 
 @dataclass
@@ -84,13 +88,13 @@ class _Run:
 class NearDuplicates:
     """The LSH bookkeeping of one build: documents are added in source order, decided once at the end."""
 
-    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET):
+    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int | None = None):
         if not 0 < threshold <= 1:
             raise ValueError(f"--dedup_threshold {threshold}: must be above 0 and at most 1")
         self.threshold = threshold
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.budget = max(int(memory_budget_bytes), 1)
+        self.budget = max(int(DEFAULT_MEMORY_BUDGET if memory_budget_bytes is None else memory_budget_bytes), 1)
         self.count = 0
         self._signatures = open(self.work_dir / "signatures.u16", "wb")
         self._keys: list[np.ndarray] = []  # (n, BANDS) uint64 of the documents with shingles, since the last spill
@@ -98,6 +102,7 @@ class NearDuplicates:
         self._buffered = 0
         self.runs: list[_Run] = []
         self.spilled_runs = 0  # runs written to disk
+        self.compared = 0  # pairs whose signatures were compared
 
     def add(self, signatures: np.ndarray, shingle_counts: np.ndarray) -> None:
         """The next documents' signatures (minhash.minhash_signatures), in source order."""
@@ -151,6 +156,7 @@ class NearDuplicates:
                 earlier, later = earlier[undecided], later[undecided]
                 if not len(later):
                     continue
+                self.compared += len(later)
                 agree = (signatures[earlier] == signatures[later]).sum(axis=1)
                 near = agree >= needed
                 removed[later[near]] = True
