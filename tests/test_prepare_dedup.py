@@ -111,3 +111,17 @@ def test_real_korean_documents_are_not_near_copies_of_each_other(tmp_path, token
     corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(600, seed=2)])
     _, manifest = build(tmp_path, tokenizer_dir, [corpus], "ko")
     assert manifest["docs_kept"] == 600 and manifest["dropped"] == {}
+
+
+def test_a_planted_copy_with_a_header_and_five_percent_of_words_changed(tmp_path, tokenizer_dir):
+    """The prepare removes such a copy at --dedup_threshold 0.5 (its word 5-gram Jaccard is ~0.6, so 0.8 keeps
+    it: see docs/data.md) and keeps every distinct document."""
+    texts = distinct_texts(120, words=400, seed=7)
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts[:60] + [near_copy(texts[7], 0.05, seed=2)]
+                                                + texts[60:]])
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted", dedup_threshold=0.5)
+    assert manifest["dropped"] == {"near_duplicate": 1} and manifest["near_dedup"]["bands"] == 40
+    samples = [json.loads(line) for line in (out / "dedup_samples.jsonl").read_text().splitlines()]
+    assert [(s["removed"]["document"], s["kept_earlier"]["document"]) for s in samples] == [(60, 7)]
+    _, default = build(tmp_path, tokenizer_dir, [corpus], "default")
+    assert default["dropped"] == {} and default["docs_kept"] == 121

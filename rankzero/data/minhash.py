@@ -1,7 +1,8 @@
 """MinHash signatures of documents, for near-duplicate removal (neardup.py): the same numbers in every process.
 
     signatures, shingles = minhash_signatures(texts)      # (n, PERMUTATIONS) uint32, and word 5-grams per text
-    bands = band_hashes(signatures)                       # (n, BANDS) uint64: the LSH keys
+    bands, rows = lsh_shape(0.8)                          # 20 x 6: the LSH bands for a threshold
+    keys = band_hashes(signatures, rows)                  # (n, bands) uint64: the LSH keys
 
 Text is normalised first: NFKC, lower-case, every digit folded to "0", punctuation and symbols (Unicode
 categories P* and S*, and "_") deleted, any run of whitespace one word break. A shingle is 5 consecutive
@@ -24,8 +25,8 @@ from functools import lru_cache
 import numpy as np
 
 SHINGLE_WORDS = 5
-BANDS, ROWS = 20, 6  # 120 permutations; why 20 x 6 for the threshold 0.8: neardup.py
-PERMUTATIONS = BANDS * ROWS
+PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
+CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often
 SEED = 19  # fixed: the permutations are part of the output's definition (the fingerprint names rensa's version)
 
 _DELETE = np.uint32(0xFFFFFFFF)
@@ -37,12 +38,24 @@ _POSITION = np.array([0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
                       0xA0761D6478BD642F], dtype=np.uint64)[:SHINGLE_WORDS]
 
 
-def algorithm() -> dict:
-    """What the signatures depend on besides the text (enters the fingerprint)."""
+def algorithm(threshold: float) -> dict:
+    """What the decision depends on besides the text and the threshold (enters the fingerprint)."""
     import rensa
 
-    return {"shingle_words": SHINGLE_WORDS, "bands": BANDS, "rows": ROWS, "seed": SEED,
+    bands, rows = lsh_shape(threshold)
+    return {"shingle_words": SHINGLE_WORDS, "permutations": PERMUTATIONS, "bands": bands, "rows": rows, "seed": SEED,
             "rensa_algorithm": rensa.RMinHash.ALGORITHM_VERSION, "normalisation": 1}
+
+
+def lsh_shape(threshold: float) -> tuple[int, int]:
+    """(bands, rows), bands x rows = PERMUTATIONS: the most rows per band (the fewest chance candidates) for
+    which two documents of Jaccard similarity `threshold` share a band with probability >= 0.99, i.e.
+    1 - (1 - threshold**rows)**bands >= 0.99. 0.8 → 20 x 6 (0.998); 0.9 → 12 x 10; 0.7 → 30 x 4; 0.5 → 40 x 3."""
+    for rows in sorted((r for r in range(1, PERMUTATIONS + 1) if PERMUTATIONS % r == 0), reverse=True):
+        bands = PERMUTATIONS // rows
+        if 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_PROBABILITY:
+            return bands, rows
+    return PERMUTATIONS, 1
 
 
 def _fold(code: int) -> int:
@@ -142,13 +155,14 @@ def minhash_signatures(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return signatures_from_shingles(shingles, per_text), per_text
 
 
-def band_hashes(signatures: np.ndarray) -> np.ndarray:
-    """(n, BANDS) uint64: each band's ROWS values hashed to one key; two texts collide in a band when all its
-    rows are equal (a 64-bit key: a chance collision of distinct rows is ~n**2 / 2**65 per band)."""
-    rows = signatures.reshape(len(signatures), BANDS, ROWS).astype(np.uint64)
-    keys = np.zeros((len(signatures), BANDS), dtype=np.uint64)
-    for row in range(ROWS):
-        keys = _fmix64(keys ^ (rows[:, :, row] * _POSITION[row % len(_POSITION)]))
+def band_hashes(signatures: np.ndarray, rows: int) -> np.ndarray:
+    """(n, PERMUTATIONS // rows) uint64: each band's `rows` values hashed to one key; two texts collide in a
+    band when all its rows are equal (a 64-bit key: a chance collision of distinct rows is ~n**2 / 2**65)."""
+    bands = PERMUTATIONS // rows
+    values = signatures.reshape(len(signatures), bands, rows).astype(np.uint64)
+    keys = np.zeros((len(signatures), bands), dtype=np.uint64)
+    for row in range(rows):
+        keys = _fmix64(keys ^ (values[:, :, row] * _POSITION[row % len(_POSITION)]))
     # The band's number goes in too, so equal rows in two different bands are different keys.
-    keys ^= np.arange(BANDS, dtype=np.uint64) * _POSITION[1]
+    keys ^= np.arange(bands, dtype=np.uint64) * _POSITION[1]
     return _fmix64(keys)

@@ -121,7 +121,7 @@ def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing
         "stage": stage_settings,
         "quality_settings": quality.to_dict() if quality else None,
         "packing": dataclasses.asdict(packing),
-        "dedup": dataclasses.asdict(dedup) | ({"minhash": minhash_algorithm()} if dedup.dedup == "near" else {}),
+        "dedup": dataclasses.asdict(dedup) | ({"minhash": minhash_algorithm(dedup.dedup_threshold)} if dedup.dedup == "near" else {}),
         "seed": seed,
     }
 

@@ -141,7 +141,7 @@ def near_dedup_manifest(plan) -> dict:
     from rankzero.data.minhash import algorithm
     from rankzero.data.neardup import RULE, SAMPLES
 
-    return {"threshold": plan.dedup.dedup_threshold, **algorithm(), "rule": RULE,
+    return {"threshold": plan.dedup.dedup_threshold, **algorithm(plan.dedup.dedup_threshold), "rule": RULE,
             "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
