@@ -106,7 +106,7 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     carry = (np.empty(0, np.uint64), np.empty(0, np.int32))
     piece, piece_owners, size = [], [], 0
     for index, text in enumerate(texts):
-        for segment in _segments(text):
+        for segment in (text,) if len(text) <= PIECE_CHARS else _segments(text):
             # NFKC per segment: no composition crosses a space, and a whole long text would be decomposed at
             # once into a buffer of 4 bytes per code point (Hangul: 2-3 jamo per syllable).
             segment = unicodedata.normalize("NFKC", segment).lower()
