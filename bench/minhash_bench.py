@@ -6,7 +6,7 @@
 Needs `pip install datasketch` (a baseline here only; rankzero uses rensa).
 
 Candidates, all on one core, all over the same word 5-gram shingles of the same normalised text
-(NFKC, lower-case, digits folded to 0, punctuation and symbols deleted), 120 permutations:
+(NFKC, lower-case, digits folded to 0, punctuation and symbols a word break), 120 permutations:
 
   datasketch   datasketch.MinHash(num_perm=120).update_batch(shingles as bytes), one object per document
   rensa-doc    rensa.RMinHash(120, seed).update(shingle strings), one object per document
@@ -56,9 +56,9 @@ def plain_words(text: str) -> list[str]:
     """The normalisation, one character at a time (the reference the numpy path must agree with)."""
     out = []
     for char in unicodedata.normalize("NFKC", text).lower():
-        if char.isspace():
+        if char.isspace() or unicodedata.category(char)[0] in "PS" or char == "_":
             out.append(" ")
-        elif unicodedata.category(char)[0] in "PS" or char == "_":
+        elif unicodedata.category(char) in ("Cf", "Cc", "Cs"):
             continue
         elif unicodedata.category(char) == "Nd":
             out.append("0")
@@ -74,7 +74,7 @@ _PUNCTUATION = re.compile(r"[^\w\s]|_")
 def regex_words(text: str) -> list[str]:
     """The same normalisation as a user of datasketch or rensa would write it (regular expressions; it differs
     from plain_words only on combining marks and the like, which \\w does not count as word characters)."""
-    return _PUNCTUATION.sub("", _DIGIT.sub("0", unicodedata.normalize("NFKC", text).lower())).split()
+    return _PUNCTUATION.sub(" ", _DIGIT.sub("0", unicodedata.normalize("NFKC", text).lower())).split()
 
 
 def plain_shingles(text: str, words_of=plain_words) -> set[str]:

@@ -5,7 +5,8 @@
     keys = band_hashes(signatures, rows)                  # (n, bands) uint64: the LSH keys
 
 Text is normalised first: NFKC, lower-case, every digit folded to "0", punctuation and symbols (Unicode
-categories P* and S*, and "_") deleted, any run of whitespace one word break. A shingle is 5 consecutive
+categories P* and S*, and "_") folded to a word break like whitespace, invisible format and control
+characters dropped. A shingle is 5 consecutive
 words of that text; a text of fewer than 5 words has no shingle and no signature (it is never a near-copy).
 
 The Python work is a few C-level calls per document (NFKC, lower); everything per character or per word
@@ -45,7 +46,7 @@ def algorithm(threshold: float) -> dict:
 
     bands, rows = lsh_shape(threshold)
     return {"shingle_words": SHINGLE_WORDS, "permutations": PERMUTATIONS, "bands": bands, "rows": rows, "seed": SEED,
-            "rensa_algorithm": rensa.RMinHash.ALGORITHM_VERSION, "normalisation": 1}
+            "rensa_algorithm": rensa.RMinHash.ALGORITHM_VERSION, "normalisation": 2}
 
 
 def lsh_shape(threshold: float) -> tuple[int, int]:
@@ -61,10 +62,13 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
 
 def _fold(code: int) -> int:
     char = chr(code)
-    if char.isspace():
-        return 0
     category = unicodedata.category(char)
-    if category[0] in "PS" or char == "_":
+    # Punctuation and symbols break words like spaces: "47,900원" is "00 000원", "a.b(c)" three words, and
+    # the same template with other punctuation still matches. Invisible format characters (zero-width
+    # space and joiner, soft hyphen) and other control characters are dropped: they split nothing.
+    if char.isspace() or category[0] in "PS" or char == "_":
+        return 0
+    if category in ("Cf", "Cc", "Cs"):
         return int(_DELETE)
     if category == "Nd":
         return ord("0")
@@ -156,7 +160,7 @@ def _piece_words(segments: list[str], segment_owners: list[int]) -> tuple[np.nda
     """The word hashes of these normalised segments (joined: at most PIECE_CHARS characters) and the index of
     the text each word is in."""
     # One space between segments: no word spans two of them.
-    codes = np.frombuffer(" ".join(segments).encode("utf-32-le"), dtype=np.uint32)
+    codes = np.frombuffer(" ".join(segments).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     starts = np.zeros(len(segments), dtype=np.int64)
     np.cumsum([len(segment) + 1 for segment in segments[:-1]], out=starts[1:])
     if len(codes) and codes.max() < 0x10000:

@@ -52,7 +52,7 @@ DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group array
 SAMPLES = 20
 RULE = ("documents in source order (after the filter and exact dedup); one is removed when, in one of the bands, "
         "the first document with the same band key agrees with it on at least ceil(threshold x 120) of the 120 "
-        "MinHash values (word 5-grams of NFKC, lower-cased, digit- and punctuation-folded text); texts of fewer "
+        "MinHash values (word 5-grams of NFKC, lower-cased text, digits folded to 0, punctuation a word break); texts of fewer "
         "than 5 words are never removed")
 
 
