@@ -137,3 +137,17 @@ def test_a_text_longer_than_a_piece_has_the_shingles_it_would_have_whole(monkeyp
     finally:
         minhash._powers.cache_clear()
     assert np.array_equal(whole[1], pieces[1]) and np.array_equal(whole[0], pieces[0])
+
+
+def test_a_copy_is_found_behind_a_template_sibling(tmp_path):
+    """Document 0 shares half the bands of 1 (a page of the same template: 60 of 120 values); 2 is a near-copy
+    of 1 (110 of 120) whose shared bands are all held first by 0. The second holder is compared too."""
+    rng = np.random.default_rng(0)
+    page = rng.integers(0, 2 ** 32, size=minhash.PERMUTATIONS, dtype=np.uint32)
+    sibling, copy = page.copy(), page.copy()
+    sibling[60:] = rng.integers(0, 2 ** 32, size=60, dtype=np.uint32)
+    copy[60 + 6 * np.arange(10)] += 1  # one value in each of the last 10 bands of 6
+    near = NearDuplicates(0.8, tmp_path)
+    near.add(np.stack([sibling, page, copy]), np.full(3, 100))
+    decision = near.decide()
+    assert decision.removed.tolist() == [False, False, True] and decision.pairs == [(2, 1)]

@@ -7,7 +7,7 @@
 
 The rule, exactly: number the documents in the order they are added (source order, after the quality
 filter, exact dedup and the evaluation-set check). Document j is removed when, for some band b of the
-bands (20 of 6 values at the threshold 0.8), the first document i < j whose band-b key
+bands (20 of 6 values at the threshold 0.8), one of the first 3 documents i < j whose band-b key
 (minhash.band_hashes) equals j's has at least
 ceil(threshold x 120) of its 120 MinHash values equal to j's (compared on their low 16 bits, stored so:
 a chance agreement is 2**-16, an estimate high by at most 0.00002). `i` itself may be removed too:
@@ -50,8 +50,11 @@ DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 102
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
 DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group arrays while one range is decided
 SAMPLES = 20
+# Each document is compared with the first HOLDERS documents sharing a band key with it: a template's pages
+# share keys, and the first holder of one may be a sibling page while the copy is the second or third.
+HOLDERS = 3
 RULE = ("documents in source order (after the filter and exact dedup); one is removed when, in one of the bands, "
-        "the first document with the same band key agrees with it on at least ceil(threshold x 120) of the 120 "
+        "one of the first 3 earlier documents with the same band key agrees with it on at least ceil(threshold x 120) of the 120 "
         "MinHash values (word 5-grams of NFKC, lower-cased text, digits folded to 0, punctuation a word break); texts of fewer "
         "than 5 words are never removed")
 
@@ -166,7 +169,7 @@ class NearDuplicates:
                 removed[later[near]] = True
                 found = np.stack([later[near], earlier[near]], axis=1)
                 pairs = np.concatenate([pairs, found])
-                pairs = pairs[np.argsort(pairs[:, 0], kind="stable")[:SAMPLES]]
+                pairs = pairs[np.unique(pairs[:, 0], return_index=True)[1][:SAMPLES]]  # each removed once, earliest
         del signatures
         return NearDecision(removed, [(int(j), int(i)) for j, i in pairs])
 
@@ -201,15 +204,17 @@ class NearDuplicates:
 
 
 def _first_holders(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every document whose key another, earlier document also has: (that key's first document, it)."""
+    """(earlier, later) pairs: every document whose key earlier documents also have, with each of that key's
+    first HOLDERS documents that come before it (the first holder's pairs first)."""
     if not len(keys):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     order = np.argsort(keys, kind="stable")  # numbers already ascend among equal keys
     keys, numbers = keys[order], numbers[order]
-    starts = np.concatenate(([True], keys[1:] != keys[:-1]))
-    first = numbers[np.maximum.accumulate(np.where(starts, np.arange(len(keys)), 0))]
-    later = ~starts
-    return first[later], numbers[later]
+    index = np.arange(len(keys))
+    group = np.maximum.accumulate(np.where(np.concatenate(([True], keys[1:] != keys[:-1])), index, 0))
+    rank = index - group  # place in its key's group
+    pairs = [(numbers[group[rank > k] + k], numbers[rank > k]) for k in range(HOLDERS)]
+    return np.concatenate([e for e, _ in pairs]), np.concatenate([l for _, l in pairs])
 
 
 def near_duplicate_indices(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
