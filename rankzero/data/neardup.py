@@ -48,7 +48,7 @@ from rankzero.data.minhash import PERMUTATIONS, band_hashes, lsh_shape, minhash_
 # RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
 DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
-DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group arrays while one range is decided
+DECIDE_BYTES_PER_ENTRY = 112  # key, number, sort order, sorted copies, group and rank, up to 3 pairs: one range
 SAMPLES = 20
 # Each document is compared with the first HOLDERS documents sharing a band key with it: a template's pages
 # share keys, and the first holder of one may be a sibling page while the copy is the second or third.
