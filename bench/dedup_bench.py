@@ -36,32 +36,36 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
-sys.path.insert(0, str(REPO))
 
 from _measure import machine_info, run_measured  # noqa: E402
-from dedup_planted import (KINDS, REAL_DIR, best_earlier_match, jaccard, reference_shingles,  # noqa: E402
-                           write_planted)
+from dedup_planted import KINDS, REAL_DIR, best_earlier_match, jaccard, reference_shingles, write_planted  # noqa: E402
 from make_corpus import generate  # noqa: E402
 
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 DEFAULT_DATATROVE_PYTHON = Path("/work/venvs/datatrove/bin/python")
 SEQUENCE_LENGTH = 1024
+J_BUCKETS = [0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
 
 
 def rankzero_settings() -> dict | None:
-    """Shingle size, bands, rows and threshold as rankzero's neardup module defines them (None: not there)."""
+    """Shingle size, bands, rows and threshold as rankzero's near-dedup modules define them (None: not there)."""
     try:
         from rankzero.data import neardup
     except ImportError:
         return None
-    names = {"ngrams": ("SHINGLE_WORDS", "SHINGLE_SIZE", "NGRAMS"), "bands": ("NUM_BANDS", "BANDS"),
-             "rows": ("ROWS_PER_BAND", "ROWS"), "threshold": ("DEFAULT_THRESHOLD", "THRESHOLD")}
+    modules = [neardup]
+    try:
+        from rankzero.data import minhash
+        modules.append(minhash)
+    except ImportError:
+        pass
+    names = {"ngrams": ("SHINGLE_WORDS",), "bands": ("BANDS", "NUM_BANDS"), "rows": ("ROWS", "ROWS_PER_BAND"),
+             "threshold": ("DEFAULT_THRESHOLD", "THRESHOLD")}
     settings = {}
     for key, candidates in names.items():
-        for name in candidates:
-            if hasattr(neardup, name):
-                settings[key] = getattr(neardup, name)
-                break
+        found = [getattr(module, name) for module in modules for name in candidates if hasattr(module, name)]
+        if found:
+            settings[key] = found[0]
     return settings
 
 
@@ -89,7 +93,6 @@ def planted_part(args: argparse.Namespace) -> str:
     corpus, label_path = write_planted(work / "input", args.real_dir, args.bench_mib, args.per_kind, args.seed)
     texts = [json.loads(line)["text"] for line in open(corpus, encoding="utf-8")]
     labels = json.loads(label_path.read_text(encoding="utf-8"))
-    shingles = [reference_shingles(text) for text in texts]
     removed: dict[str, set[int]] = {}
     seconds: dict[str, float] = {}
     settings = rankzero_settings() if not args.skip_rankzero else None
@@ -101,49 +104,84 @@ def planted_part(args: argparse.Namespace) -> str:
         start = time.perf_counter()
         removed["rankzero"] = set(near_duplicate_indices(texts, threshold=threshold))
         seconds["rankzero"] = time.perf_counter() - start
-    start = time.perf_counter()
-    for words in args.datatrove_words:
-        name = "datatrove" if words == "whitespace" else f"datatrove ({words})"
-        ids = run_datatrove(args.datatrove_python, corpus.parent, work / f"datatrove-{words}", bands, rows, 5, 1, words)
+    for run in args.datatrove_runs or [f"whitespace:{bands}x{rows}"]:
+        words, shape = run.split(":")
+        run_bands, run_rows = (int(value) for value in shape.split("x"))
+        name = f"datatrove {shape}" + ("" if words == "whitespace" else f" {words}")
+        start = time.perf_counter()
+        ids = run_datatrove(args.datatrove_python, corpus.parent, work / f"datatrove-{words}-{shape}", run_bands,
+                            run_rows, 5, 1, words)
         removed[name] = {int(doc_id) for doc_id in ids}
         seconds[name] = time.perf_counter() - start
-    return planted_report(texts, labels, shingles, removed, seconds, threshold, bands, rows, args)
+    return planted_report(texts, labels, removed, seconds, threshold, bands, rows, args)
 
 
-def planted_report(texts, labels, shingles, removed, seconds, threshold, bands, rows, args) -> str:
+def planted_report(texts, labels, removed, seconds, threshold, bands, rows, args) -> str:
+    shingles = [reference_shingles(text) for text in texts]
+    # The closest earlier and the closest later document of each, by true Jaccard on the reference shingles.
+    earlier = best_earlier_match(shingles)
+    later = [(value, len(texts) - 1 - other if other >= 0 else -1)
+             for value, other in reversed(best_earlier_match(shingles[::-1]))]
     originals = [index for index, label in enumerate(labels) if label["kind"] == "original"]
-    earlier = best_earlier_match([shingles[index] for index in originals])
-    genuine = {originals[position] for position, (similarity, _) in enumerate(earlier) if similarity >= threshold}
+    originals_only = best_earlier_match([shingles[index] for index in originals])
+    genuine = {originals[position] for position, (value, _) in enumerate(originals_only) if value >= threshold}
     true_similarity = {index: jaccard(shingles[index], shingles[label["of"]])
                        for index, label in enumerate(labels) if label["kind"] != "original"}
+    real = sum(1 for index in originals if labels[index]["from"].startswith("ko_real_dev"))
     names = list(removed)
-    lines = [f"Corpus: {len(texts):,} documents = {len(originals):,} originals ({sum(1 for i in originals if labels[i]['from'].startswith('ko_real_dev')):,} "
-             f"ko_real_dev, the rest a {args.bench_mib:g} MiB bench corpus, seed {args.seed}) + planted copies; "
-             f"5-word shingles, {bands} bands x {rows} rows, threshold {threshold}. {len(genuine)} originals genuinely "
-             f"near-copy an earlier original (true Jaccard >= {threshold}).", "",
-             "| kind | copies | true J >= t | " + " | ".join(f"{name} removed (all / J>=t)" for name in names) + " |",
-             "|---|---|---|" + "---|" * len(names)]
+    lines = [f"Corpus: {len(texts):,} documents = {len(originals):,} originals ({real:,} ko_real_dev, the rest a "
+             f"{args.bench_mib:g} MiB bench corpus, seed {args.seed}) + planted copies; 5-word shingles, rankzero at "
+             f"{bands} bands x {rows} rows and threshold {threshold}. {len(genuine)} originals genuinely near-copy an "
+             f"earlier original (true Jaccard >= {threshold}). Cells: removed (all copies / copies with true J >= t).",
+             "", "| kind | copies | true J >= t | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for kind in KINDS:
         members = [index for index, label in enumerate(labels) if label["kind"] == kind]
         above = [index for index in members if true_similarity[index] >= threshold]
-        cells = [f"{share(members, removed[name])} / {share(above, removed[name])}" for name in names]
-        lines.append(f"| {kind} | {len(members)} | {len(above)} (median J {statistics.median(true_similarity[i] for i in members):.2f}) | "
-                     + " | ".join(cells) + " |")
+        median = statistics.median(true_similarity[index] for index in members)
+        lines.append(f"| {kind} | {len(members)} | {len(above)} (median J {median:.2f}) | "
+                     + " | ".join(f"{share(members, removed[n])} / {share(above, removed[n])}" for n in names) + " |")
     copies = [index for index, label in enumerate(labels) if label["kind"] != "original"]
     above = [index for index in copies if true_similarity[index] >= threshold]
     lines.append(f"| all kinds | {len(copies)} | {len(above)} | "
                  + " | ".join(f"{share(copies, removed[n])} / {share(above, removed[n])}" for n in names) + " |")
     distinct = [index for index in originals if index not in genuine]
-    lines.append(f"| distinct originals (false removals) | {len(distinct)} | | "
+    lines.append(f"| distinct originals removed | {len(distinct)} | | "
                  + " | ".join(share(distinct, removed[n], 2) for n in names) + " |")
     lines.append(f"| genuine near-copies among originals | {len(genuine)} | | "
                  + " | ".join(share(sorted(genuine), removed[n]) for n in names) + " |")
-    lines += ["", "Seconds (in-process for rankzero's function; datatrove's four stages as a subprocess): "
+    lines += ["", "Planted copies removed by true Jaccard with their original (the measured S-curve):", "",
+              "| true J | copies | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for low, high in zip(J_BUCKETS, J_BUCKETS[1:] + [1.01]):
+        members = [index for index in copies if low <= true_similarity[index] < high]
+        if members:
+            label = f"{low:.2f}-{min(high, 1.0):.2f}" if low else f"< {high:.2f}"
+            lines.append(f"| {label} | {len(members)} | " + " | ".join(share(members, removed[n]) for n in names) + " |")
+    lines += ["", "Distinct originals removed, by their closest document anywhere (true J; 'later' = the earlier "
+              "one was removed and a later near-copy kept):", ""]
+    for name in names:
+        kinds = collections.Counter(why_removed(index, earlier, later, removed[name], threshold)
+                                    for index in distinct if index in removed[name])
+        lines.append(f"- {name}: " + (", ".join(f"{count} {why}" for why, count in sorted(kinds.items())) or "none"))
+    swapped = {name: sum(1 for index, label in enumerate(labels) if label["kind"] != "original"
+                         and label["of"] in removed[name] and index not in removed[name]) for name in names}
+    lines += ["", "Planted pairs where the original was removed and the copy kept (not first-wins): "
+              + ", ".join(f"{name} {count}" for name, count in swapped.items())]
+    lines += ["", "Seconds (rankzero: its function in-process; datatrove: its four stages as a subprocess, one task): "
               + ", ".join(f"{name} {value:.1f}" for name, value in seconds.items())]
     for name in names[1:]:
-        lines += agreement(names[0], name, removed, labels, shingles, genuine, true_similarity, texts)
-    lines += false_removals(names, removed, distinct, labels, texts, shingles)
+        lines += agreement(names[0], name, removed, labels, genuine, earlier, later)
+    lines += false_removals(names, removed, distinct, labels, texts, earlier, later)
     return "\n".join(lines)
+
+
+def why_removed(index: int, earlier, later, removed_set: set[int], threshold: float) -> str:
+    before, after = earlier[index], later[index]
+    if before[0] >= threshold:
+        return f"earlier J >= {threshold}"
+    if after[0] >= threshold:
+        return f"later J >= {threshold} ({'also removed' if after[1] in removed_set else 'kept'})"
+    best = max(before[0], after[0])
+    return "best J < 0.5" if best < 0.5 else f"best J {0.1 * int(best * 10):.1f}-{0.1 * int(best * 10) + 0.1:.1f}"
 
 
 def share(members, removed_set: set[int], digits: int = 1) -> str:
@@ -158,51 +196,36 @@ def category(index: int, labels: list[dict], genuine: set[int]) -> str:
     return kind if kind != "original" else "original (genuine near-copy)" if index in genuine else "original (distinct)"
 
 
-def agreement(left: str, right: str, removed, labels, shingles, genuine, true_similarity, texts) -> list[str]:
+def agreement(left: str, right: str, removed, labels, genuine, earlier, later) -> list[str]:
     a, b = removed[left], removed[right]
-    union = a | b
     both = a & b
     lines = ["", f"Agreement {left} vs {right}: {len(both)} removed by both, {len(a - b)} only by {left}, "
-             f"{len(b - a)} only by {right}; Jaccard of the removed sets = {len(both) / max(1, len(union)):.3f}.", "",
+             f"{len(b - a)} only by {right}; Jaccard of the removed sets = {len(both) / max(1, len(a | b)):.3f}.", "",
              f"| document | both | only {left} | only {right} |", "|---|---|---|---|"]
     counts = collections.defaultdict(lambda: [0, 0, 0])
-    for index in union:
+    for index in a | b:
         counts[category(index, labels, genuine)][0 if index in both else 1 if index in a else 2] += 1
     for key in sorted(counts):
         lines.append(f"| {key} | " + " | ".join(str(value) for value in counts[key]) + " |")
-    # Where they differ: the true Jaccard of each lone removal with its closest earlier document.
     for name, lone in ((left, a - b), (right, b - a)):
-        if not lone:
-            continue
-        closest = [best_match_before(index, shingles) for index in sorted(lone)]
-        similarity = sorted(value for value, _ in closest)
-        kept_copy = sum(1 for index in lone if labels[index]["kind"] == "original" and any(
-            labels[other].get("of") == index and other not in removed[name] for other in range(index, len(labels))))
-        lines.append(f"\nOnly {name}: true Jaccard with the closest earlier document: min {similarity[0]:.2f}, "
-                     f"median {statistics.median(similarity):.2f}, max {similarity[-1]:.2f}; "
-                     f"{sum(value < 0.8 for value in similarity)} below 0.8; {kept_copy} originals removed while "
-                     f"their planted copy was kept.")
+        if lone:
+            similarity = sorted(earlier[index][0] for index in lone)
+            kept_later = sum(1 for index in lone if earlier[index][0] < later[index][0] and later[index][1] not in removed[name])
+            lines.append(f"\nOnly {name} ({len(lone)}): true Jaccard with the closest earlier document min "
+                         f"{similarity[0]:.2f}, median {statistics.median(similarity):.2f}, max {similarity[-1]:.2f}; "
+                         f"{sum(value < 0.8 for value in similarity)} below 0.8; {kept_later} closer to a later "
+                         f"document that {name} kept.")
     return lines
 
 
-def best_match_before(index: int, shingles: list[frozenset]) -> tuple[float, int]:
-    best = (0.0, -1)
-    for other in range(index):
-        similarity = jaccard(shingles[index], shingles[other])
-        if similarity > best[0]:
-            best = (similarity, other)
-    return best
-
-
-def false_removals(names, removed, distinct, labels, texts, shingles) -> list[str]:
+def false_removals(names, removed, distinct, labels, texts, earlier, later) -> list[str]:
     lines = []
     for name in names:
-        lone = [index for index in distinct if index in removed[name]][:5]
-        for index in lone:
-            similarity, other = best_match_before(index, shingles)
-            lines.append(f"- {name} removed distinct {labels[index]['from']} (closest earlier: line {other}, "
-                         f"true J {similarity:.2f}): {texts[index][:60]!r}")
-    return ["", "False removals (first 5 per tool):"] + lines if lines else []
+        for index in [index for index in distinct if index in removed[name]][:5]:
+            lines.append(f"- {name} removed {labels[index]['from']} (closest earlier: line {earlier[index][1]}, J "
+                         f"{earlier[index][0]:.2f}; closest later: line {later[index][1]}, J {later[index][0]:.2f}): "
+                         f"{texts[index][:60]!r}")
+    return ["", "Distinct originals removed (first 5 per tool):"] + lines if lines else []
 
 
 # --- timing -------------------------------------------------------------------------------------------
@@ -211,8 +234,9 @@ def false_removals(names, removed, distinct, labels, texts, shingles) -> list[st
 def timing_part(args: argparse.Namespace) -> str:
     from prep_bench import check_prepared, train_tokenizer
     corpus = args.workdir / f"corpus-{args.size_mb:g}mb-seed{args.seed}.jsonl"
-    if not corpus.is_file():
-        generate(int(args.size_mb * 2**20), corpus, seed=args.seed)
+    if not corpus.is_file():  # generated aside, then renamed: an interrupted run leaves no half corpus
+        generate(int(args.size_mb * 2**20), corpus.with_suffix(".tmp"), seed=args.seed)
+        os.replace(corpus.with_suffix(".tmp"), corpus)
     shards = args.workdir / f"corpus-{args.size_mb:g}mb-seed{args.seed}-shards{args.datatrove_shards}"
     if not shards.is_dir():
         split_corpus(corpus, shards, args.datatrove_shards)
@@ -236,7 +260,7 @@ def timing_part(args: argparse.Namespace) -> str:
                 cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
                        str(tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
                        str(scratch / "cache"), "--dedup", mode]
-            result = run_measured(cmd, env=env, cwd=str(REPO))
+            result = run_measured(cmd, env=env, cwd=str(args.rankzero_repo.resolve()))
             if result["returncode"] != 0:
                 raise SystemExit(f"{mode} failed (exit {result['returncode']}):\n{result['stderr'][-3000:]}")
             entry = {"wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"]}
@@ -304,10 +328,15 @@ def main() -> None:
     parser.add_argument("--bands", type=int, default=None, help="default: rankzero's, else 14")
     parser.add_argument("--rows", type=int, default=None, help="default: rankzero's, else 8")
     parser.add_argument("--datatrove_python", type=Path, default=DEFAULT_DATATROVE_PYTHON)
-    parser.add_argument("--datatrove_words", nargs="+", default=["whitespace"], choices=("whitespace", "kiwi"))
+    parser.add_argument("--datatrove_runs", nargs="+", default=None, metavar="WORDS:BANDSxROWS",
+                        help="planted: datatrove runs, e.g. whitespace:20x6 kiwi:14x8 (words: whitespace or kiwi, "
+                             "datatrove's Korean tokenizer); default: whitespace at rankzero's bands x rows")
     parser.add_argument("--datatrove_shards", type=int, default=2, help="timing: files and tasks for datatrove")
+    parser.add_argument("--rankzero_repo", type=Path, default=REPO,
+                        help="the rankzero checkout to measure (default: this one)")
     parser.add_argument("--skip_rankzero", action="store_true", help="datatrove and the generator only")
     args = parser.parse_args()
+    sys.path.insert(0, str(args.rankzero_repo.resolve()))  # rankzero is imported (and train.py run) from there
     if not args.datatrove_python.is_file():
         raise SystemExit(f"--datatrove_python {args.datatrove_python}: not there (make the venv: see "
                          f"{DATATROVE_SCRIPT.relative_to(REPO)})")
