@@ -14,7 +14,10 @@ documents of each file from 0. The stages, as datatrove's examples/minhash_dedup
   4 MinhashDedupFilter      the input read again, the removed documents written aside
 Words: `whitespace` splits simplify_text's output at spaces (the word definition rankzero uses); `kiwi` is
 datatrove's own Korean word tokenizer (Kiwi morphemes, FineWeb-2's setting; needs kiwipiepy in the venv).
-Writes WORK_DIR/removed_ids.txt (one id a line) and WORK_DIR/stage_seconds.json. Output is written
+Writes WORK_DIR/removed_ids.txt (one id a line) and WORK_DIR/stage_seconds.json; with `--pairs FILE` (a JSON
+list of [line, line] pairs of the input, its files in name order) also WORK_DIR/pairs_jaccard.json: each
+pair's true Jaccard on datatrove's own shingles (its normalisation and words), to tell normalisation
+differences from estimation noise. Output is written
 uncompressed, so gzip time is not charged to datatrove.
 """
 
@@ -32,6 +35,7 @@ from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers.jsonl import JsonlWriter
 from datatrove.utils.hashing import HashConfig
+from datatrove.utils.text import simplify_text
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 
@@ -48,6 +52,27 @@ class SpaceWords(WordTokenizer):
         return [(0, len(text))]
 
 
+def write_pair_jaccard(files: list[str], pairs_path: str, signature: MinhashDedupSignature, out: str) -> None:
+    """True Jaccard of each pair on the word n-grams datatrove shingles (simplify_text, then its words)."""
+    texts = []
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            texts.extend(json.loads(line)["text"] for line in handle)
+    n = signature.config.n_grams
+
+    def shingles(text: str) -> set:
+        words = signature.word_tokenizer.word_tokenize(simplify_text(text, signature.config.norm_config))
+        return {tuple(words[start:start + n]) for start in range(len(words) - n + 1)}
+
+    values = []
+    with open(pairs_path, encoding="utf-8") as handle:
+        for left, right in json.load(handle):
+            a, b = shingles(texts[left]), shingles(texts[right])
+            values.append(len(a & b) / len(a | b) if a and b else 0.0)
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump(values, handle)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input_dir")
@@ -59,6 +84,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1, help="tasks of stages 1 and 4 (one input file each)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--words", choices=("whitespace", "kiwi"), default="whitespace")
+    parser.add_argument("--pairs", default=None, help="JSON [[line, line], ...]: write their true Jaccard")
     args = parser.parse_args()
 
     files = sorted(glob.glob(os.path.join(args.input_dir, "*.jsonl")))
@@ -104,6 +130,9 @@ def main() -> None:
         handle.writelines(f"{doc_id}\n" for doc_id in removed)
     with open(os.path.join(work, "stage_seconds.json"), "w", encoding="utf-8") as handle:
         json.dump(seconds, handle)
+    if args.pairs:
+        signature = stages["signatures"].pipeline[1]
+        write_pair_jaccard(files, args.pairs, signature, os.path.join(work, "pairs_jaccard.json"))
     print(json.dumps({"removed": len(removed), "stage_seconds": seconds}))
 
 
