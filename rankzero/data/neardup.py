@@ -1,0 +1,202 @@
+"""Near-duplicate removal: MinHash LSH over the whole corpus, first one wins, in bounded memory.
+
+    near = NearDuplicates(threshold, work_dir)       # once per build (the local builder, the Ray driver)
+    near.add(signatures, shingle_counts)              # in source order: each document's minhash.py signature
+    decision = near.decide()                          # decision.removed: a bool per document added
+    near_duplicate_indices(texts, threshold)          # the same, for a list of texts (benchmarks, tests)
+
+The rule, exactly: number the documents in the order they are added (source order, after the quality
+filter, exact dedup and the evaluation-set check). Document j is removed when, for some band b of the
+20 bands, the first document i < j whose band-b key (minhash.band_hashes) equals j's has at least
+ceil(threshold x 120) of its 120 MinHash values equal to j's (compared on their low 16 bits, stored so:
+a chance agreement is 2**-16, an estimate high by at most 0.00002). `i` itself may be removed too:
+the rule is a property of the pair, so it needs no order of decisions and gives the same set however the
+work is split. A document of fewer than 5 words has no shingle and takes no part: never removed, never
+the reason another is.
+
+Bands and rows, 20 x 6 for the threshold 0.8: two documents of Jaccard similarity s share a band with
+probability 1 - (1 - s**6)**20: 0.998 at s = 0.8, 0.92 at 0.7, 0.27 at 0.5, 0.0013 at 0.3. The band test
+only proposes pairs; the signature test decides them, so the S-curve is set high at the threshold (few
+pairs at s >= 0.8 are never compared) and the cost of a low-s pair is one comparison.
+
+Memory: per document the builder keeps one bool (removed) and, until it spills, its 20 band keys with
+their document number (20 x 16 = 320 bytes); past `memory_budget_bytes` the keys are sorted per band and
+written to disk as a run. The decision reads, per band, one range of key values at a time from every run
+(the runs are sorted, so a range is a slice of each), sized to the budget: a merge of sorted runs without
+a heap, since every key of one value lands in one range. The signatures go straight to a file (240 bytes
+per document) and are read back only for the compared pairs. docs/design.md has the arithmetic for 400 M
+documents. Nothing here is held as Python objects per document. No library does this bookkeeping: the LSH
+indexes of datasketch and rensa are in-memory maps of every key (hundreds of bytes per document on the
+Python or Rust heap) that answer queries, and neither spills nor numbers documents.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rankzero.data.minhash import BANDS, PERMUTATIONS, band_hashes, minhash_signatures
+
+# RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
+DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
+ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
+DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group arrays while one range is decided
+SAMPLES = 20
+
+
+@dataclass
+class NearDecision:
+    removed: np.ndarray  # bool per document added
+    pairs: list[tuple[int, int]]  # the first SAMPLES removed documents (by number) and the earlier one they repeat
+
+
+def required_matches(threshold: float) -> int:
+    """How many of the PERMUTATIONS values must agree for an estimated similarity >= threshold."""
+    return math.ceil(threshold * PERMUTATIONS - 1e-9)
+
+
+class _Run:
+    """Band keys of a span of documents, each band sorted by (key, number): arrays in memory or memory-mapped."""
+
+    def __init__(self, keys: np.ndarray, numbers: np.ndarray):
+        self.keys, self.numbers = keys, numbers  # (BANDS, n) each
+
+    @classmethod
+    def sorted_from(cls, keys: np.ndarray, numbers: np.ndarray) -> "_Run":
+        """keys (n, BANDS), numbers (n,) ascending → each band's (key, number) pairs sorted by key, then number."""
+        keys = np.ascontiguousarray(keys.T)
+        order = np.argsort(keys, axis=1, kind="stable")  # stable: equal keys stay in number order
+        return cls(np.take_along_axis(keys, order, axis=1), numbers[order])
+
+    def save(self, path: Path) -> "_Run":
+        np.save(path.with_suffix(".keys.npy"), self.keys)
+        np.save(path.with_suffix(".numbers.npy"), self.numbers)
+        return _Run(np.load(path.with_suffix(".keys.npy"), mmap_mode="r"),
+                    np.load(path.with_suffix(".numbers.npy"), mmap_mode="r"))
+
+
+class NearDuplicates:
+    """The LSH bookkeeping of one build: documents are added in source order, decided once at the end."""
+
+    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET):
+        if not 0 < threshold <= 1:
+            raise ValueError(f"--dedup_threshold {threshold}: must be above 0 and at most 1")
+        self.threshold = threshold
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.budget = max(int(memory_budget_bytes), 1)
+        self.count = 0
+        self._signatures = open(self.work_dir / "signatures.u16", "wb")
+        self._keys: list[np.ndarray] = []  # (n, BANDS) uint64 of the documents with shingles, since the last spill
+        self._numbers: list[np.ndarray] = []
+        self._buffered = 0
+        self.runs: list[_Run] = []
+        self.spilled_runs = 0  # runs written to disk
+
+    def add(self, signatures: np.ndarray, shingle_counts: np.ndarray) -> None:
+        """The next documents' signatures (minhash.minhash_signatures), in source order."""
+        assert len(signatures) == len(shingle_counts) and signatures.shape[1:] == (PERMUTATIONS,)
+        self._signatures.write(np.ascontiguousarray(signatures.astype(np.uint16)).tobytes())
+        with_shingles = np.flatnonzero(shingle_counts > 0)
+        if len(with_shingles):
+            self._keys.append(band_hashes(signatures[with_shingles]))
+            self._numbers.append(with_shingles.astype(np.int64) + self.count)
+            self._buffered += len(with_shingles) * BANDS * ENTRY_BYTES
+        self.count += len(signatures)
+        if self._buffered > self.budget:
+            self._spill()
+
+    def _sorted_buffer(self) -> _Run | None:
+        if not self._keys:
+            return None
+        run = _Run.sorted_from(np.concatenate(self._keys), np.concatenate(self._numbers))
+        self._keys, self._numbers, self._buffered = [], [], 0
+        return run
+
+    def _spill(self) -> None:
+        run = self._sorted_buffer()
+        if run is not None:
+            self.runs.append(run.save(self.work_dir / f"run-{len(self.runs):05d}"))
+            self.spilled_runs += 1
+
+    def decide(self) -> NearDecision:
+        """Which documents are near-copies of an earlier one (the rule in the module docstring)."""
+        self._signatures.close()
+        if self.runs:
+            self._spill()  # one kind of run: every range is read from files
+        else:
+            buffered = self._sorted_buffer()
+            self.runs = [buffered] if buffered is not None else []
+        removed = np.zeros(self.count, dtype=bool)
+        pairs = np.empty((0, 2), dtype=np.int64)
+        if not self.runs or self.count == 0:
+            return NearDecision(removed, [])
+        signatures = np.memmap(self.work_dir / "signatures.u16", dtype=np.uint16, mode="r",
+                               shape=(self.count, PERMUTATIONS))
+        entries = sum(run.keys.shape[1] for run in self.runs)
+        ranges = max(1, math.ceil(entries * DECIDE_BYTES_PER_ENTRY / self.budget))
+        bounds = [int(r * 2 ** 64 // ranges) for r in range(ranges)] + [2 ** 64]
+        needed = required_matches(self.threshold)
+        for band in range(BANDS):
+            for low, high in zip(bounds[:-1], bounds[1:]):
+                keys, numbers = self._gather(band, low, high)
+                earlier, later = _first_holders(keys, numbers)
+                undecided = ~removed[later]
+                earlier, later = earlier[undecided], later[undecided]
+                if not len(later):
+                    continue
+                agree = (signatures[earlier] == signatures[later]).sum(axis=1)
+                near = agree >= needed
+                removed[later[near]] = True
+                found = np.stack([later[near], earlier[near]], axis=1)
+                pairs = np.concatenate([pairs, found])
+                pairs = pairs[np.argsort(pairs[:, 0], kind="stable")[:SAMPLES]]
+        del signatures
+        return NearDecision(removed, [(int(j), int(i)) for j, i in pairs])
+
+    def _gather(self, band: int, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every run's (key, number) pairs of `band` with low <= key < high."""
+        keys, numbers = [], []
+        for run in self.runs:
+            band_keys = run.keys[band]
+            start = 0 if low == 0 else int(np.searchsorted(band_keys, np.uint64(low)))
+            stop = len(band_keys) if high >= 2 ** 64 else int(np.searchsorted(band_keys, np.uint64(high)))
+            keys.append(np.asarray(band_keys[start:stop]))
+            numbers.append(np.asarray(run.numbers[band][start:stop]))
+        return np.concatenate(keys), np.concatenate(numbers)
+
+    def close(self) -> None:
+        if not self._signatures.closed:
+            self._signatures.close()
+
+
+def _first_holders(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every document whose key another, earlier document also has: (that key's first document, it)."""
+    if not len(keys):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.lexsort((numbers, keys))
+    keys, numbers = keys[order], numbers[order]
+    starts = np.concatenate(([True], keys[1:] != keys[:-1]))
+    first = numbers[np.maximum.accumulate(np.where(starts, np.arange(len(keys)), 0))]
+    later = ~starts
+    return first[later], numbers[later]
+
+
+def near_duplicate_indices(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
+    """The indices into `texts` that `--dedup near --dedup_threshold THRESHOLD` removes (first one wins):
+    the prepare's own signatures (minhash.py) and decision (NearDuplicates), over texts as they are."""
+    batch = 1000
+    with tempfile.TemporaryDirectory(prefix="rankzero-neardup-") as work:
+        near = NearDuplicates(threshold, Path(work))
+        try:
+            for start in range(0, len(texts), batch):
+                near.add(*minhash_signatures(list(texts[start:start + batch])))
+            return np.flatnonzero(near.decide().removed).tolist()
+        finally:
+            near.close()
