@@ -39,6 +39,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from rankzero.data import minhash  # noqa: E402
 
@@ -232,7 +233,15 @@ def main() -> None:
                       "speed_vs_datasketch_per_round": [round(r[name]["docs_per_s"] / r["datasketch"]["docs_per_s"], 2)
                                                         for r in rounds]}
                for name in names}
-    report = {"corpus": str(args.corpus), "documents": len(timed_texts), "mib": round(mib, 2),
+    summary["rankzero"]["speed_vs_each_per_round"] = {
+        name: [round(r["rankzero"]["docs_per_s"] / r[name]["docs_per_s"], 2) for r in rounds]
+        for name in names if name != "rankzero"}
+    import datetime
+
+    from _measure import machine_info
+
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "machine": machine_info(), "corpus": str(args.corpus), "documents": len(timed_texts), "mib": round(mib, 2),
               "permutations": K, "rounds": args.rounds, "speed": summary, "correctness": check(texts, args.pairs, 0)}
     text = json.dumps(report, indent=None, ensure_ascii=False)
     print(text)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from rankzero.config import CONFIGS, DEFAULT_SEED, Args, ModelConfig
+from rankzero.config import CONFIGS, DEFAULT_SEED, Args, DedupConfig, ModelConfig
 from rankzero.errors import ConfigError
 from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
 
@@ -182,6 +182,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
         values = {f.name: given_ours[f.name] for f in fields(cls) if f.name in given_ours}
         if cls is ModelConfig and tokenize_only:
             values = {}  # nothing is trained: model flags (from a recipe, say) are not looked at
+        if cls is DedupConfig and "dedup" not in values and given_ours.get("mode") == "sft":
+            values["dedup"] = "exact"  # chat samples share templates and system prompts: near would take too many
         try:
             configs[group] = cls(**values)
         except ConfigError as error:

@@ -25,6 +25,7 @@ from rankzero.errors import ConfigError
 from rankzero.runtime import usable_cpu_count
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
+DEFAULT_DEDUP_THRESHOLD = 0.8  # FineWeb-2's class of setting (docs/data.md)
 DEFAULT_SEED = 42  # TrainingArguments' default; tests keep the two in step
 
 
@@ -170,7 +171,19 @@ class PackingConfig(_Config):
 class DedupConfig(_Config):
     """dedup: documents trained on once"""
 
-    dedup: str = flag("exact", "exact: drop repeats of an earlier document's text (first one wins)", choices=("none", "exact"))
+    dedup: str = flag("near", "exact: drop repeats of an earlier document's text; near: also near-copies (MinHash, "
+                              "word 5-grams); first one wins. Default: near, exact with --mode sft",
+                      choices=("none", "exact", "near"))
+    dedup_threshold: float = flag(DEFAULT_DEDUP_THRESHOLD, "--dedup near: drop a document whose estimated Jaccard "
+                                                           "similarity to an earlier one is at least this")
+
+    def problems(self) -> list[str]:
+        threshold = self.dedup_threshold
+        if not (math.isfinite(threshold) and 0 < threshold <= 1):
+            return [f"--dedup_threshold {threshold:g}: must be above 0 and at most 1"]
+        if self.dedup != "near" and threshold != DEFAULT_DEDUP_THRESHOLD:
+            return [f"--dedup_threshold {threshold:g}: only used with --dedup near (got --dedup {self.dedup})"]
+        return []
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,36 @@ def write_corpus(path: Path, copies: int = 6) -> Path:
     return write_jsonl(path, [{"text": t} for t in SAMPLE_TEXTS * copies])
 
 
+_SUBJECTS = ["학생", "선생님", "할머니", "기자", "의사", "친구", "동생", "사장님", "손님", "이웃", "연구원", "작가", "가수",
+             "농부", "경찰", "요리사", "아이들", "시민", "회사원", "감독"]
+_PLACES = ["시장", "학교", "공원", "도서관", "병원", "역", "바닷가", "산", "회사", "식당", "극장", "마을", "강가", "카페",
+           "운동장", "박물관", "공항", "호텔", "교회", "서점"]
+_OBJECTS = ["책", "사과", "편지", "사진", "노래", "지도", "신문", "우산", "과자", "꽃", "그림", "모자", "가방", "음식",
+            "선물", "기록", "계획", "소식", "약", "표"]
+_VERBS = ["샀다", "읽었다", "보냈다", "찾았다", "만들었다", "기다렸다", "골랐다", "들었다", "받았다", "나눴다", "정리했다",
+          "준비했다", "확인했다", "설명했다", "기억했다"]
+
+
+def _particle(noun: str, after_vowel: str, after_consonant: str) -> str:
+    final = (ord(noun[-1]) - 0xAC00) % 28 if "가" <= noun[-1] <= "힣" else 0
+    return noun + (after_consonant if final else after_vowel)
+
+
 def korean_documents(count: int, seed: int = 0) -> list[str]:
-    """Deterministic Korean-ish documents of varied length, all distinct."""
+    """Deterministic Korean-ish documents of varied length, all distinct and none a near-copy of another (for
+    --dedup near, the default): a few of the conftest paragraphs, then five sentences drawn for the document."""
     import random
 
     from conftest import KOREAN_PARAGRAPHS
 
     rng = random.Random(seed)
-    return [" ".join(rng.choice(KOREAN_PARAGRAPHS) for _ in range(rng.randint(1, 4))) + f" (문서 {i})"
-            for i in range(count)]
+
+    def sentence() -> str:
+        return (f"{_particle(rng.choice(_SUBJECTS), '는', '은')} {rng.choice(_PLACES)}에서 "
+                f"{_particle(rng.choice(_OBJECTS), '를', '을')} {rng.choice(_VERBS)}.")
+
+    return [" ".join(rng.choice(KOREAN_PARAGRAPHS) for _ in range(rng.randint(1, 4)))
+            + " " + " ".join(sentence() for _ in range(5)) + f" (문서 {i})" for i in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------

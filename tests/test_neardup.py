@@ -109,3 +109,19 @@ def test_the_threshold_counts_agreeing_values():
     assert required_matches(1.0) == minhash.PERMUTATIONS
     with pytest.raises(ValueError, match="--dedup_threshold"):
         NearDuplicates(1.5, "/tmp")
+
+
+def test_band_shapes_follow_the_threshold():
+    assert [minhash.lsh_shape(t) for t in (0.9, 0.8, 0.7, 0.5)] == [(12, 10), (20, 6), (30, 4), (40, 3)]
+    for threshold in (0.95, 0.8, 0.6, 0.3):
+        bands, rows = minhash.lsh_shape(threshold)
+        assert bands * rows == minhash.PERMUTATIONS and 1 - (1 - threshold ** rows) ** bands >= 0.99
+
+
+def test_a_header_and_five_percent_of_the_words_changed():
+    """Word 5-gram Jaccard of such a copy is ~0.6 (each changed word touches 5 shingles): kept at the default
+    0.8, removed at 0.5, where the bands are 40 x 3; the distinct texts stay either way."""
+    texts = distinct_texts(100, words=400, seed=7)
+    planted = near_copy(texts[7], 0.05, seed=2)
+    assert near_duplicate_indices(texts + [planted]) == []
+    assert near_duplicate_indices(texts + [planted], threshold=0.5) == [100]

@@ -161,7 +161,7 @@ def _both_engines(tmp_path, tokenizer_dir, corpus, **flags):
     return local, ray_built, *(json.loads((out / "manifest.json").read_text()) for out in (local, ray_built))
 
 
-@pytest.mark.parametrize("dedup", ["none", "exact"], ids=["one pass", "two passes"])
+@pytest.mark.parametrize("dedup", ["none", "exact", "near"], ids=["one pass", "two passes", "near"])
 def test_ray_holds_out_the_same_documents(tmp_path, tokenizer_dir, ray_cluster, small_tasks, dedup):
     from rankzero.data.published import validation_dir
 
@@ -177,6 +177,27 @@ def test_ray_holds_out_the_same_documents(tmp_path, tokenizer_dir, ray_cluster, 
     for key in ("documents", "tokens", "sequences"):
         assert ray_manifest["validation"][key] == local_manifest["validation"][key], key
     assert ray_manifest["dropped"] == local_manifest["dropped"] == ({} if dedup == "none" else {"exact_duplicate": 30})
+
+
+def test_ray_removes_the_same_near_copies_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    """Near-copies in the same source and across sources, in other tasks: the Ray driver decides from the tasks'
+    signatures what the local engine decides, in both splits, and samples the same pairs."""
+    from rankzero.data.published import validation_dir
+    from test_prepare_dedup import planted_corpus
+
+    first, second = planted_corpus(tmp_path)
+    flags = {"validation_split_percentage": 20, "packing": False, "max_seq_length": 4096}
+    local, ray_built = (prepare(data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [first, second],
+                                          prep_engine=engine, **flags), seed=0) for engine in ("local", "ray"))
+    local_manifest, ray_manifest = (json.loads((out / "manifest.json").read_text()) for out in (local, ray_built))
+    assert ray_manifest["prep_engine"]["tasks"] >= 6
+    assert ray_manifest["dropped"] == local_manifest["dropped"] and ray_manifest["dropped"]["near_duplicate"] == 16
+    assert [s["dropped"] for s in ray_manifest["sources"]] == [s["dropped"] for s in local_manifest["sources"]]
+    assert _documents(ray_built) == _documents(local) and _documents(validation_dir(ray_built)) == _documents(
+        validation_dir(local))
+    assert (ray_built / "dedup_samples.jsonl").read_text() == (local / "dedup_samples.jsonl").read_text()
+    for key in ("documents", "removed", "pairs_compared"):
+        assert ray_manifest["near_dedup"][key] == local_manifest["near_dedup"][key], key
 
 
 def test_ray_holds_out_an_eval_dataset_and_packs_it_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster,

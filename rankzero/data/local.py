@@ -8,7 +8,9 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing; exact duplicates are dropped
    globally, first one wins (duplicates.py), and held-out documents go to the validation split
-   (split.py), staged in a file of their own.
+   (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
+   signature goes to a ledger in the same order (near_ledger.py); once all are encoded, the near-copies
+   are decided over the whole corpus (neardup.py) and left out when the staged documents are read.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -40,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.mixing import mixing_ratios, passes, subsample
+from rankzero.data.near_ledger import NearLedger, kept_documents, write_local_samples as _write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
@@ -92,7 +95,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
     # weights the ratios need every source's token count first: documents are staged per source,
     # then read again (stage B).
-    direct = all(s.weight is None for s in plan.sources) and progress.total_bytes is not None
+    # Near dedup decides over the whole corpus once it is encoded: documents are staged until then too.
+    direct = all(s.weight is None for s in plan.sources) and progress.total_bytes is not None and not plan.near_dedup
     with contextlib.ExitStack() as cleanup:
         if direct:
             scatter = cleanup.enter_context(
@@ -107,17 +111,25 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
+        ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds)
+                            seconds, ledger)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
+        if ledger is not None:
+            for writer in writers + ([held_out] if held_out else []):
+                writer.close()
+            progress.stage = "near-dedup"
+            ledger.decide(stats, progress)
+            _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
+        t_dedup = time.perf_counter()
 
         if sum(s.docs_kept for s in stats) == 0:
             raise RankzeroError(nothing_left_message(stats))
@@ -134,7 +146,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             total_out_tokens = sum(s.tokens * s.ratio for s in training)
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
-            _feed_staged(scatter, [w.path for w in writers], stats, rng)
+            keep = [ledger.training_keep(i) if ledger else None for i in range(len(writers))]
+            _feed_staged(scatter, [w.path for w in writers], stats, rng, keep)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
         tail_tokens = scatter.finish()
@@ -151,15 +164,18 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     data_files = name_data_files(out_dir, names)
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
     t_write = time.perf_counter()
-    validation = _write_validation(plan, staging / "validation.arrow", stats, out_dir) if held_out else None
+    validation = _write_validation(plan, staging / "validation.arrow", stats, out_dir,
+                                   ledger.validation_keep() if ledger else None) if held_out else None
     shutil.rmtree(staging, ignore_errors=True)
     t_validation = time.perf_counter()
 
-    timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "pack_s": t_pack - t_encode,
+    timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "near_dedup_s": t_dedup - t_encode,
+               "pack_s": t_pack - t_dedup,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=seconds, validation=validation, extra={"builder_threads": threads})
+                          timings=timings, worker_seconds=seconds, validation=validation,
+                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe(plan)} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -168,7 +184,8 @@ def _kiwi_processes(plan: Plan) -> int:
     return processes if plan.quality is not None and processes > 1 else 0
 
 
-def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_dir: Path) -> dict:
+def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_dir: Path,
+                      keep: np.ndarray | None) -> dict:
     """The held-out documents, packed as the training rows are, shuffled into `out_dir/validation/`."""
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
     rng = np.random.default_rng([plan.seed, 5])
@@ -176,7 +193,7 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     tokens = sum(s.validation_tokens for s in stats)
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)
     with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
-        for ids, lengths, labels in read_staged(staged):
+        for ids, lengths, labels in kept_documents(read_staged(staged), keep):
             scatter.add(ids, lengths, labels)
         tail_tokens = scatter.finish()
     sequences = int(scatter.counts.sum())
@@ -207,9 +224,10 @@ _STAGE: Stage | None = None  # the stage of this process: the builder's, or a wo
 
 
 def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
-                 truncate_to: int | None, rust_threads: int) -> None:
+                 truncate_to: int | None, rust_threads: int, signatures: bool) -> None:
     global _STAGE
-    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads)
+    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads,
+                             signatures)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -238,9 +256,9 @@ def _start_pool(plan: Plan, engine, workers: int):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    hashes, truncate_to = plan.needs_hashes, plan.truncate_to
+    hashes, truncate_to, signatures = plan.needs_hashes, plan.truncate_to, plan.near_dedup
     if plan.quality is None:
-        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to)
+        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to, signatures=signatures)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, stage
     processes = _kiwi_processes(plan)
@@ -248,12 +266,12 @@ def _start_pool(plan: Plan, engine, workers: int):
         from rankzero.data.quality import QualityFilter
 
         return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
-                           truncate_to)
+                           truncate_to, signatures)
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
                                initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
-                                         truncate_to, builder_threads(plan)["rust_threads"]))
+                                         truncate_to, builder_threads(plan)["rust_threads"], signatures))
     return pool, None
 
 
@@ -268,13 +286,14 @@ class _Ready:
 
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
-                    held_out_sink: Callable | None, progress: Progress, seconds: Counter) -> None:
+                    held_out_sink: Callable | None, progress: Progress, seconds: Counter,
+                    ledger: NearLedger | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
-    the held-out ones to `held_out_sink`."""
+    the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     global _STAGE
     workers = plan.workers.dataset_num_proc
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
-    holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.dedup.dedup == "exact")
+    holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.exact_dedup)
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
@@ -293,8 +312,12 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
         stat.truncated += int(truncated[decision.train].sum())
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
+        if ledger is not None:
+            survivors = decision.train | decision.validation
+            ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
+                       decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
-        progress.update(result.docs_in, kept, result.bytes_in, tokens)
+        progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
@@ -336,11 +359,13 @@ def _select(result: ChunkResult, keep: np.ndarray):
 # Stage B with weights
 
 
-def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator) -> None:
-    """Weighted mixing: each source's staged documents, `ratio` times over (the last pass a random subset)."""
-    for path, stat in zip(staged, stats):
+def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator,
+                 keep: list[np.ndarray | None]) -> None:
+    """Weighted mixing: each source's staged documents (less the near-copies), `ratio` times over (the last pass
+    a random subset)."""
+    for path, stat, source_keep in zip(staged, stats, keep):
         sink = _counting_sink(scatter, stat)
         for share in passes(stat.ratio):
-            for ids, lengths, labels in read_staged(path):
+            for ids, lengths, labels in kept_documents(read_staged(path), source_keep):
                 sink(*subsample(ids, lengths, labels, share, rng))
             pa.default_memory_pool().release_unused()

@@ -7,20 +7,22 @@
 
 The rule, exactly: number the documents in the order they are added (source order, after the quality
 filter, exact dedup and the evaluation-set check). Document j is removed when, for some band b of the
-20 bands, the first document i < j whose band-b key (minhash.band_hashes) equals j's has at least
+bands (20 of 6 values at the threshold 0.8), the first document i < j whose band-b key
+(minhash.band_hashes) equals j's has at least
 ceil(threshold x 120) of its 120 MinHash values equal to j's (compared on their low 16 bits, stored so:
 a chance agreement is 2**-16, an estimate high by at most 0.00002). `i` itself may be removed too:
 the rule is a property of the pair, so it needs no order of decisions and gives the same set however the
 work is split. A document of fewer than 5 words has no shingle and takes no part: never removed, never
 the reason another is.
 
-Bands and rows, 20 x 6 for the threshold 0.8: two documents of Jaccard similarity s share a band with
-probability 1 - (1 - s**6)**20: 0.998 at s = 0.8, 0.92 at 0.7, 0.27 at 0.5, 0.0013 at 0.3. The band test
-only proposes pairs; the signature test decides them, so the S-curve is set high at the threshold (few
-pairs at s >= 0.8 are never compared) and the cost of a low-s pair is one comparison.
+Bands and rows (minhash.lsh_shape), 20 x 6 for the threshold 0.8: two documents of Jaccard similarity s
+share a band with probability 1 - (1 - s**6)**20: 0.998 at s = 0.8, 0.92 at 0.7, 0.27 at 0.5, 0.0013 at
+0.3. The band test only proposes pairs; the signature test decides them, so the S-curve is set high at
+the threshold (few pairs at s >= threshold are never compared) and the cost of a low-s pair is one
+comparison. Another threshold gets its own shape: the most rows for which the S-curve is >= 0.99 there.
 
-Memory: per document the builder keeps one bool (removed) and, until it spills, its 20 band keys with
-their document number (20 x 16 = 320 bytes); past `memory_budget_bytes` the keys are sorted per band and
+Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys with
+their document number (20 x 16 = 320 bytes at 0.8); past `memory_budget_bytes` the keys are sorted per band and
 written to disk as a run. The decision reads, per band, one range of key values at a time from every run
 (the runs are sorted, so a range is a slice of each), sized to the budget: a merge of sorted runs without
 a heap, since every key of one value lands in one range. The signatures go straight to a file (240 bytes
@@ -41,13 +43,17 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data.minhash import BANDS, PERMUTATIONS, band_hashes, minhash_signatures
+from rankzero.data.minhash import PERMUTATIONS, band_hashes, lsh_shape, minhash_signatures
 
 # RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
 DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
 DECIDE_BYTES_PER_ENTRY = 48  # key, number, their sort order and the group arrays while one range is decided
 SAMPLES = 20
+RULE = ("documents in source order (after the filter and exact dedup); one is removed when, in one of the bands, "
+        "the first document with the same band key agrees with it on at least ceil(threshold x 120) of the 120 "
+        "MinHash values (word 5-grams of NFKC, lower-cased, digit- and punctuation-folded text); texts of fewer "
+        "than 5 words are never removed")
 
 
 @dataclass
@@ -65,11 +71,11 @@ class _Run:
     """Band keys of a span of documents, each band sorted by (key, number): arrays in memory or memory-mapped."""
 
     def __init__(self, keys: np.ndarray, numbers: np.ndarray):
-        self.keys, self.numbers = keys, numbers  # (BANDS, n) each
+        self.keys, self.numbers = keys, numbers  # (bands, n) each
 
     @classmethod
     def sorted_from(cls, keys: np.ndarray, numbers: np.ndarray) -> "_Run":
-        """keys (n, BANDS), numbers (n,) ascending → each band's (key, number) pairs sorted by key, then number."""
+        """keys (n, bands), numbers (n,) ascending → each band's (key, number) pairs sorted by key, then number."""
         keys = np.ascontiguousarray(keys.T)
         order = np.argsort(keys, axis=1, kind="stable")  # stable: equal keys stay in number order
         return cls(np.take_along_axis(keys, order, axis=1), numbers[order])
@@ -84,20 +90,22 @@ class _Run:
 class NearDuplicates:
     """The LSH bookkeeping of one build: documents are added in source order, decided once at the end."""
 
-    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int = DEFAULT_MEMORY_BUDGET):
+    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int | None = None):
         if not 0 < threshold <= 1:
             raise ValueError(f"--dedup_threshold {threshold}: must be above 0 and at most 1")
         self.threshold = threshold
+        self.bands, self.rows = lsh_shape(threshold)
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.budget = max(int(memory_budget_bytes), 1)
+        self.budget = max(int(DEFAULT_MEMORY_BUDGET if memory_budget_bytes is None else memory_budget_bytes), 1)
         self.count = 0
         self._signatures = open(self.work_dir / "signatures.u16", "wb")
-        self._keys: list[np.ndarray] = []  # (n, BANDS) uint64 of the documents with shingles, since the last spill
+        self._keys: list[np.ndarray] = []  # (n, bands) uint64 of the documents with shingles, since the last spill
         self._numbers: list[np.ndarray] = []
         self._buffered = 0
         self.runs: list[_Run] = []
         self.spilled_runs = 0  # runs written to disk
+        self.compared = 0  # pairs whose signatures were compared
 
     def add(self, signatures: np.ndarray, shingle_counts: np.ndarray) -> None:
         """The next documents' signatures (minhash.minhash_signatures), in source order."""
@@ -105,9 +113,9 @@ class NearDuplicates:
         self._signatures.write(np.ascontiguousarray(signatures.astype(np.uint16)).tobytes())
         with_shingles = np.flatnonzero(shingle_counts > 0)
         if len(with_shingles):
-            self._keys.append(band_hashes(signatures[with_shingles]))
+            self._keys.append(band_hashes(signatures[with_shingles], self.rows))
             self._numbers.append(with_shingles.astype(np.int64) + self.count)
-            self._buffered += len(with_shingles) * BANDS * ENTRY_BYTES
+            self._buffered += len(with_shingles) * self.bands * ENTRY_BYTES
         self.count += len(signatures)
         if self._buffered > self.budget:
             self._spill()
@@ -143,7 +151,7 @@ class NearDuplicates:
         ranges = max(1, math.ceil(entries * DECIDE_BYTES_PER_ENTRY / self.budget))
         bounds = [int(r * 2 ** 64 // ranges) for r in range(ranges)] + [2 ** 64]
         needed = required_matches(self.threshold)
-        for band in range(BANDS):
+        for band in range(self.bands):
             for low, high in zip(bounds[:-1], bounds[1:]):
                 keys, numbers = self._gather(band, low, high)
                 earlier, later = _first_holders(keys, numbers)
@@ -151,6 +159,7 @@ class NearDuplicates:
                 earlier, later = earlier[undecided], later[undecided]
                 if not len(later):
                     continue
+                self.compared += len(later)
                 agree = (signatures[earlier] == signatures[later]).sum(axis=1)
                 near = agree >= needed
                 removed[later[near]] = True

@@ -21,14 +21,15 @@ from dataclasses import dataclass
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
+from rankzero.data.minhash import algorithm as minhash_algorithm
 from rankzero.data.readers import iter_chunks
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
-# of whole samples, the validation split).
-FORMAT_VERSION = 4
+# of whole samples, the validation split; 5: --dedup near, the default in pretraining).
+FORMAT_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,18 @@ class Plan:
         return self.source_config.has_validation
 
     @property
+    def near_dedup(self) -> bool:
+        """Whether near-copies are removed (neardup.py); exact copies are too, first, by their hash."""
+        return self.dedup.dedup == "near"
+
+    @property
+    def exact_dedup(self) -> bool:
+        return self.dedup.dedup in ("exact", "near")
+
+    @property
     def needs_hashes(self) -> bool:
-        """Whether the stage hashes each document's text: for exact dedup, and to choose the validation split."""
-        return self.dedup.dedup == "exact" or self.has_validation
+        """Whether the stage hashes each document's text: for dedup, and to choose the validation split."""
+        return self.exact_dedup or self.has_validation
 
     @property
     def truncate_to(self) -> int | None:
@@ -111,7 +121,7 @@ def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing
         "stage": stage_settings,
         "quality_settings": quality.to_dict() if quality else None,
         "packing": dataclasses.asdict(packing),
-        "dedup": dataclasses.asdict(dedup),
+        "dedup": dataclasses.asdict(dedup) | ({"minhash": minhash_algorithm(dedup.dedup_threshold)} if dedup.dedup == "near" else {}),
         "seed": seed,
     }
 

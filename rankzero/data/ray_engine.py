@@ -11,10 +11,11 @@ filesystem, `FP.ray-work/` beside the build dir; only counts come back to the dr
     --dedup none,           one pass: each task packs its documents into blocks, permutes them, and
     no weights, no          writes one shard plus its unpacked tail (with --validation_split_percentage
     --eval_dataset          it picks its held-out documents by their hashes, and packs them apart)
-    --dedup exact,          two passes: tasks stage their documents and hashes; the driver finds the
-    SPEC@WEIGHT or          exact duplicates over the whole corpus and the held-out documents
-    --eval_dataset          (split.py, in task order: the local engine's decisions) and the mixing
-                            ratios; then each task packs what is left, each split apart
+    --dedup exact or        two passes: tasks stage their documents, hashes (and with near, MinHash
+    near, SPEC@WEIGHT or    signatures); the driver finds the exact duplicates over the whole corpus,
+    --eval_dataset          the held-out documents, the near-copies (split.py, neardup.py, in task
+                            order: the local engine's decisions) and the mixing ratios; then each
+                            task packs what is left, each split apart
 
 The driver packs the tails (each shorter than a block) into one last shard per split, so the number of
 full blocks equals the local engine's, lists the shards in a seeded random order, writes the
@@ -42,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.mixing import mixing_ratios
+from rankzero.data.near_ledger import NearLedger, write_ray_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
@@ -64,10 +66,11 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats.of(s) for s in plan.sources]
     progress = Progress(sum(t.nbytes for t in tasks), on_progress)
-    dedup = plan.dedup.dedup == "exact"
+    dedup = plan.exact_dedup
     percentage = plan.source_config.validation_split_percentage
     # Dedup, weights and evaluation sources need decisions over the whole corpus (or every source's count).
     two_pass = dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
+    t_dedup, ledger = 0.0, None
     t_setup = time.perf_counter()
 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
@@ -77,7 +80,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                   plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
                   plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
                   plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
-                  held_out_below=threshold(percentage))
+                  held_out_below=threshold(percentage), signatures=plan.near_dedup)
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -85,7 +88,13 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         if two_pass:
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
-            _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup), plan.needs_hashes)
+            started = time.perf_counter()
+            ledger = NearLedger(plan, work / "near") if plan.near_dedup else None
+            _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup), plan.needs_hashes, ledger,
+                    progress)
+            if ledger is not None:
+                write_ray_samples(plan, ledger, work, out_dir / "dedup_samples.jsonl")
+            t_dedup = time.perf_counter() - started
             _check_counts(plan, stats)
             mixing_ratios([s for s in stats if not s.evaluation])
             progress.report()
@@ -126,6 +135,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
+               "near_dedup_s": t_dedup,
                "pack_s": t_stop - t_encode, "ray_stop_s": t_pack - t_stop, "shuffle_write_s": t_write - t_pack,
                "total_s": t_write - t_start}
     worker_seconds = Counter()
@@ -138,6 +148,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                              "dedup_scope": "global (first one wins in source order)"},
              # Each actor sizes its own Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
+    if ledger is not None:
+        extra["near_dedup"] = ledger.describe(plan)
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
@@ -259,22 +271,46 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
-            hashed: bool) -> None:
+            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> None:
     """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
-    engine's decision (split.py) in task order, which is source order, evaluation sources first; only hashes
-    reach the driver, never text. Each task's `split.npz` says which of its documents are dropped or held out."""
+    engine's decision (split.py) in task order, which is source order, evaluation sources first; then, with
+    `--dedup near`, the survivors' signatures through the same ledger (near_ledger.py) in the same order. Only
+    hashes and signatures reach the driver, never text. Each task's `split.npz` says which of its documents
+    are dropped or held out."""
+    splits = []
     for task, meta in zip(tasks, metas):
         with np.load(task_file(work, task.index, "hashes.npz")) as files:
             hashes, lengths, truncated = files["hashes"], files["lengths"], files["truncated"]
         decision = holdout(task.source_index, hashes if hashed else None, len(lengths))
         lost = ~(decision.train | decision.validation)
-        write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
-                         validation=np.flatnonzero(decision.validation))
+        splits.append((lost, decision.validation))
         stat = stats[meta["source_index"]]
         stat.drop(decision.dropped, int(lengths[lost].sum()))
         stat.hold_out(int(decision.validation.sum()), int(lengths[decision.validation].sum()),
                       int(truncated[decision.validation].sum()))
         stat.truncated += int(truncated[decision.train].sum())
+        if progress is not None:
+            progress.removed += decision.dropped.get("exact_duplicate", 0)
+        if ledger is not None:
+            survivors = ~lost
+            with np.load(task_file(work, task.index, "minhash.npz")) as files:
+                ledger.add(task.source_index, files["signatures"][survivors], files["shingles"][survivors],
+                           decision.validation[survivors], lengths[survivors], truncated[survivors])
+            ledger.task_survivors.append((task.index, np.flatnonzero(survivors)))
+    if ledger is not None:
+        if progress is not None:
+            progress.stage = "near-dedup"
+        removed = ledger.decide(stats, progress)
+        start = 0
+        for lost, validation in splits:
+            survivors = np.flatnonzero(~lost)
+            near = survivors[removed[start:start + len(survivors)]]
+            start += len(survivors)
+            lost[near] = True
+            validation[near] = False
+    for task, (lost, validation) in zip(tasks, splits):
+        write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
+                         validation=np.flatnonzero(validation))
 
 
 def _check_counts(plan, stats: list[SourceStats]) -> None:

@@ -11,7 +11,7 @@ retried task overwrites instead of duplicating and a rerun after a driver crash 
 are done. Phases (see ray_engine.py):
 
     single   stage → pack → one shard of blocks (permuted) + the unpacked tail      (no dedup, no weights)
-    stage    stage → staged documents + their hashes                                (dedup or weights)
+    stage    stage → staged documents + their hashes (+ MinHash signatures)          (dedup or weights)
     pack     staged documents − duplicates, × the mixing ratio → pack → shard + tail
 
 With a validation split every task packs its held-out documents too, into a `validation-shard.arrow` and
@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig, StageConfig
+from rankzero.data.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, output_schema, read_staged
@@ -118,6 +119,7 @@ class Job:
     truncate_to: int | None = None  # SFT: samples cut to a row's length (stage.py)
     validation: bool = False  # a validation split is made
     held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
+    signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
 
 
 class TaskRunner:
@@ -126,8 +128,9 @@ class TaskRunner:
     def __init__(self, job: Job):
         self.job = job
         self.work = Path(job.work)
-        self.stage = None if job.phase == "pack" else Stage.in_worker(job.stage, job.engine_name, job.quality,
-                                                                      job.threads, job.hashes, job.truncate_to)
+        self.stage = None if job.phase == "pack" else Stage.in_worker(
+            job.stage, job.engine_name, job.quality, job.threads, job.hashes, job.truncate_to,
+            signatures=job.signatures)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -164,7 +167,7 @@ class TaskRunner:
         training, held = [], []
         meta.update(docs_kept=0, tokens=0, truncated=0, validation_documents=0, validation_tokens=0,
                     validation_truncated=0)
-        for ids, lengths, labels, hashes, truncated in documents:
+        for ids, lengths, labels, hashes, truncated, _ in documents:
             meta["docs_kept"] += len(lengths)
             meta["tokens"] += len(ids)
             truncated = truncated if truncated is not None else np.zeros(len(lengths), dtype=bool)
@@ -182,7 +185,8 @@ class TaskRunner:
         return training, held
 
     def _encode(self, task: Task):
-        """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated) and counts."""
+        """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated, (signatures,
+        shingles)) and counts."""
         source = Source(task.path, task.kind, task.path)
         job = self.job
         if task.kind == "saved":
@@ -200,7 +204,8 @@ class TaskRunner:
                     chunk.first_line += lines_before(task.path, task.start)
                     self.stage(chunk)  # raises again, with the file's own line numbers
                 raise
-            documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated))
+            documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated,
+                              (result.signatures, result.shingles)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
             meta["docs_in"] += result.docs_in
@@ -219,9 +224,15 @@ class TaskRunner:
                     writer.write(ids, lengths, labels)
 
         write_atomic(path, write)
-        hashes = [h for _, _, _, h, _ in documents if h is not None]
+        hashes = [h for _, _, _, h, *_ in documents if h is not None]
         lengths = [lengths for _, lengths, *_ in documents]
-        truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut in documents]
+        truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut, _ in documents]
+        if self.job.signatures:  # only signatures and counts: the driver decides the near-copies from these
+            signed = [signed for *_, signed in documents]
+            write_npz_atomic(task_file(self.work, task.index, "minhash.npz"),
+                             signatures=np.concatenate([s for s, _ in signed]) if signed else
+                             np.empty((0, PERMUTATIONS), np.uint32),
+                             shingles=np.concatenate([c for _, c in signed]) if signed else np.empty(0, np.int64))
         write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
                          hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
                          lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64),

@@ -34,10 +34,12 @@ class Progress:
         self.started = time.monotonic()
         self.last = 0.0
         self.docs = self.kept = self.bytes = self.tokens = 0
+        self.removed = 0  # duplicates (exact as chunks arrive; near once decided, at the end of encoding)
         self.stage = "encode"
 
-    def update(self, docs: int, kept: int, nbytes: int, tokens: int) -> None:
+    def update(self, docs: int, kept: int, nbytes: int, tokens: int, removed: int = 0) -> None:
         self.docs += docs
+        self.removed += removed
         self.kept += kept
         self.bytes += nbytes
         self.tokens += tokens
@@ -52,7 +54,8 @@ class Progress:
         eta = (self.total_bytes - self.bytes) / rate if self.total_bytes and rate > 0 else None
         return {"stage": self.stage, "docs": self.docs, "kept": self.kept, "bytes": self.bytes, "tokens": self.tokens,
                 "elapsed_s": round(elapsed, 1), "mb_per_s": round(rate / 1e6, 2),
-                "docs_per_s": round(self.docs / elapsed, 1), "eta_s": round(eta, 1) if eta is not None else None,
+                "docs_per_s": round(self.docs / elapsed, 1), "duplicates": self.removed,
+                "eta_s": round(eta, 1) if eta is not None else None,
                 "percent": round(100 * self.bytes / self.total_bytes, 1) if self.total_bytes else None}
 
     def report(self) -> None:
@@ -60,8 +63,9 @@ class Progress:
         kept = 100 * self.kept / self.docs if self.docs else 100.0
         eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
         done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
+        duplicates = f" (duplicates removed {100 * self.removed / self.docs:.1f}%)" if self.removed and self.docs else ""
         print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
-              f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%, "
+              f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%{duplicates}, "
               f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)
         if self.on_progress:
             self.on_progress(snap)
@@ -126,10 +130,19 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
     if docs_in == 0:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
-    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "in_eval_dataset")
+    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "near_duplicate",
+                                              "in_eval_dataset")
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
+
+
+def near_dedup_manifest(plan) -> dict:
+    from rankzero.data.minhash import algorithm
+    from rankzero.data.neardup import RULE, SAMPLES
+
+    return {"threshold": plan.dedup.dedup_threshold, **algorithm(plan.dedup.dedup_threshold), "rule": RULE,
+            "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
 def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shards: int, tail_tokens: int) -> dict:
@@ -197,6 +210,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "quality_filter": plan.stage.quality_filter,
         "quality_settings": plan.quality.to_dict() if plan.quality else None,
         "dedup": plan.dedup.dedup,
+        "near_dedup": near_dedup_manifest(plan) if plan.near_dedup else None,
         "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
                      "skip_bad_records": plan.stage.skip_bad_records, "on_decode_error": plan.stage.on_decode_error,
                      "num_proc": plan.workers.dataset_num_proc, "batch_size": plan.workers.dataset_batch_size,

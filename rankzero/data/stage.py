@@ -10,7 +10,8 @@ fastokens' Rayon pool), and a Ray actor on another machine has nothing to inheri
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
 of its text: the engine removes exact duplicates across chunks (duplicates.py, first one wins) and picks
-the held-out documents by it (split.py) before packing. In SFT (`truncate_to`) a sample longer than a row
+the held-out documents by it (split.py) before packing. With `--dedup near` it also carries its MinHash
+signature (minhash.py), from which the engine decides the near-copies over the whole corpus (neardup.py). In SFT (`truncate_to`) a sample longer than a row
 is cut at its end here, so both engines and both splits count the same cut samples (`truncated`).
 """
 
@@ -28,6 +29,7 @@ import xxhash
 
 from rankzero.config import StageConfig
 from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.minhash import minhash_signatures
 from rankzero.data.pack import truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 
@@ -40,7 +42,9 @@ class ChunkResult:
     ids: np.ndarray
     lengths: np.ndarray
     labels: np.ndarray | None
-    hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact or a validation split)
+    hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact or near, or a validation split)
+    signatures: np.ndarray | None  # (documents, 120) uint32 MinHash signatures (--dedup near; minhash.py)
+    shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
     replaced_lines: int
@@ -91,8 +95,9 @@ class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
     def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False, truncate_to: int | None = None):
+                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False):
         self.config = config
+        self.signatures = signatures
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
@@ -101,7 +106,7 @@ class Stage:
 
     @classmethod
     def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None, rust_threads: int | None = None) -> "Stage":
+                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False) -> "Stage":
         """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
         the tokenizer's Rust pools unless `rust_threads` says otherwise."""
         set_rust_threads(rust_threads or threads)
@@ -111,7 +116,8 @@ class Stage:
             from rankzero.data.quality import QualityFilter
 
             quality_filter = QualityFilter(quality_config, threads=threads)
-        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to)
+        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to,
+                   signatures)
 
     def __call__(self, chunk) -> ChunkResult:
         config = self.config
@@ -123,7 +129,7 @@ class Stage:
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or self.hashes) else None
+            self.quality_filter is not None or self.hashes or self.signatures) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
@@ -134,11 +140,14 @@ class Stage:
             texts = [f for _, _, f in kept]
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         filtered = time.perf_counter()
+        signatures, shingles = minhash_signatures(texts) if self.signatures else (None, None)
+        signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
         truncated = None
         if self.truncate_to is not None:
             ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
         done = time.perf_counter()
-        return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, truncated,
-                           +dropped, parsed.replaced_lines,
-                           {"convert": converted - started, "quality": filtered - converted, "tokenize": done - filtered})
+        return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
+                           shingles, truncated, +dropped, parsed.replaced_lines,
+                           {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
+                            "tokenize": done - signed})
