@@ -46,25 +46,15 @@ SEQUENCE_LENGTH = 1024
 
 
 def rankzero_settings() -> dict | None:
-    """Shingle size, bands, rows and threshold as rankzero's near-dedup modules define them (None: not there)."""
+    """Shingle size, bands, rows and the default threshold of rankzero's --dedup near (None: not there)."""
     try:
-        from rankzero.data import neardup
+        from rankzero import config
+        from rankzero.data import minhash, neardup  # noqa: F401  (neardup: the function measured)
     except ImportError:
         return None
-    modules = [neardup]
-    try:
-        from rankzero.data import minhash
-        modules.append(minhash)
-    except ImportError:
-        pass
-    names = {"ngrams": ("SHINGLE_WORDS",), "bands": ("BANDS", "NUM_BANDS"), "rows": ("ROWS", "ROWS_PER_BAND"),
-             "threshold": ("DEFAULT_THRESHOLD", "THRESHOLD")}
-    settings = {}
-    for key, candidates in names.items():
-        found = [getattr(module, name) for module in modules for name in candidates if hasattr(module, name)]
-        if found:
-            settings[key] = found[0]
-    return settings
+    threshold = getattr(config, "DEFAULT_DEDUP_THRESHOLD", 0.8)
+    bands, rows = minhash.lsh_shape(threshold) if hasattr(minhash, "lsh_shape") else (minhash.BANDS, minhash.ROWS)
+    return {"ngrams": minhash.SHINGLE_WORDS, "bands": bands, "rows": rows, "threshold": threshold}
 
 
 def run_datatrove(python: Path, input_dir: Path, work: Path, bands: int, rows: int, ngrams: int,
