@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from _measure import machine_info, run_measured  # noqa: E402
-from dedup_planted import REAL_DIR, jaccard, write_planted  # noqa: E402
+from dedup_planted import REAL_DIR, jaccard, reference_shingles, write_planted  # noqa: E402
 from dedup_report import normalisation_report, planted_report, timing_report  # noqa: E402
 from make_corpus import generate  # noqa: E402
 
@@ -166,6 +167,7 @@ def timing_part(args: argparse.Namespace) -> str:
                 raise SystemExit(f"{mode} failed (exit {result['returncode']}):\n{result['stderr'][-3000:]}")
             entry = {"wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"]}
             if mode == "datatrove":
+                shutil.copyfile(scratch / "removed_ids.txt", args.workdir / "timing_datatrove_removed.txt")
                 entry["removed"] = len((scratch / "removed_ids.txt").read_text().split())
                 entry["stages"] = json.loads((scratch / "stage_seconds.json").read_text())
             else:
@@ -173,7 +175,49 @@ def timing_part(args: argparse.Namespace) -> str:
             results[mode].append(entry)
             print(f"round {round_index + 1} {mode}: {json.dumps(entry)}", file=sys.stderr)
             shutil.rmtree(scratch, ignore_errors=True)
-    return timing_report(results, corpus, bands, rows, args)
+    report = timing_report(results, corpus, bands, rows, args)
+    if "near" in results:
+        report += "\n" + corpus_agreement(corpus, shards, args.workdir / "timing_datatrove_removed.txt",
+                                          settings["threshold"], bands, rows)
+    return report
+
+
+def corpus_agreement(corpus: Path, shards: Path, datatrove_removed: Path, threshold: float, bands: int,
+                     rows: int, sample: int = 40) -> str:
+    """rankzero's removals on the timing corpus (its near_duplicate_indices, and exact copies as the prepare
+    drops them first) against datatrove's, and the true Jaccard of a sample of the documents only one removes."""
+    from rankzero.data.neardup import near_duplicate_indices
+    texts = [json.loads(line)["text"] for line in open(corpus, encoding="utf-8")]
+    first_line, start = {}, 0
+    for path in sorted(shards.glob("*.jsonl")):  # datatrove's ids are "<file>/<line in that file>"
+        first_line[path.name] = start
+        start += sum(1 for _ in open(path, "rb"))
+    ids = datatrove_removed.read_text(encoding="utf-8").split()
+    datatrove = set()
+    for doc_id in ids:
+        path, line = doc_id.rsplit("/", 1)
+        datatrove.add(first_line[Path(path).name] + int(line))
+    seen: set[str] = set()
+    exact = {index for index, text in enumerate(texts) if text in seen or seen.add(text)}
+    near = set(near_duplicate_indices(texts, threshold))
+    rankzero = exact | near
+    shingles = [reference_shingles(text) for text in texts]
+    lines = [f"Removed sets on this corpus ({len(texts):,} documents; rankzero = its exact copies and "
+             f"near_duplicate_indices, datatrove at {bands} x {rows}): {len(rankzero & datatrove)} by both, "
+             f"{len(rankzero - datatrove)} only by rankzero ({len(exact - near - datatrove)} of them exact copies "
+             f"of < 5 words, which datatrove cannot shingle), {len(datatrove - rankzero)} only by datatrove; "
+             f"Jaccard {len(rankzero & datatrove) / max(1, len(rankzero | datatrove)):.3f}."]
+    lone_sets = {"rankzero": sorted((rankzero - datatrove) - exact), "datatrove": sorted(datatrove - rankzero)}
+    for name, lone in lone_sets.items():
+        if not lone:
+            continue
+        picked = lone[:: max(1, len(lone) // sample)][:sample]
+        best = sorted(max((jaccard(shingles[index], shingles[other]) for other in range(index)), default=0.0)
+                      for index in picked)
+        lines.append(f"- only {name}, {len(picked)} of {len(lone)} sampled evenly: true Jaccard with the closest "
+                     f"earlier document min {best[0]:.2f}, median {statistics.median(best):.2f}, max {best[-1]:.2f}; "
+                     f"{sum(value >= threshold for value in best)} at >= {threshold}.")
+    return "\n".join(lines)
 
 
 def split_corpus(corpus: Path, out: Path, parts: int) -> None:

@@ -61,11 +61,21 @@ FOOTERS = ["ⓒ {site} 무단전재 및 재배포 금지", "{name} 기자 report
            "출처: {site} {section} 게시판 (원문 보기)"]
 
 
+class _Fold(dict):
+    """str.translate table built as characters are met: punctuation -> space, decimal digit -> 0."""
+
+    def __missing__(self, code: int) -> int:
+        category = unicodedata.category(chr(code))
+        self[code] = 32 if category.startswith("P") else 48 if category == "Nd" else code
+        return self[code]
+
+
+_FOLD = _Fold()
+
+
 def normalise(text: str) -> str:
     """NFKC, lower case, punctuation to a space, every decimal digit to 0 (the issue's normal form)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return "".join(" " if unicodedata.category(char).startswith("P") else
-                   "0" if unicodedata.category(char) == "Nd" else char for char in text)
+    return unicodedata.normalize("NFKC", text).lower().translate(_FOLD)
 
 
 def reference_shingles(text: str) -> frozenset:

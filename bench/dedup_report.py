@@ -156,7 +156,9 @@ def timing_report(results, corpus, bands, rows, args) -> str:
     for mode, entries in results.items():
         walls = ", ".join(f"{entry['wall_s']:.1f}" for entry in entries)
         peak = max(entry["peak_pss_mb"] for entry in entries)
-        removed = entries[0].get("removed", entries[0].get("dropped"))
+        removed = entries[0].get("removed")
+        if removed is None:
+            removed = ", ".join(f"{count} {why}" for why, count in (entries[0].get("dropped") or {}).items()) or "0"
         label = {"none": "rankzero --dedup none", "near": "rankzero --dedup near",
                  "datatrove": "datatrove MinHash, 4 stages"}[mode]
         lines.append(f"| {label} | {walls} | {peak:.0f} | {removed} |")
