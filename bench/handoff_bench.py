@@ -268,9 +268,9 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
 
 
 def space_ratios(work: Path) -> None:
-    corpus = Path("/work/shared/corpora/ko_real_dev")
+    corpus = REPO.parent / "shared" / "corpora" / "ko_real_dev"  # real Korean beside the checkout, read in place
     if not corpus.is_dir():
-        corpus = REPO.parent / "shared" / "corpora" / "ko_real_dev"
+        raise SystemExit(f"--space needs the real Korean development corpus at {corpus}")
     print("| tokenizer vocab | input MB | tokens | input bytes per token | prepared bytes per input byte |\n"
           "|---:|---:|---:|---:|---:|")
     for vocab in (1000, 4000, 16000):

@@ -46,7 +46,8 @@ def test_cli_contract_and_no_token_lost(tmp_path, tokenizer_dir, corpus):
     assert all(sum(lengths) == 64 for lengths in dataset["document_lengths"])
 
 
-@pytest.mark.parametrize("columns", [["input_ids", "document_lengths"], ["input_ids", "document_lengths", "labels"]])
+@pytest.mark.parametrize("columns", [{"input_ids": "uint16", "document_lengths": "int32"},
+                                     {"input_ids": "int32", "document_lengths": "int32", "labels": "int32"}])
 def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
     """The output's metadata is written without importing datasets: it must equal datasets' own."""
     import datasets
@@ -54,7 +55,7 @@ def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
 
     from rankzero.data.shards import output_features, output_schema, write_dataset_metadata
 
-    features = datasets.Features({name: datasets.List(datasets.Value("int32")) for name in columns})
+    features = datasets.Features({name: datasets.List(datasets.Value(dtype)) for name, dtype in columns.items()})
     assert output_features(columns) == features.to_dict()
     assert output_schema(columns).equals(features.arrow_schema, check_metadata=True)
     reference = tmp_path / "reference"
@@ -70,6 +71,64 @@ def test_save_to_disk_files_match_what_datasets_writes(tmp_path, columns):
         writer.write_table(pa.table({name: [[1, 2]] for name in columns}, schema=output_schema(columns)))
     loaded = datasets.load_from_disk(str(ours))
     assert loaded.features == features and loaded[0] == {name: [1, 2] for name in columns}
+
+
+def wide_tokenizer(tokenizer_dir, directory):
+    """The test tokenizer with added tokens up to id 66,000: ids past uint16's range."""
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    shutil.copytree(tokenizer_dir, directory)
+    backend = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    backend.add_tokens([f"<extra_{index}>" for index in range(backend.get_vocab_size(), 66_001)])  # named by id
+    backend.save(str(directory / "tokenizer.json"))
+    return directory, backend.token_to_id("<extra_65600>")
+
+
+def test_ids_take_two_bytes_when_the_vocabulary_fits_and_four_when_not(tmp_path, tokenizer_dir):
+    """A vocabulary under 65,536 ids is stored as uint16 (the manifest says so, datasets reads it back);
+    one with larger ids as int32, every id intact: the same documents give the same ids either way, and
+    the training collator makes the same int64 batch of both."""
+    import datasets
+
+    from rankzero.train.collator import BlockCollator
+
+    wide_dir, high_id = wide_tokenizer(tokenizer_dir, tmp_path / "wide")
+    texts = korean_documents(300) + ["<extra_65600> " + text for text in korean_documents(20, seed=1)]
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts])
+    loaded = {}
+    for name, tokenizer in (("narrow", tokenizer_dir), ("wide", wide_dir)):
+        out = prepare(data_args(tokenizer, tmp_path / name, [corpus]), seed=0)
+        manifest = json.loads((out / "manifest.json").read_text())
+        loaded[name] = datasets.load_from_disk(str(out))
+        expected = "uint16" if name == "narrow" else "int32"
+        assert manifest["columns"]["input_ids"] == expected
+        assert loaded[name].features["input_ids"].feature.dtype == expected
+    narrow, wide = loaded["narrow"], loaded["wide"]
+    wide_ids = np.concatenate(wide.with_format("numpy")["input_ids"])
+    assert (wide_ids == high_id).sum() == 20  # past 65,535 and not wrapped
+    assert narrow.data.nbytes < 0.6 * wide.data.nbytes
+    # The narrow output holds the encoder's ids exactly: its blocks are the blocks of the token stream.
+    ids, _, _ = DocumentEncoder(load_tokenizer(tokenizer_dir)).encode([[(t, True)] for t in texts])
+    length = len(narrow[0]["input_ids"])
+    expected = ids[: len(ids) // length * length].reshape(-1, length).astype(np.int64)
+    got = np.stack(narrow.with_format("numpy")["input_ids"]).astype(np.int64)
+    assert sorted(map(bytes, got)) == sorted(map(bytes, expected))
+    rows = narrow.with_format("numpy", columns=["input_ids", "document_lengths"])
+    as_int32 = narrow.cast(datasets.Features({"input_ids": datasets.List(datasets.Value("int32")),
+                                              "document_lengths": datasets.List(datasets.Value("int32"))}))
+    wide_rows = as_int32.with_format("numpy", columns=["input_ids", "document_lengths"])
+    for collator in (BlockCollator(), BlockCollator(mask_across_documents=True)):
+        first, second = collator([rows[i] for i in range(4)]), collator([wide_rows[i] for i in range(4)])
+        assert first["input_ids"].dtype == second["input_ids"].dtype == torch_int64()
+        assert all(np.array_equal(first[key], second[key]) for key in first if key != "num_tokens")
+
+
+def torch_int64():
+    import torch
+
+    return torch.int64
 
 
 def test_output_does_not_depend_on_workers_or_batch_sizes(tmp_path, tokenizer_dir, corpus):

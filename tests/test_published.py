@@ -70,7 +70,7 @@ def _cut_first_shard_at_a_batch_boundary(directory: Path) -> int:
 @pytest.mark.parametrize("damage", ["cut at a batch boundary", "shard deleted", "manifest deleted", "byte flipped"])
 def test_a_damaged_dataset_is_rebuilt_never_served(tmp_path, tokenizer_dir, corpus, damage):
     if damage == "byte flipped":  # a shard above ALWAYS_HASHED_BYTES (smaller files are always checksummed)
-        corpus = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(2000)])
+        corpus = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in korean_documents(4000)])
     common = ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 32, "--cache_dir",
               tmp_path / "cache", "--dataset_writer_batch_size", 10]
     out = prepared_dir(prepare_cli(*common).stdout)
@@ -258,7 +258,7 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         os.chmod(base, 0o755)
         shutil.copytree(tokenizer_dir, base / "tokenizer")
         # Shards past ALWAYS_HASHED_BYTES: only stat'ed by the checks, read first by the loader.
-        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(2000)])
+        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
         for path in base.rglob("*"):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         cache = base / "cache"

@@ -61,6 +61,7 @@ class TokenizerInfo:
     eos_id: int
     bos_ids: tuple[int, ...]
     vocab_size: int
+    max_token_id: int  # the largest id the tokenizer can give (ids may be sparse): what the stored dtype must hold
     chat_template: str | None
     special_tokens: dict[str, str]
     content_hash: str
@@ -111,8 +112,9 @@ def load_tokenizer(path: str | Path) -> TokenizerInfo:
     digest = hashlib.sha256()
     digest.update(Path(tokenizer_json).read_bytes() if tokenizer_json else backend.to_str().encode())
     digest.update(json.dumps([eos_id, bos_ids, chat_template], sort_keys=True).encode())
+    max_token_id = max(backend.get_vocab(with_added_tokens=True).values(), default=0)
     return TokenizerInfo(str(directory), backend, eos_id, tuple(bos_ids), backend.get_vocab_size(with_added_tokens=True),
-                         chat_template, special, digest.hexdigest())
+                         max_token_id, chat_template, special, digest.hexdigest())
 
 
 def _convert_to_fast(directory: Path):

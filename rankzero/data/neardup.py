@@ -68,23 +68,28 @@ def required_matches(threshold: float) -> int:
 
 
 class _Run:
-    """Band keys of a span of documents, each band sorted by (key, number): arrays in memory or memory-mapped."""
+    """Band keys of a span of documents, each band sorted by (key, number), memory-mapped from disk."""
 
     def __init__(self, keys: np.ndarray, numbers: np.ndarray):
         self.keys, self.numbers = keys, numbers  # (bands, n) each
 
     @classmethod
-    def sorted_from(cls, keys: np.ndarray, numbers: np.ndarray) -> "_Run":
-        """keys (n, bands), numbers (n,) ascending → each band's (key, number) pairs sorted by key, then number."""
-        keys = np.ascontiguousarray(keys.T)
-        order = np.argsort(keys, axis=1, kind="stable")  # stable: equal keys stay in number order
-        return cls(np.take_along_axis(keys, order, axis=1), numbers[order])
-
-    def save(self, path: Path) -> "_Run":
-        np.save(path.with_suffix(".keys.npy"), self.keys)
-        np.save(path.with_suffix(".numbers.npy"), self.numbers)
-        return _Run(np.load(path.with_suffix(".keys.npy"), mmap_mode="r"),
-                    np.load(path.with_suffix(".numbers.npy"), mmap_mode="r"))
+    def write(cls, path: Path, keys: np.ndarray, numbers: np.ndarray) -> "_Run":
+        """keys (n, bands), numbers (n,) ascending → files, one band sorted at a time (the extra memory is one
+        band's, not the run's)."""
+        bands = keys.shape[1]
+        sorted_keys = np.lib.format.open_memmap(path.with_suffix(".keys.npy"), "w+", np.uint64, (bands, len(keys)))
+        sorted_numbers = np.lib.format.open_memmap(path.with_suffix(".numbers.npy"), "w+", np.int64, (bands, len(keys)))
+        for band in range(bands):
+            column = np.ascontiguousarray(keys[:, band])
+            order = np.argsort(column, kind="stable")  # stable: equal keys stay in number order
+            sorted_keys[band] = column[order]
+            sorted_numbers[band] = numbers[order]
+        sorted_keys.flush()
+        sorted_numbers.flush()
+        del sorted_keys, sorted_numbers
+        return cls(np.load(path.with_suffix(".keys.npy"), mmap_mode="r"),
+                   np.load(path.with_suffix(".numbers.npy"), mmap_mode="r"))
 
 
 class NearDuplicates:
@@ -120,17 +125,17 @@ class NearDuplicates:
         if self._buffered > self.budget:
             self._spill()
 
-    def _sorted_buffer(self) -> _Run | None:
-        if not self._keys:
-            return None
-        run = _Run.sorted_from(np.concatenate(self._keys), np.concatenate(self._numbers))
+    def _take_buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The buffered (keys (n, bands), numbers (n,)), emptying the buffer."""
+        keys = np.concatenate(self._keys) if self._keys else np.empty((0, self.bands), np.uint64)
+        numbers = np.concatenate(self._numbers) if self._numbers else np.empty(0, np.int64)
         self._keys, self._numbers, self._buffered = [], [], 0
-        return run
+        return keys, numbers
 
     def _spill(self) -> None:
-        run = self._sorted_buffer()
-        if run is not None:
-            self.runs.append(run.save(self.work_dir / f"run-{len(self.runs):05d}"))
+        keys, numbers = self._take_buffer()
+        if len(keys):
+            self.runs.append(_Run.write(self.work_dir / f"run-{len(self.runs):05d}", keys, numbers))
             self.spilled_runs += 1
 
     def decide(self) -> NearDecision:
@@ -138,22 +143,18 @@ class NearDuplicates:
         self._signatures.close()
         if self.runs:
             self._spill()  # one kind of run: every range is read from files
+            in_memory = None
         else:
-            buffered = self._sorted_buffer()
-            self.runs = [buffered] if buffered is not None else []
+            in_memory = self._take_buffer()  # within the budget: each band is sorted as it is decided
         removed = np.zeros(self.count, dtype=bool)
         pairs = np.empty((0, 2), dtype=np.int64)
-        if not self.runs or self.count == 0:
+        if self.count == 0 or (in_memory is not None and not len(in_memory[0])):
             return NearDecision(removed, [])
         signatures = np.memmap(self.work_dir / "signatures.u16", dtype=np.uint16, mode="r",
                                shape=(self.count, PERMUTATIONS))
-        entries = sum(run.keys.shape[1] for run in self.runs)
-        ranges = max(1, math.ceil(entries * DECIDE_BYTES_PER_ENTRY / self.budget))
-        bounds = [int(r * 2 ** 64 // ranges) for r in range(ranges)] + [2 ** 64]
         needed = required_matches(self.threshold)
         for band in range(self.bands):
-            for low, high in zip(bounds[:-1], bounds[1:]):
-                keys, numbers = self._gather(band, low, high)
+            for keys, numbers in self._band_pieces(band, in_memory):
                 earlier, later = _first_holders(keys, numbers)
                 undecided = ~removed[later]
                 earlier, later = earlier[undecided], later[undecided]
@@ -169,8 +170,22 @@ class NearDuplicates:
         del signatures
         return NearDecision(removed, [(int(j), int(i)) for j, i in pairs])
 
+    def _band_pieces(self, band: int, in_memory: tuple | None):
+        """(keys, numbers) of one band, numbers ascending among equal keys, in pieces holding every copy of a
+        key: the whole band from memory, or one key range at a time from every spilled run."""
+        if in_memory is not None:
+            keys, numbers = in_memory
+            yield np.ascontiguousarray(keys[:, band]), numbers
+            return
+        entries = sum(run.keys.shape[1] for run in self.runs)
+        ranges = max(1, math.ceil(entries * DECIDE_BYTES_PER_ENTRY / self.budget))
+        bounds = [int(r * 2 ** 64 // ranges) for r in range(ranges)] + [2 ** 64]
+        for low, high in zip(bounds[:-1], bounds[1:]):
+            yield self._gather(band, low, high)
+
     def _gather(self, band: int, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every run's (key, number) pairs of `band` with low <= key < high."""
+        """Every run's (key, number) pairs of `band` with low <= key < high, runs in order (so numbers ascend
+        among equal keys)."""
         keys, numbers = [], []
         for run in self.runs:
             band_keys = run.keys[band]
@@ -189,7 +204,7 @@ def _first_holders(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, n
     """For every document whose key another, earlier document also has: (that key's first document, it)."""
     if not len(keys):
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    order = np.lexsort((numbers, keys))
+    order = np.argsort(keys, kind="stable")  # numbers already ascend among equal keys
     keys, numbers = keys[order], numbers[order]
     starts = np.concatenate(([True], keys[1:] != keys[:-1]))
     first = numbers[np.maximum.accumulate(np.where(starts, np.arange(len(keys)), 0))]

@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 MISSING = "not built yet"
 VALIDATION = "validation"  # the one subdirectory of a published dataset: the validation split's own Dataset
 ALWAYS_HASHED_BYTES = 1 << 20  # files this small (state.json, dataset_info.json) are checksummed on every use
-# Free space a build needs, from its input size: a prepared token takes 4 bytes (int32 id; 4.05 with the
-# document boundaries, measured) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
+# Free space a build needs, from its input size: a token takes 4 bytes while it is built (the shuffle's
+# buckets hold int32 ids and are removed as the output, 2 bytes a token with a vocabulary under 65,536, is
+# written) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
 # (bench/handoff_bench.py --space; larger vocabularies make fewer tokens).
 BYTES_PER_TOKEN = 3
 OUTPUT_BYTES_PER_TOKEN = 4

@@ -48,7 +48,7 @@ from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
                                   validation_manifest)
-from rankzero.data.shards import name_data_files, output_schema, write_dataset_metadata
+from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
 from rankzero.data.split import Holdout, threshold
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json, write_json_atomic
@@ -346,12 +346,11 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
     tail_tokens = packer.finish()
     if batches:
         schema = output_schema(plan.columns)
-        table = pa.Table.from_batches(batches).select(schema.names)
+        table = pa.Table.from_batches(batches)
         rng = np.random.default_rng([plan.seed, 6 if validation else 4])
-        table = table.take(arrow_array(rng.permutation(len(table))))
+        table = conform(table.take(arrow_array(rng.permutation(len(table)))), schema)
         with pa.ipc.new_stream(str(out_dir / "tails.arrow"), schema) as writer:
-            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema),
-                               max_chunksize=plan.workers.dataset_writer_batch_size)
+            writer.write_table(table, max_chunksize=plan.workers.dataset_writer_batch_size)
         names.append("tails.arrow")
         sequences += len(table)
     require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)

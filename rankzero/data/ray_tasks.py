@@ -38,7 +38,7 @@ from rankzero.config import PackingConfig, StageConfig
 from rankzero.data.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
-from rankzero.data.shards import StagedWriter, output_schema, read_staged
+from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source, compression_of, text_bytes
 from rankzero.data.split import held_out
@@ -114,7 +114,7 @@ class Job:
     work: str
     phase: str  # "single" | "stage" | "pack"
     seed: int
-    columns: list
+    columns: dict  # output column → Arrow value type (Plan.columns)
     ratios: dict | None = None  # source index → mixing ratio, for "pack"
     truncate_to: int | None = None  # SFT: samples cut to a row's length (stage.py)
     validation: bool = False  # a validation split is made
@@ -290,9 +290,9 @@ class TaskRunner:
         schema = output_schema(self.job.columns)
         rows = sum(len(b) for b in batches)
         if rows:
-            table = pa.Table.from_batches(batches).select(schema.names)
+            table = pa.Table.from_batches(batches)
             order = np.random.default_rng([self.job.seed, task.index, 2 if not prefix else 3]).permutation(rows)
-            table = pa.Table.from_arrays(table.take(arrow_array(order)).columns, schema=schema)
+            table = conform(table.take(arrow_array(order)), schema)
 
             def write(handle):
                 with pa.ipc.new_stream(handle, schema) as writer:

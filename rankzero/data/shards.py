@@ -138,7 +138,7 @@ class BlockScatter:
 
 
 def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, rng: np.random.Generator,
-                          columns: list[str], batch_rows: int, prefix: str = "shard") -> list[str]:
+                          columns: dict[str, str], batch_rows: int, prefix: str = "shard") -> list[str]:
     """Permute each bucket in memory and append it to output shards; return the shard file names.
 
     Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
@@ -154,13 +154,13 @@ def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, r
             path = bucket_dir / f"bucket-{bucket:05d}.arrow"
             with pa.OSFile(str(path)) as handle:
                 table = pa.ipc.open_stream(handle).read_all()
-            table = table.take(arrow_array(rng.permutation(len(table)))).select(schema.names)
+            table = conform(table.take(arrow_array(rng.permutation(len(table)))), schema)
             if writer is None or written >= SHARD_BYTES:
                 if writer is not None:
                     writer.close()
                 names.append(f"{prefix}-{len(names):05d}.arrow")
                 writer, written = pa.ipc.new_stream(str(out_dir / names[-1]), schema), 0
-            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema), max_chunksize=batch_rows)
+            writer.write_table(table, max_chunksize=batch_rows)
             written += table.nbytes
             del table
             path.unlink()
@@ -182,21 +182,25 @@ def name_data_files(out_dir: Path, names: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # The save_to_disk format
 
-_INT32_LIST_FEATURE = {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "List"}  # datasets >= 4.0
+def output_features(columns: dict[str, str]) -> dict:
+    """The `datasets.Features` of the output, as datasets (>= 4.0) serialises them: each column a list of
+    its value type."""
+    return {name: {"feature": {"dtype": dtype, "_type": "Value"}, "_type": "List"} for name, dtype in columns.items()}
 
 
-def output_features(columns: list[str]) -> dict:
-    """The `datasets.Features` of the output, as datasets serialises them (every column list<int32>)."""
-    return {name: _INT32_LIST_FEATURE for name in columns}
-
-
-def output_schema(columns: list[str]) -> pa.Schema:
+def output_schema(columns: dict[str, str]) -> pa.Schema:
     """The shards' Arrow schema, with the features metadata `datasets` reads back."""
     metadata = {"huggingface": json.dumps({"info": {"features": output_features(columns)}})}
-    return pa.schema([(name, pa.list_(pa.int32())) for name in columns], metadata=metadata)
+    return pa.schema([(name, pa.list_(pa.type_for_alias(dtype))) for name, dtype in columns.items()], metadata=metadata)
 
 
-def write_dataset_metadata(out_dir: Path, columns: list[str], data_files: list[str], fingerprint: str) -> None:
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The table's columns in the schema's order and types (int32 ids narrowed to uint16 here: the packer
+    and the staging files keep int32). A safe cast: an id that does not fit is an error, never wrapped."""
+    return table.select(schema.names).cast(schema, safe=True)
+
+
+def write_dataset_metadata(out_dir: Path, columns: dict[str, str], data_files: list[str], fingerprint: str) -> None:
     """state.json and dataset_info.json, as `Dataset.save_to_disk` writes them, for these data files."""
     state = {"_data_files": [{"filename": name} for name in data_files],
              "_fingerprint": fingerprint, "_format_columns": None, "_format_kwargs": {}, "_format_type": None,
