@@ -114,7 +114,30 @@ def planted_part(args: argparse.Namespace) -> str:
             pair_jaccard[f"datatrove {words}"] = json.loads((run_work / "pairs_jaccard.json").read_text())
         seconds[name] = time.perf_counter() - start
     report = planted_report(texts, labels, removed, seconds, threshold, bands, rows, args)
-    return report + normalisation_report(pairs, labels, pair_jaccard, threshold)
+    report += normalisation_report(pairs, labels, pair_jaccard, threshold)
+    if settings is not None and args.tokenizer:
+        report += "\n" + end_to_end(args, corpus, work, texts, removed["rankzero"])
+    return report
+
+
+def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[str], near: set[int]) -> str:
+    """The same corpus through `train.py --tokenize_only --dedup near`: the manifest's counts against the function's
+    (the prepare drops exact copies first, so exact + near there = the function's set joined with the exact copies)."""
+    from prep_bench import check_prepared
+    cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
+           str(args.tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
+           str(work / "cache"), "--dedup", "near"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    result = subprocess.run(cmd, cwd=args.rankzero_repo.resolve(), env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"prepare --dedup near failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    dropped = check_prepared(result.stdout)[1].get("dropped") or {}
+    seen: set[str] = set()
+    expected = near | {index for index, text in enumerate(texts) if text in seen or seen.add(text)}
+    total = dropped.get("near_duplicate", 0) + dropped.get("exact_duplicate", 0)
+    return (f"End to end (`train.py --tokenize_only --dedup near` on this corpus): manifest dropped {dropped}; "
+            f"near_duplicate_indices and exact copies: {len(expected)} "
+            f"({'the same' if total == len(expected) else 'NOT the same'} total).")
 
 
 def rankzero_pair_jaccard(texts: list[str], pairs: list[list[int]]) -> list[float] | None:
@@ -242,7 +265,8 @@ def main() -> None:
     parser.add_argument("--size_mb", type=float, default=50.0, help="timing: corpus size")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tokenizer", type=Path, default=None, help="timing: HF tokenizer dir (default: train one)")
+    parser.add_argument("--tokenizer", type=Path, default=None,
+                        help="HF tokenizer dir (timing: default trains one; planted: given, the prepare runs too)")
     parser.add_argument("--bands", type=int, default=None, help="default: rankzero's, else 14")
     parser.add_argument("--rows", type=int, default=None, help="default: rankzero's, else 8")
     parser.add_argument("--datatrove_python", type=Path, default=DEFAULT_DATATROVE_PYTHON)
