@@ -172,7 +172,7 @@ class DedupConfig(_Config):
     """dedup: documents trained on once"""
 
     dedup: str = flag("near", "exact: drop repeats of an earlier document's text; near: also near-copies (MinHash, "
-                              "word 5-grams); first one wins. Default: near, exact with --mode sft",
+                              "word 5-grams); first one wins; with --mode sft exact unless given",
                       choices=("none", "exact", "near"))
     dedup_threshold: float = flag(DEFAULT_DEDUP_THRESHOLD, "--dedup near: drop a document whose estimated Jaccard "
                                                            "similarity to an earlier one is at least this")

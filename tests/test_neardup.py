@@ -125,3 +125,15 @@ def test_a_header_and_five_percent_of_the_words_changed():
     planted = near_copy(texts[7], 0.05, seed=2)
     assert near_duplicate_indices(texts + [planted]) == []
     assert near_duplicate_indices(texts + [planted], threshold=0.5) == [100]
+
+
+def test_a_text_longer_than_a_piece_has_the_shingles_it_would_have_whole(monkeypatch):
+    texts = distinct_texts(3, words=300)  # ~1,000 characters each, cut into pieces of 64 at spaces
+    whole = minhash.shingle_hashes(texts)
+    monkeypatch.setattr(minhash, "PIECE_CHARS", 64)
+    minhash._powers.cache_clear()
+    try:
+        pieces = minhash.shingle_hashes(texts)
+    finally:
+        minhash._powers.cache_clear()
+    assert np.array_equal(whole[1], pieces[1]) and np.array_equal(whole[0], pieces[0])

@@ -98,29 +98,67 @@ def _fmix64(values: np.ndarray) -> np.ndarray:
 
 
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The 64-bit hashes of every text's word 5-grams, flat, and each text's count of them. Texts go through
-    numpy in pieces of about PIECE_CHARS characters: the arrays (~40 bytes per character) stay small."""
-    normalised = [unicodedata.normalize("NFKC", text).lower() for text in texts]
-    shingles, counts, piece, size = [], [], [], 0
-    for text in normalised:
-        if piece and size + len(text) > PIECE_CHARS:
-            counts.append(_piece_shingles(piece, shingles))
-            piece, size = [], 0
-        piece.append(text)
-        size += len(text) + 1
+    """The 64-bit hashes of every text's word 5-grams, flat, and each text's count of them. Characters go
+    through numpy in pieces of at most PIECE_CHARS (~40 bytes of arrays per character), a longer text cut at
+    a space or line break, and the last 4 words of a piece carried into the next: memory does not grow with
+    the longest document beyond its shingles (8 bytes each)."""
+    shingles, per_text = [], np.zeros(len(texts), np.int64)
+    carry = (np.empty(0, np.uint64), np.empty(0, np.int32))
+    piece, piece_owners, size = [], [], 0
+    for index, text in enumerate(texts):
+        for segment in (text,) if len(text) <= PIECE_CHARS else _segments(text):
+            # NFKC per segment: no composition crosses a space, and a whole long text would be decomposed at
+            # once into a buffer of 4 bytes per code point (Hangul: 2-3 jamo per syllable).
+            segment = unicodedata.normalize("NFKC", segment).lower()
+            if piece and size + len(segment) > PIECE_CHARS:
+                carry = _piece_shingles(piece, piece_owners, carry, shingles, per_text)
+                piece, piece_owners, size = [], [], 0
+            piece.append(segment)
+            piece_owners.append(index)
+            size += len(segment) + 1
     if piece:
-        counts.append(_piece_shingles(piece, shingles))
-    if not counts:
-        return np.empty(0, np.uint64), np.zeros(0, np.int64)
-    return (np.concatenate(shingles) if shingles else np.empty(0, np.uint64)), np.concatenate(counts)
+        _piece_shingles(piece, piece_owners, carry, shingles, per_text)
+    return (np.concatenate(shingles) if shingles else np.empty(0, np.uint64)), per_text
 
 
-def _piece_shingles(normalised: list[str], out: list[np.ndarray]) -> np.ndarray:
-    """Append the shingle hashes of these normalised texts to `out`; return each text's count."""
-    # One space between texts: no word spans two of them.
-    codes = np.frombuffer(" ".join(normalised).encode("utf-32-le"), dtype=np.uint32)
-    starts = np.zeros(len(normalised), dtype=np.int64)
-    np.cumsum([len(text) + 1 for text in normalised[:-1]], out=starts[1:])
+def _piece_shingles(segments: list[str], segment_owners: list[int], carry: tuple, shingles: list,
+                    per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Append the 5-grams ending in these segments' words to `shingles` (counted in `per_text`); `carry` is the
+    previous piece's last words and their texts. Returns this piece's carry."""
+    words, owners = _piece_words(segments, segment_owners)
+    words, owners = np.concatenate([carry[0], words]), np.concatenate([carry[1], owners])
+    count = len(words) - SHINGLE_WORDS + 1
+    if count > 0:
+        valid = owners[:count] == owners[SHINGLE_WORDS - 1:]
+        mixed = words[:count] * _POSITION[0]
+        for position in range(1, SHINGLE_WORDS):
+            mixed += words[position:position + count] * _POSITION[position]
+        shingles.append(_fmix64(mixed[valid]))
+        per_text += np.bincount(owners[:count][valid], minlength=len(per_text))
+    keep = SHINGLE_WORDS - 1
+    return words[-keep:], owners[-keep:]
+
+
+def _segments(text: str):
+    """A text in pieces of at most PIECE_CHARS characters, each cut before a space or line break
+    (only a run of PIECE_CHARS characters without one is cut inside it)."""
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = max(text.rfind(" ", start + 1, end), text.rfind("\n", start + 1, end))
+        cut = end if cut <= start else cut
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _piece_words(segments: list[str], segment_owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The word hashes of these normalised segments (joined: at most PIECE_CHARS characters) and the index of
+    the text each word is in."""
+    # One space between segments: no word spans two of them.
+    codes = np.frombuffer(" ".join(segments).encode("utf-32-le"), dtype=np.uint32)
+    starts = np.zeros(len(segments), dtype=np.int64)
+    np.cumsum([len(segment) + 1 for segment in segments[:-1]], out=starts[1:])
     if len(codes) and codes.max() < 0x10000:
         folded = _fold_table()[codes]
     else:  # emoji and rarer scripts: a few distinct characters, folded one by one
@@ -131,37 +169,24 @@ def _piece_shingles(normalised: list[str], out: list[np.ndarray]) -> np.ndarray:
         folded[~basic] = np.array([_fold(int(code)) for code in unique], dtype=np.uint32)[inverse]
     kept = folded != _DELETE
     if not kept.all():
-        starts = np.cumsum(np.concatenate(([0], kept)))[starts]  # the texts' starts once deletions are made
+        starts = np.cumsum(np.concatenate(([0], kept)))[starts]  # the segments' starts once deletions are made
         folded = folded[kept]
     word_char = folded != 0
-    if not word_char.any():
-        return np.zeros(len(normalised), np.int64)
     word_starts = np.flatnonzero(word_char & ~np.concatenate(([False], word_char[:-1])))
+    if not len(word_starts):
+        return np.empty(0, np.uint64), np.empty(0, np.int32)
     # Polynomial hash of each word's code points: sum c_i * B**i over the word (word breaks are 0), times
     # B**-start: the same word hashes the same wherever it is.
-    if len(folded) <= PIECE_CHARS:
-        forward, backward = _powers()
-    else:  # one text longer than a piece
-        forward = np.full(len(folded), _WORD_BASE, dtype=np.uint64)
-        backward = np.full(len(folded), _WORD_BASE_INVERSE, dtype=np.uint64)
-        forward[0] = backward[0] = 1
-        forward, backward = np.cumprod(forward), np.cumprod(backward)
+    forward, backward = _powers()
+    if len(folded) > len(forward):  # normalising lengthened a segment (NFKC expands some characters)
+        forward, backward = (np.cumprod(np.concatenate((np.ones(1, np.uint64), np.full(len(folded) - 1, base))))
+                             for base in (_WORD_BASE, _WORD_BASE_INVERSE))
     terms = folded.astype(np.uint64)
     terms *= forward[:len(folded)]
-    words = np.add.reduceat(terms, word_starts)
-    words *= backward[word_starts]
-    words = _fmix64(words)
-    word_document = np.searchsorted(starts, word_starts, side="right") - 1
-
-    count = len(words) - SHINGLE_WORDS + 1
-    if count <= 0:
-        return np.zeros(len(normalised), np.int64)
-    valid = word_document[:count] == word_document[SHINGLE_WORDS - 1:]
-    mixed = words[:count] * _POSITION[0]
-    for position in range(1, SHINGLE_WORDS):
-        mixed += words[position:position + count] * _POSITION[position]
-    out.append(_fmix64(mixed[valid]))
-    return np.bincount(word_document[:count][valid], minlength=len(normalised)).astype(np.int64)
+    hashes = np.add.reduceat(terms, word_starts)
+    hashes *= backward[word_starts]
+    owners = np.asarray(segment_owners, dtype=np.int32)[np.searchsorted(starts, word_starts, side="right") - 1]
+    return _fmix64(hashes), owners
 
 
 def signatures_from_shingles(shingles: np.ndarray, per_text: np.ndarray) -> np.ndarray:

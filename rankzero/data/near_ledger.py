@@ -27,6 +27,8 @@ SAMPLE_CHARS = 80
 
 
 class NearLedger:
+    """One build's near dedup: the documents in dedup order, where each went, the decision and its samples."""
+
     def __init__(self, plan, work_dir: Path):
         self.near = NearDuplicates(plan.dedup.dedup_threshold, work_dir)
         self.specs = [source.spec for source in plan.sources]
