@@ -11,6 +11,8 @@ shingle size, bands and rows. Reports, per planted kind, the share of copies rem
 those whose true Jaccard with the original is >= the threshold), the share of distinct originals removed
 (originals that genuinely near-copy an earlier original, true Jaccard >= threshold, are counted apart),
 and the agreement of the two removed sets (Jaccard of the sets, and who removes what).
+With `--tokenizer`, the corpus also goes through `train.py --tokenize_only --dedup near` (the manifest's counts
+against the function's); rankzero's first-holder rule is checked against an oracle on the same signatures.
 --part timing: a `--size_mb` bench corpus (bench/make_corpus.py) through rankzero's whole prepare
 (train.py --tokenize_only --packing --max_seq_length 1024, no quality filter) with --dedup none and
 --dedup near, and through datatrove's pipeline (the corpus cut into `--datatrove_shards` files so its
@@ -316,6 +318,8 @@ def main() -> None:
     parser.add_argument("--skip_rankzero", action="store_true", help="datatrove and the generator only")
     args = parser.parse_args()
     sys.path.insert(0, str(args.rankzero_repo.resolve()))  # rankzero is imported (and train.py run) from there
+    args.workdir = args.workdir.resolve()  # train.py runs in --rankzero_repo: every path handed to it is absolute
+    args.tokenizer = args.tokenizer.resolve() if args.tokenizer else None
     if not args.datatrove_python.is_file():
         raise SystemExit(f"--datatrove_python {args.datatrove_python}: not there (make the venv: see "
                          f"{DATATROVE_SCRIPT.relative_to(REPO)})")
