@@ -45,9 +45,11 @@ def planted_report(texts, labels, removed, seconds, threshold, bands, rows, args
                        for index, label in enumerate(labels) if label["kind"] != "original"}
     real = sum(1 for index in originals if labels[index]["from"].startswith("ko_real_dev"))
     names = list(removed)
+    shape_note = " (rankzero's)" if "rankzero" in removed else ""
     lines = [f"Corpus: {len(texts):,} documents = {len(originals):,} originals ({real:,} ko_real_dev, the rest a "
-             f"{args.bench_mib:g} MiB bench corpus, seed {args.seed}) + planted copies; 5-word shingles, rankzero at "
-             f"{bands} bands x {rows} rows and threshold {threshold}. {len(genuine)} originals genuinely near-copy an "
+             f"{args.bench_mib:g} MiB bench corpus, seed {args.seed}) + planted copies; 5-word shingles, "
+             f"{bands} bands x {rows} rows{shape_note}, "
+             f"threshold {threshold}. {len(genuine)} originals genuinely near-copy an "
              f"earlier original (true Jaccard >= {threshold}). Cells: removed (all copies / copies with true J >= t).",
              "", "| kind | copies | true J >= t | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for kind in KINDS:
