@@ -8,7 +8,7 @@ a `--bench_mib` bench corpus (bench/make_corpus.py, same seed), in that order. O
 chosen original (each original is chosen for at most one kind), at a random place after it, so "first
 one wins" should keep the original and remove the copy. Only originals of >= MIN_PLANT_WORDS words get
 copies. The kinds (each counted separately by bench/dedup_bench.py):
-  header_footer       a site header line before and a footer line after (6-12 words in all, news/blog style)
+  header_footer       a site header line before and a footer line after (news/blog style; 10-20 words in all)
   words_5pct          5% of the words (at least 1) replaced by other corpus words at random positions
   words_5pct_runs     the same number of words replaced, in runs of 5 consecutive words (an edited phrase)
   paragraph_dropped   one line dropped, chosen among those holding <= 10% of the words (caption, link line,
