@@ -5,7 +5,9 @@ mojibake repair, agreement of Kiwi's sampled reading with whole documents, and t
     python bench/quality_eval.py --errors        # also print every misjudged document
     python bench/quality_eval.py --stats         # per-label spread of every statistic (for tuning)
     python bench/quality_eval.py --agreement     # sampled Kiwi reading vs whole documents (sample, dev, bench corpus)
-    python bench/quality_eval.py --throughput    # judge_batch chars/s on the bench corpus vs whole documents
+    python bench/quality_eval.py --throughput --real ../real_ko ../statutes --against ../base-bec9da6
+        # CPU-s per GB of the quality stage and of the whole prepare with and without the filter, and the
+        # verdicts against another checkout's filter, on every real corpus (bench/quality_cost.py)
     python bench/quality_eval.py --kiwi_options  # Kiwi's own speed settings: chars/s, and do verdicts change
     python bench/quality_eval.py --files "src/**/*.py" "docs/*.md"   # local code and prose, per extension
     python bench/quality_eval.py --prepare_against ../base --size_mb 20 --rounds 3
@@ -25,11 +27,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -40,7 +39,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
 from rankzero.data.quality import QualityConfig, QualityFilter  # noqa: E402
-from rankzero.data.quality import korean, mojibake, words  # noqa: E402
+from rankzero.data.quality import korean, words  # noqa: E402
 
 SAMPLE = REPO / "data" / "quality_sample.jsonl"
 DEV = REPO.parent / "shared" / "corpora" / "ko_real_dev"
@@ -219,90 +218,6 @@ def report_agreement(quality: QualityFilter, sets: dict[str, list[str]]) -> None
 # --- throughput ----------------------------------------------------------------------------------------
 
 
-def report_throughput(config: QualityConfig, texts: list[str], rounds: int) -> None:
-    """chars/s of judge_batch on Kiwi's pool (as the pipeline runs it on this machine's cores): the shipped
-    sampled reading against whole documents, alternating within each round; and ftfy's share."""
-    threads = len(os.sched_getaffinity(0))
-    quality = QualityFilter(config, threads=threads)
-    systems = {"sampled (shipped)": quality, "whole documents": whole_document(quality)}
-    characters = sum(map(len, texts))
-    seconds = defaultdict(list)
-    for round_index in range(rounds):
-        for name in (list(systems) if round_index % 2 == 0 else list(systems)[::-1]):
-            start = time.perf_counter()
-            systems[name].judge_batch(texts)
-            seconds[name].append(time.perf_counter() - start)
-    print(f"## Throughput: {len(texts)} bench-corpus documents, {characters:,} chars, Kiwi pool of {threads}, "
-          f"{rounds} rounds\n")
-    print("| reading | median s | chars/s | speed-up over whole documents (median of per-round) |\n"
-          "|---|---:|---:|---:|")
-    for name, values in seconds.items():
-        speedup = statistics.median(w / s for w, s in zip(seconds["whole documents"], values))
-        print(f"| {name} | {statistics.median(values):.2f} | {characters / statistics.median(values):,.0f} | "
-              f"{speedup:.2f} |")
-    start = time.perf_counter()
-    for text in texts:
-        mojibake.repair(text, True)
-    check_s = time.perf_counter() - start
-    broken = [MOJIBAKE["UTF-8 read as Latin-1"](text) for text in texts[:500]]
-    start = time.perf_counter()
-    for text in broken:
-        mojibake.repair(text, True)
-    repair_s = time.perf_counter() - start
-    print(f"\nftfy: the mojibake check costs {check_s:.2f} s over these documents "
-          f"({check_s / statistics.median(seconds['sampled (shipped)']):.1%} of the filter's time); repairing "
-          f"costs {sum(map(len, broken)) / repair_s:,.0f} chars/s, on mojibake only\n")
-
-
-def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeout_s: float) -> None:
-    """The filtered prepare of this checkout and of `other`, same corpus and tokenizer, alternating."""
-    from _measure import machine_info, run_measured
-    from prep_bench import SEQUENCE_LENGTH, train_tokenizer
-
-    tokenizer = workdir / "tokenizer"
-    if not (tokenizer / "tokenizer.json").is_file():
-        print("training the benchmark tokenizer ...", file=sys.stderr)
-        train_tokenizer(corpus, tokenizer)
-    checkouts = {"this checkout": REPO, f"{other}": other.resolve()}
-    runs = defaultdict(list)
-    for round_index in range(rounds):
-        order = list(checkouts) if round_index % 2 == 0 else list(checkouts)[::-1]
-        for name in order:
-            scratch = Path(tempfile.mkdtemp(prefix="prepare-", dir=workdir))
-            command = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
-                       str(tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
-                       str(scratch / "cache"), "--quality_filter", "ko"]
-            environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_PRELOAD")}
-            try:
-                result = run_measured(command, env=environment, cwd=str(checkouts[name]), timeout_s=timeout_s)
-                if result["returncode"] != 0:
-                    raise SystemExit(f"{name}: the prepare failed:\n{result['stderr'][-3000:]}")
-                prepared = Path(result["stdout"].strip().splitlines()[-1].removeprefix("prepared: "))
-                manifest = json.loads((prepared / "manifest.json").read_text(encoding="utf-8"))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-            runs[name].append({"wall_s": result["wall_s"], "docs_kept": manifest["docs_kept"],
-                               "docs_in": manifest["docs_in"], "dropped": manifest["dropped"]})
-            print(f"round {round_index + 1} {name}: {result['wall_s']:.1f} s, kept {manifest['docs_kept']}",
-                  file=sys.stderr)
-    this, base = runs["this checkout"], runs[f"{other}"]
-    ratios = [b["wall_s"] / t["wall_s"] for t, b in zip(this, base)]
-    info = machine_info()
-    size = corpus.stat().st_size
-    print(f"## Filtered prepare, this checkout against {other} ({info['cpu']}, {info['cores']} cores)\n")
-    print(f"corpus {corpus.name} ({size / 2**20:.1f} MiB); `train.py --tokenize_only --packing --max_seq_length "
-          f"{SEQUENCE_LENGTH} --quality_filter ko`, {rounds} rounds, the order alternating\n")
-    print("| checkout | wall s per round | median MiB/s | docs kept |\n|---|---|---:|---:|")
-    for name, values in runs.items():
-        walls = [run["wall_s"] for run in values]
-        print(f"| {name} | {', '.join(f'{w:.1f}' for w in walls)} | {size / 2**20 / statistics.median(walls):.3f} | "
-              f"{values[-1]['docs_kept']} of {values[-1]['docs_in']} |")
-    print(f"\nthroughput of this checkout / {other}: **{statistics.median(ratios):.2f}x** "
-          f"(median of per-round ratios {', '.join(f'{r:.2f}' for r in ratios)})")
-    print(f"dropped here: {json.dumps(this[-1]['dropped'], ensure_ascii=False)}")
-    print(f"dropped there: {json.dumps(base[-1]['dropped'], ensure_ascii=False)}\n")
-
-
 def file_documents(patterns: list[str]) -> dict[str, list[str]]:
     """Local files cut at line breaks into documents of 200-5000 characters (as the development corpus
     is), grouped by file extension: real source code and prose the filter must keep, read in place."""
@@ -415,7 +330,11 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true", help="print every misjudged document")
     parser.add_argument("--stats", action="store_true", help="print the spread of every statistic")
     parser.add_argument("--agreement", action="store_true", help="sampled Kiwi reading against whole documents")
-    parser.add_argument("--throughput", action="store_true", help="time judge_batch on the bench corpus")
+    parser.add_argument("--throughput", action="store_true",
+                        help="CPU-s per GB of the quality stage and of the whole prepare; verdicts --against")
+    parser.add_argument("--real", type=Path, nargs="*", default=[],
+                        help="more real Korean: directories of JSONL files (bench/real_korean_sets.py, korean_statutes.py)")
+    parser.add_argument("--against", type=Path, help="--throughput: a checkout whose filter's verdicts to compare")
     parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
     parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")
     parser.add_argument("--kiwi_options", action="store_true", help="time Kiwi's own settings on the filter's samples")
@@ -425,8 +344,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=BENCH / "out" / "quality")
     parser.add_argument("--timeout_s", type=float, default=3600)
     args = parser.parse_args()
-    if args.prepare_against and not (args.prepare_against / "train.py").is_file():
-        parser.error(f"--prepare_against {args.prepare_against}: no train.py there (give a checkout of rankzero)")
+    for checkout, flag in ((args.prepare_against, "--prepare_against"), (args.against, "--against")):
+        if checkout and not (checkout / "train.py").is_file():
+            parser.error(f"{flag} {checkout}: no train.py there (give a checkout of rankzero)")
 
     config = QualityConfig.from_yaml(args.config) if args.config else QualityConfig()
     quality = QualityFilter(config)
@@ -455,11 +375,17 @@ def main() -> None:
         sets[f"bench corpus {args.size_mb:g} MiB"] = [r["text"] for r in load_jsonl(corpus)]
         report_agreement(quality, sets)
     if args.throughput:
-        report_throughput(config, [r["text"] for r in load_jsonl(corpus)], args.rounds)
+        import quality_cost
+
+        sets = quality_cost.corpora(args.sample, args.dev, args.real, corpus)
+        quality_cost.report_verdicts(sets, args.against, args.workdir, args.rounds, args.timeout_s)
+        quality_cost.report_prepare(sets, args.workdir, args.rounds, args.timeout_s)
     if args.kiwi_options:
         report_kiwi_options(quality, [r["text"] for r in load_jsonl(corpus)], args.rounds)
     if args.prepare_against:
-        compare_prepare(args.prepare_against, corpus, args.workdir, args.rounds, args.timeout_s)
+        import quality_cost
+
+        quality_cost.compare_prepare(args.prepare_against, corpus, args.workdir, args.rounds, args.timeout_s)
 
 
 if __name__ == "__main__":

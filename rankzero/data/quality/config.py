@@ -75,6 +75,7 @@ class QualityConfig:
     max_dup_9gram_char_share: float = 0.142
     max_dup_10gram_char_share: float = 0.127
     ngram_max_chars: int = 100_000
+    statute_ngram_factor: float = 3.0       # n-gram limits x this for statute-shaped documents (repetition.py)
     # Gambling ads, every document: a messenger @handle and this many distinct gambling terms ([] = off).
     gambling_terms: list[str] = field(default_factory=lambda: list(GAMBLING_TERMS))
     min_gambling_terms: int = 2
@@ -113,6 +114,8 @@ class QualityConfig:
             problems.append("kiwi_max_chars must be at least 100 per window, ngram_max_chars at least 100")
         if self.kiwi_recheck_max_chars < self.kiwi_max_chars:
             problems.append("kiwi_recheck_max_chars is below kiwi_max_chars")
+        if self.statute_ngram_factor < 1:
+            problems.append(f"statute_ngram_factor={self.statute_ngram_factor} must be at least 1 (1: as other documents)")
         if self.long_word_chars < 2:
             problems.append(f"long_word_chars={self.long_word_chars} must be at least 2")
         if problems:

@@ -93,6 +93,7 @@ class QualityFilter:
         # The first call loads the model lazily (~2 s); do it here, before the pipeline forks, so every
         # worker shares the loaded model copy-on-write instead of loading its own.
         self._kiwi.tokenize("모델을 미리 불러 둡니다.")
+        characters.class_counts("표를 미리 만들어 둡니다.")  # the character-class table, shared the same way
 
     def with_config(self, config: QualityConfig) -> "QualityFilter":
         """Another filter with other thresholds, sharing this one's Kiwi (no second 2-4 s model load)."""

@@ -26,8 +26,15 @@ _MARKER = re.compile(
     r"|\[[^\]\n]{1,40}\]"                                         # [별표 1]  [시행일 …]
     r"|[^\s:：]{1,12}(?:[ \t][^\s:：]{1,12})?[ \t]?[:：][ \t]"   # a speaker or field label: "사용자: "  "일시: "
     r")")
-# Table rows: two or more cell separators, or a tab inside the line.
-_TABLE_ROW = re.compile(r"\|.*\||\S\t")
+# The units of a statute that open a line: an article "제4조 (간호사 면허)" / "제1조의2(…)" (also as a Markdown
+# heading), a "부칙 <제542호,1960.2.1>", a clause ① … ⑳ (also in Markdown bold), an amendment item "<20>".
+_LEGAL_UNIT = re.compile(r"^[ \t]*(?:#+ |\*\*)?(?:제[ \t]?\d+[ \t]?조(?:의[ \t]?\d+)?[ \t]?(?:[(（ \t]|$)"
+                         r"|부칙[ \t]*(?:[(<]|$)|[\u2460-\u2473]|<\d+>)", re.MULTILINE)
+_NON_EMPTY_LINE = re.compile(r"^[ \t]*\S", re.MULTILINE)
+# Table rows: two or more cell separators (| or the box-drawing │ ├ ┼ ┤ of statutes' tables), or a tab
+# inside the line.
+_TABLE_ROW = re.compile(r"\|.*\||\S\t|[│┃├┤┌┐└┘┼].*[│┃├┤┌┐└┘┼]")
+_TABLE_HINT = re.compile(r"[|\t│┃]")
 
 
 def is_structure_line(line: str) -> bool:
@@ -37,10 +44,17 @@ def is_structure_line(line: str) -> bool:
 def without_table_rows(text: str) -> str:
     """The text without its table rows, or all of it when it is nothing but a table: cells of numbers
     are not what the character shares are meant to judge in a document that also has prose."""
-    if "|" not in text and "\t" not in text:
+    if not _TABLE_HINT.search(text):
         return text
     rest = [line for line in text.split("\n") if not _TABLE_ROW.search(line)]
     return "\n".join(rest) if any(line.strip() for line in rest) else text
+
+
+def legal_unit_lines(text: str) -> tuple[int, float]:
+    """(lines that open a statute's unit — article, clause, 부칙, amendment item —, their share of the
+    non-empty lines): statutes repeat their formulas by design (repetition.py)."""
+    units = len(_LEGAL_UNIT.findall(text))
+    return units, units / len(_NON_EMPTY_LINE.findall(text)) if units else 0.0
 
 
 def structure_lines(text: str) -> list[bool]:

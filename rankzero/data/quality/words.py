@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from rankzero.data.quality.characters import URL, non_space_count
+from rankzero.data.quality.characters import URL, may_hold_url, non_space_count
 
 # Runs of the base64 alphabet (hex is a subset); whether a run is encoded is decided by its mix.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
@@ -53,19 +53,23 @@ def _hex_dump_line(match: re.Match) -> str:
 
 def encoded_char_share(text: str) -> float:
     """Non-space characters the encoded-data patterns remove, per non-space character (URLs excepted)."""
-    text = URL.sub(" ", text)
-    before = non_space_count(text)
-    if not before:
-        return 0.0
+    if may_hold_url(text):
+        text = URL.sub(" ", text)
+    original = text
     text = _HEX_DUMP_LINE.sub(_hex_dump_line, text)
-    text = _UUENCODED_LINE.sub("", text)
-    text = _PERCENT_RUN.sub("", text)
+    if "M" in text:
+        text = _UUENCODED_LINE.sub("", text)
+    if "%" in text:
+        text = _PERCENT_RUN.sub("", text)
     text = _BASE64_RUN.sub(_encoded_run, text)
-    return (before - non_space_count(text)) / before
+    if text is original:  # re's sub gives back the very string when it matched nothing: most documents
+        return 0.0
+    before = non_space_count(original)
+    return (before - non_space_count(text)) / before if before else 0.0
 
 
 def statistics(text: str, config) -> dict[str, float]:
-    words = _SPACELESS_SCRIPT.sub(" ", URL.sub(" ", text)).split()
+    words = _SPACELESS_SCRIPT.sub(" ", URL.sub(" ", text) if may_hold_url(text) else text).split()
     lengths = list(map(len, words))
     total = sum(lengths)
     long_chars = sum(length for length in lengths if length >= config.long_word_chars)
