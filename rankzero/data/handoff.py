@@ -58,6 +58,7 @@ from pathlib import Path
 from rankzero.config import CacheConfig
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
+from rankzero.data.report import print_summary
 from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
                                      needed_text, remove_dead_builds, set_publish_modes, space_needed, usable,
                                      verify_published)
@@ -260,29 +261,10 @@ def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: H
     write_json_atomic(tmp / "manifest.json", manifest, mode=file_mode)  # last: a dir with a manifest is complete
     os.replace(tmp, final)
     try:
-        _print_summary(manifest, final)
+        print_summary(manifest, final)
     except Exception:  # the dataset is published; a report problem must not mark it failed
         logger.exception("could not print the preparation summary")
     return final
-
-
-def _print_summary(manifest: dict, final: Path) -> None:
-    timings = manifest["timings"]
-    lines = [f"[prepare] published {final}",
-             f"  documents  in {manifest['docs_in']:>12,}   kept {manifest['docs_kept']:>12,}",
-             f"  tokens        {manifest['tokens']:>12,}   sequences {manifest['sequences']:>9,} x {manifest['max_seq_length']}"
-             f"   (final partial block left out: {manifest['tail_tokens_dropped']:,} tokens)"]
-    validation = manifest.get("validation")
-    if validation:
-        lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
-                     f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
-    if manifest.get("truncated"):
-        lines.append(f"  truncated  {manifest['truncated']:>12,}   samples longer than a row, cut at their end")
-    for reason, count in manifest["dropped"].items():
-        lines.append(f"  dropped {reason:<28} {count:>10,}")
-    lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
-    lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
-    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from rankzero import malloc
@@ -242,3 +243,23 @@ def versions() -> dict:
         except PackageNotFoundError:
             found[package] = None
     return found
+
+
+def print_summary(manifest: dict, final: Path) -> None:
+    """The published dataset in a few lines on stderr: what went in, what came out, where the time went."""
+    timings = manifest["timings"]
+    lines = [f"[prepare] published {final}",
+             f"  documents  in {manifest['docs_in']:>12,}   kept {manifest['docs_kept']:>12,}",
+             f"  tokens        {manifest['tokens']:>12,}   sequences {manifest['sequences']:>9,} x {manifest['max_seq_length']}"
+             f"   (final partial block left out: {manifest['tail_tokens_dropped']:,} tokens)"]
+    validation = manifest.get("validation")
+    if validation:
+        lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
+                     f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
+    if manifest.get("truncated"):
+        lines.append(f"  truncated  {manifest['truncated']:>12,}   samples longer than a row, cut at their end")
+    for reason, count in manifest["dropped"].items():
+        lines.append(f"  dropped {reason:<28} {count:>10,}")
+    lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
+    lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
+    print("\n".join(lines), file=sys.stderr, flush=True)
