@@ -125,3 +125,26 @@ def test_a_planted_copy_with_a_header_and_five_percent_of_words_changed(tmp_path
     assert [(s["removed"]["document"], s["kept_earlier"]["document"]) for s in samples] == [(60, 7)]
     _, default = build(tmp_path, tokenizer_dir, [corpus], "default")
     assert default["dropped"] == {} and default["docs_kept"] == 121
+
+
+def test_sft_with_near_dedup_drops_a_repeated_answer_and_keeps_every_other_sample_whole(tmp_path, tokenizer_dir):
+    """--mode sft --dedup near: a sample whose answer repeats an earlier one's (another prompt, a changed word)
+    is removed; every other sample reaches a row whole with its labels (prompt tokens -100)."""
+    answers = distinct_texts(30, words=200, seed=3)
+    records = [{"prompt": f"질문 {i}번에 답해 주세요.", "response": a} for i, a in enumerate(answers)]
+    records.append({"prompt": "다른 질문입니다.", "response": near_copy(answers[4], 0.01, seed=1)})
+    corpus = write_jsonl(tmp_path / "sft.jsonl", records)
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "sft", mode="sft", dedup="near")
+    assert manifest["dedup"] == "near" and manifest["dropped"] == {"near_duplicate": 1}
+    assert manifest["docs_kept"] == 30 and manifest["truncated"] == 0
+    import datasets
+
+    rows = datasets.load_from_disk(str(out))
+    samples = 0
+    for row in rows:
+        edges = np.cumsum([0, *row["document_lengths"]])
+        for start, end in itertools.pairwise(edges):
+            labels = row["labels"][start:end]
+            assert labels[0] == -100 and labels[-1] != -100  # each piece is one whole sample: prompt, then answer
+            samples += 1
+    assert samples == 30
