@@ -22,6 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from rankzero.data.neardup import NearDuplicates
+from rankzero.data.pack import select_documents
+from rankzero.data.ray_tasks import task_file
+from rankzero.data.report import near_dedup_manifest
+from rankzero.data.shards import read_staged
 
 SAMPLE_CHARS = 80
 
@@ -74,8 +78,6 @@ class NearLedger:
 
     def describe(self, plan) -> dict:
         """The manifest's "near_dedup": the settings, the rule, and how this build's decision went."""
-        from rankzero.data.report import near_dedup_manifest
-
         return {**near_dedup_manifest(plan), "documents": self.near.count, "removed": int(self.removed.sum()),
                 "pairs_compared": self.near.compared, "spilled_runs": self.near.spilled_runs,
                 "memory_budget_mb": round(self.near.budget / (1 << 20), 3)}
@@ -97,8 +99,6 @@ class NearLedger:
 def kept_documents(batches, keep: np.ndarray | None):
     """(ids, lengths, labels) batches of staged documents less those `keep` (a bool per document, over all the
     batches in order) leaves out; everything when `keep` is None."""
-    from rankzero.data.pack import select_documents
-
     offset = 0
     for ids, lengths, labels in batches:
         if keep is not None:
@@ -111,8 +111,6 @@ def kept_documents(batches, keep: np.ndarray | None):
 
 def staged_starts(path: Path, positions: set[int]) -> dict[int, np.ndarray]:
     """The token ids of the documents at `positions` in a staged file (one read of it)."""
-    from rankzero.data.shards import read_staged
-
     found, offset = {}, 0
     for ids, lengths, _ in read_staged(path):
         starts = np.concatenate(([0], np.cumsum(lengths)))
@@ -160,8 +158,6 @@ def write_local_samples(plan, ledger: NearLedger, staging: Path, path: Path) -> 
 
 def write_ray_samples(plan, ledger: NearLedger, work: Path, path: Path) -> None:
     """The Ray engine's staged files: one per task, holding all the task's documents that passed the filter."""
-    from rankzero.data.ray_tasks import task_file
-
     firsts = np.cumsum([0] + [len(positions) for _, positions in ledger.task_survivors])
 
     def where(number: int) -> tuple[Path, int]:

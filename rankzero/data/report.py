@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from rankzero import malloc
+from rankzero.data.minhash import algorithm
+from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.split import HOW_CHOSEN
 
@@ -139,9 +141,6 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
 
 
 def near_dedup_manifest(plan) -> dict:
-    from rankzero.data.minhash import algorithm
-    from rankzero.data.neardup import RULE, SAMPLES
-
     return {"threshold": plan.dedup.dedup_threshold, **algorithm(plan.dedup.dedup_threshold), "rule": RULE,
             "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
