@@ -28,8 +28,8 @@ _LINK_LINE_MAX_WORD_CHARS = 10
 
 # Character classes, counted in one pass: each code point of the Basic Multilingual Plane is classified
 # once (a bit mask in a 64 K table, built on first use), and a text's masks are counted with numpy
-# (UTF-32 code points → table → bincount, ~3 ns a character). The regular-expression passes this
-# replaces (\w, \d, \s, Hangul, symbols, punctuation) cost ~15x more on Korean text; a text with
+# (UTF-32 code points → table → bincount). It replaces six regular-expression passes (\w, \d, \s, Hangul,
+# symbols, punctuation), several times slower on Korean text (bench/RESULTS.md, issue 20); a text with
 # characters beyond the BMP (emoji) is counted per distinct character instead. The masks follow re's
 # own definitions for str: \s is str.isspace, \w is str.isalnum or "_", \d is str.isdecimal.
 SPACE, WORD, DIGIT, HANGUL, SYMBOL = 1, 2, 4, 8, 16
@@ -76,7 +76,7 @@ def count(pattern: re.Pattern, text: str) -> int:
 
 
 def non_space_count(text: str) -> int:
-    # str.split() and \s both split at str.isspace() characters; split runs ~3x faster than sub.
+    # str.split() and \s both split at str.isspace() characters; split is the faster of the two.
     return sum(map(len, text.split()))
 
 
