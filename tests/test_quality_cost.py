@@ -96,3 +96,28 @@ def test_repetition_short_cuts_give_the_walks_values():
                 # Above its limit the share is exact; below it, possibly a bound that stays below the limit.
                 assert (share > limit) == (exact > limit)
                 assert share == pytest.approx(exact) if exact > limit else exact - 1e-12 <= share <= limit
+
+
+def test_phrase_pre_check_never_misses_what_the_case_blind_pattern_finds():
+    import re
+
+    from rankzero.data.quality import QualityConfig, repetition
+
+    phrases = tuple(QualityConfig().boilerplate_phrases)
+    pattern = repetition._phrase_pattern(phrases)
+    # Each letter of a phrase replaced by every other character (Latin and more) that re's case-blind match
+    # takes for it: the Turkish İ and ı for i, the Kelvin sign for k, the long s for s, capitals.
+    equals = {letter: [chr(code) for code in range(0x2200) if chr(code) != letter
+                       and re.fullmatch(re.escape(letter), chr(code), re.IGNORECASE)]
+              for phrase in phrases for letter in phrase if letter.isalpha()}
+    checked = 0
+    for phrase in phrases:
+        for index, letter in enumerate(phrase):
+            for other in equals.get(letter, []):
+                text = f"본문입니다.\n{phrase[:index]}{other}{phrase[index + 1:]}\n끝."
+                assert pattern.search(text)
+                assert repetition.contains_phrase(repetition.fold(text), phrases), text
+                checked += 1
+    assert checked > 100
+    text = "COOKİE POLICY\n본문입니다."
+    assert repetition.boilerplate_fraction(text, phrases, repetition.fold(text)) == 0.5
