@@ -3,6 +3,7 @@
     python bench/dedup_bench.py --part planted --real_dir ../shared/corpora/ko_real_dev
     python bench/dedup_bench.py --part timing --size_mb 50 --rounds 2
     python bench/dedup_bench.py --part planted --skip_rankzero        # datatrove and the generator only
+    python bench/dedup_bench.py --part planted --threshold 0.5        # rankzero at --dedup_threshold 0.5
 
 --part planted: the near-copies corpus of bench/dedup_planted.py (real Korean + bench corpus, planted copies
 of five kinds) through rankzero.data.neardup.near_duplicate_indices and through datatrove's four MinHash
@@ -10,7 +11,9 @@ stages (bench/baselines/datatrove_minhash.py, run by `--datatrove_python`, its o
 shingle size, bands and rows. Reports, per planted kind, the share of copies removed (all of them, and
 those whose true Jaccard with the original is >= the threshold), the share of distinct originals removed
 (originals that genuinely near-copy an earlier original, true Jaccard >= threshold, are counted apart),
-and the agreement of the two removed sets (Jaccard of the sets, and who removes what).
+and the agreement of the two removed sets (Jaccard of the sets, and who removes what). `--threshold` sets
+rankzero's --dedup_threshold (and with it its bands x rows); "true Jaccard >= threshold" in the report stays at
+rankzero's default, so that the copies and the distinct originals counted are the same at every threshold.
 With `--tokenizer`, the corpus also goes through `train.py --tokenize_only --dedup near` (the manifest's counts
 against the function's); rankzero's first-holder rule is checked against an oracle on the same signatures.
 --part timing: a `--size_mb` bench corpus (bench/make_corpus.py) through rankzero's whole prepare
@@ -49,16 +52,19 @@ DEFAULT_DATATROVE_PYTHON = Path("/work/venvs/datatrove/bin/python")
 SEQUENCE_LENGTH = 1024
 
 
-def rankzero_settings() -> dict | None:
-    """Shingle size, bands, rows and the default threshold of rankzero's --dedup near (None: not there)."""
+def rankzero_settings(threshold: float | None = None) -> dict | None:
+    """Shingle size, bands and rows of rankzero's --dedup near at `threshold` (None: its default), the threshold
+    and the default (None: rankzero not there)."""
     try:
         from rankzero import config
         from rankzero.data import minhash, neardup  # noqa: F401  (neardup: the function measured)
     except ImportError:
         return None
-    threshold = getattr(config, "DEFAULT_DEDUP_THRESHOLD", 0.8)
+    default = getattr(config, "DEFAULT_DEDUP_THRESHOLD", 0.8)
+    threshold = default if threshold is None else threshold
     bands, rows = minhash.lsh_shape(threshold) if hasattr(minhash, "lsh_shape") else (minhash.BANDS, minhash.ROWS)
-    return {"ngrams": minhash.SHINGLE_WORDS, "bands": bands, "rows": rows, "threshold": threshold}
+    return {"ngrams": minhash.SHINGLE_WORDS, "bands": bands, "rows": rows, "threshold": threshold,
+            "default_threshold": default}
 
 
 def run_datatrove(python: Path, input_dir: Path, work: Path, bands: int, rows: int, ngrams: int,
@@ -89,15 +95,19 @@ def planted_part(args: argparse.Namespace) -> str:
     labels = json.loads(label_path.read_text(encoding="utf-8"))
     removed: dict[str, set[int]] = {}
     seconds: dict[str, float] = {}
-    settings = rankzero_settings() if not args.skip_rankzero else None
+    settings = rankzero_settings(args.threshold) if not args.skip_rankzero else None
     bands = args.bands or (settings or {}).get("bands") or 14
     rows = args.rows or (settings or {}).get("rows") or 8
-    threshold = (settings or {}).get("threshold", 0.8)
+    # `threshold` draws the near-copy line of the report (its default: the same copies at every --threshold);
+    # rankzero removes at `rankzero_threshold`.
+    threshold = (settings or {}).get("default_threshold", 0.8)
+    rankzero_threshold = (settings or {}).get("threshold", threshold)
+    rankzero = "rankzero" if rankzero_threshold == threshold else f"rankzero {rankzero_threshold:g}"
     if settings is not None:
         from rankzero.data.neardup import near_duplicate_indices
         start = time.perf_counter()
-        removed["rankzero"] = set(near_duplicate_indices(texts, threshold=threshold))
-        seconds["rankzero"] = time.perf_counter() - start
+        removed[rankzero] = set(near_duplicate_indices(texts, threshold=rankzero_threshold))
+        seconds[rankzero] = time.perf_counter() - start
     pairs = [[index, label["of"]] for index, label in enumerate(labels) if label["kind"] != "original"]
     (work / "pairs.json").write_text(json.dumps(pairs), encoding="utf-8")
     pair_jaccard: dict[str, list[float]] = {}
@@ -116,22 +126,24 @@ def planted_part(args: argparse.Namespace) -> str:
         if first_of_words:
             pair_jaccard[f"datatrove {words}"] = json.loads((run_work / "pairs_jaccard.json").read_text())
         seconds[name] = time.perf_counter() - start
-    report = planted_report(texts, labels, removed, seconds, threshold, bands, rows, args)
+    report = planted_report(texts, labels, removed, seconds, threshold, bands, rows, args,
+                            rankzero_threshold if settings is not None else None)
     report += normalisation_report(pairs, labels, pair_jaccard, threshold)
     if settings is not None:
-        report += "\n\n" + first_holder_check(texts, removed["rankzero"], threshold)
+        report += "\n\n" + first_holder_check(texts, removed[rankzero], rankzero_threshold)
     if settings is not None and args.tokenizer:
-        report += "\n" + end_to_end(args, corpus, work, texts, removed["rankzero"])
+        report += "\n" + end_to_end(args, corpus, work, texts, removed[rankzero], rankzero_threshold)
     return report
 
 
-def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[str], near: set[int]) -> str:
+def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[str], near: set[int],
+               threshold: float) -> str:
     """The same corpus through `train.py --tokenize_only --dedup near`: the manifest's counts against the function's
     (the prepare drops exact copies first, so exact + near there = the function's set joined with the exact copies)."""
     from prep_bench import check_prepared
     cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
            str(args.tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
-           str(work / "cache"), "--dedup", "near"]
+           str(work / "cache"), "--dedup", "near", "--dedup_threshold", f"{threshold:g}"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     result = subprocess.run(cmd, cwd=args.rankzero_repo.resolve(), env=env, capture_output=True, text=True)
     if result.returncode != 0:
@@ -207,7 +219,7 @@ def timing_part(args: argparse.Namespace) -> str:
     if not (tokenizer / "tokenizer.json").is_file():
         print("training the benchmark tokenizer ...", file=sys.stderr)
         train_tokenizer(corpus, tokenizer)
-    settings = rankzero_settings() or {}
+    settings = rankzero_settings(args.threshold) or {}
     bands, rows = args.bands or settings.get("bands", 14), args.rows or settings.get("rows", 8)
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     modes = ["none", "near", "datatrove"] if not args.skip_rankzero else ["datatrove"]
@@ -223,6 +235,8 @@ def timing_part(args: argparse.Namespace) -> str:
                 cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
                        str(tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
                        str(scratch / "cache"), "--dedup", mode]
+                if mode == "near":
+                    cmd += ["--dedup_threshold", f"{settings['threshold']:g}"]
             result = run_measured(cmd, env=env, cwd=str(args.rankzero_repo.resolve()))
             if result["returncode"] != 0:
                 raise SystemExit(f"{mode} failed (exit {result['returncode']}):\n{result['stderr'][-3000:]}")
@@ -308,6 +322,8 @@ def main() -> None:
                         help="HF tokenizer dir (timing: default trains one; planted: given, the prepare runs too)")
     parser.add_argument("--bands", type=int, default=None, help="default: rankzero's, else 14")
     parser.add_argument("--rows", type=int, default=None, help="default: rankzero's, else 8")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="rankzero's --dedup_threshold (default: rankzero's default); its bands x rows follow it")
     parser.add_argument("--datatrove_python", type=Path, default=DEFAULT_DATATROVE_PYTHON)
     parser.add_argument("--datatrove_runs", nargs="+", default=None, metavar="WORDS:BANDSxROWS",
                         help="planted: datatrove runs, e.g. whitespace:20x6 kiwi:14x8 (words: whitespace or kiwi, "
@@ -317,6 +333,11 @@ def main() -> None:
                         help="the rankzero checkout to measure (default: this one)")
     parser.add_argument("--skip_rankzero", action="store_true", help="datatrove and the generator only")
     args = parser.parse_args()
+    if args.threshold is not None and not 0 < args.threshold <= 1:
+        parser.error(f"--threshold {args.threshold:g}: must be above 0 and at most 1 (rankzero's --dedup_threshold)")
+    if args.threshold is not None and args.skip_rankzero:
+        print(f"warning: --threshold {args.threshold:g} is ignored with --skip_rankzero (it is rankzero's)",
+              file=sys.stderr)
     sys.path.insert(0, str(args.rankzero_repo.resolve()))  # rankzero is imported (and train.py run) from there
     args.workdir = args.workdir.resolve()  # train.py runs in --rankzero_repo: every path handed to it is absolute
     args.tokenizer = args.tokenizer.resolve() if args.tokenizer else None

@@ -32,7 +32,7 @@ def normalisation_report(pairs, labels, pair_jaccard, threshold) -> str:
     return "\n".join(lines)
 
 
-def planted_report(texts, labels, removed, seconds, threshold, bands, rows, args) -> str:
+def planted_report(texts, labels, removed, seconds, threshold, bands, rows, args, rankzero_threshold=None) -> str:
     shingles = [reference_shingles(text) for text in texts]
     # The closest earlier and the closest later document of each, by true Jaccard on the reference shingles.
     earlier = best_earlier_match(shingles)
@@ -45,11 +45,15 @@ def planted_report(texts, labels, removed, seconds, threshold, bands, rows, args
                        for index, label in enumerate(labels) if label["kind"] != "original"}
     real = sum(1 for index in originals if labels[index]["from"].startswith("ko_real_dev"))
     names = list(removed)
-    shape_note = " (rankzero's)" if "rankzero" in removed else ""
+    shape_note = " (rankzero's)" if any(name.startswith("rankzero") for name in removed) else ""
+    threshold_note = f"threshold {threshold}"
+    if rankzero_threshold is not None and rankzero_threshold != threshold:
+        shape_note = f" (rankzero's at --dedup_threshold {rankzero_threshold:g})"
+        threshold_note = f"threshold t = {threshold} (rankzero's default, kept as the near-copy line)"
     lines = [f"Corpus: {len(texts):,} documents = {len(originals):,} originals ({real:,} ko_real_dev, the rest a "
              f"{args.bench_mib:g} MiB bench corpus, seed {args.seed}) + planted copies; 5-word shingles, "
              f"{bands} bands x {rows} rows{shape_note}, "
-             f"threshold {threshold}. {len(genuine)} originals genuinely near-copy an "
+             f"{threshold_note}. {len(genuine)} originals genuinely near-copy an "
              f"earlier original (true Jaccard >= {threshold}). Cells: removed (all copies / copies with true J >= t).",
              "", "| kind | copies | true J >= t | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for kind in KINDS:
