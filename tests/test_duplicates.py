@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankzero.data.duplicates import ExactDuplicates
+from rankzero.data.duplicates import MERGE_RATIO, ExactDuplicates
 
 EDGES = np.array([0, 1, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 2, 2 ** 64 - 1], dtype=np.uint64)
 
@@ -54,12 +54,12 @@ def test_keep_masks_equal_a_python_sets_over_many_chunks(seed):
         repeats += int((~expected).sum())
     assert repeats > 1000  # the chunks did repeat, within and across
     assert len(duplicates) == len(seen)
-    assert set(np.concatenate(duplicates.runs).tolist()) == seen
-    # the runs stay sorted, disjoint and few: merged binary-counter style
+    assert set(np.concatenate([run.hashes for run in duplicates.runs]).tolist()) == seen
+    # the runs stay sorted, disjoint and few: each more than MERGE_RATIO times the next
     for run in duplicates.runs:
-        assert run.dtype == np.uint64 and (np.diff(run) > 0).all()
+        assert run.hashes.dtype == np.uint64 and (np.diff(run.hashes) > 0).all()
     sizes = [len(run) for run in duplicates.runs]
-    assert all(older.bit_length() > newer.bit_length() for older, newer in zip(sizes, sizes[1:]))
+    assert all(older > MERGE_RATIO * newer for older, newer in zip(sizes, sizes[1:]))
 
 
 def test_the_edge_values_and_first_one_wins_within_a_chunk():
@@ -82,3 +82,17 @@ def test_one_large_chunk_then_single_documents():
     kept = [bool(duplicates.keep(singles[index:index + 1])[0]) for index in range(len(singles))]
     assert kept == [False] * 50 + [True] * 50 + [False] * 50
     assert len(duplicates) == 50_050
+
+
+@pytest.mark.parametrize("values", ["small", "top"])
+def test_skewed_hashes_fill_few_buckets_and_still_agree(values):
+    """The directory buckets hashes by their top bits: hashes that share them (not xxh3's) make one large
+    bucket, searched like any other."""
+    rng = np.random.default_rng(3)
+    duplicates, seen = ExactDuplicates(), set()
+    for _ in range(300):
+        chunk = rng.integers(0, 20_000, int(rng.integers(0, 200)), dtype=np.uint64)
+        if values == "top":
+            chunk = np.uint64(2 ** 64 - 1) - chunk
+        np.testing.assert_array_equal(duplicates.keep(chunk), reference_keep(seen, chunk))
+    assert len(duplicates) == len(seen) > 10_000

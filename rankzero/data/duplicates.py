@@ -9,28 +9,70 @@ the same documents.
 A document is known by a 64-bit hash of its text (`stage.text_hash`): among a billion documents the odds
 that any two distinct ones collide are about 3 in 100 (and a collision costs one document).
 
-The hashes seen so far are kept as sorted numpy uint64 runs, not a Python set: 8 bytes per distinct
-document instead of a Python int and a set slot each (~60-70 bytes, and none of it returned to the OS).
-A call finds each hash's first occurrence in the chunk (`np.unique`), drops those already in a run
-(`np.searchsorted` per run; the chunk's hashes are sorted, so the searches walk each run forwards), and
-the new ones become a run of their own. Runs are merged binary-counter style (while the older one's
-size has no more bits than the newer one's), so there are at most ~log2(documents) runs and each hash is
-merged O(log) times; a merge is a concatenation sorted by numpy's stable sort, which finds the two
-sorted runs and merges them in linear time. While the two largest runs merge, the state is briefly
-held twice. bench/exact_dedup_bench.py measures it against the set (bench/RESULTS.md).
+The hashes seen so far are sorted numpy uint64 runs, not a Python set: 8 bytes per distinct document
+(and ~0.2 for the runs' directories) where the set took a Python int and a slot each, several times that,
+never given back to the OS. A call finds each hash's first occurrence in the chunk (`np.unique`), drops
+those already in a run, and the new ones become a run of their own. A run is merged into the one before it
+while that one is at most MERGE_RATIO times its size, so runs shrink geometrically: O(log n) of them, each
+hash rewritten O(log n) times. A merge is a concatenation sorted by numpy's stable sort, which finds the
+two sorted halves and merges them in linear time; while the largest runs merge, the state is briefly held
+twice over.
 
-Hand-written because no library keeps a bounded uint64 set in numpy: pandas' khash table (a private
-API, and a map: it stores a value beside each key) measured ~27 bytes per document.
+Looking a hash up in a run of millions with `np.searchsorted` waits on ~20 cache misses one after another,
+which made the runs slower than the set. So each run keeps a directory: for each value of the hashes' top
+bits, where they start in the run (~32-64 hashes apart). A lookup reads its bucket's bounds, then binary
+searches inside the bucket for every hash of the chunk at once, ~6 steps whose loads are independent.
+The directory costs 1/32-1/64 of a word per hash and is exact whatever the hashes' distribution (skewed
+hashes only make buckets larger). bench/exact_dedup_bench.py measures it against the set and without its
+directory or with other merge ratios (bench/RESULTS.md).
+
+Hand-written because no library keeps a bounded uint64 set in numpy (pandas' khash table is a private API
+and a map: it stores a value beside each key).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+MERGE_RATIO = 8  # fewer runs to search against more merging (bench/RESULTS.md)
+BUCKET_BITS = 6  # a run of n hashes has 2**(bit_length(n) - BUCKET_BITS) buckets: 32-64 hashes each
+
+
+class SortedRun:
+    """Distinct hashes, sorted, and where each value of their top bits starts among them."""
+
+    def __init__(self, hashes: np.ndarray):
+        self.hashes = hashes
+        bits = max(len(hashes).bit_length() - BUCKET_BITS, 1)
+        self.shift = np.uint64(64 - bits)
+        bounds = np.arange(2 ** bits + 1, dtype=np.uint64) << self.shift
+        self.starts = np.searchsorted(hashes, bounds)
+        self.starts[-1] = len(hashes)  # 2**bits << shift wrapped around to 0
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        """True for each key in the run."""
+        bucket = (keys >> self.shift).astype(np.intp)
+        base = self.starts[bucket]
+        count = self.starts[bucket + 1] - base
+        last = len(self.hashes) - 1
+        # Invariant: a key, if here, is in hashes[base:base + count]. Halve every key's range at once.
+        while True:
+            half = count >> 1
+            if not half.any():
+                break
+            probe = self.hashes[np.minimum(base + half, last)]
+            base += np.where(probe <= keys, half, 0)
+            count -= half
+        # An empty bucket's base is another bucket's hash (or, past the end, clipped to one): never equal.
+        return self.hashes[np.minimum(base, last)] == keys
+
 
 class ExactDuplicates:
     def __init__(self):
-        self.runs: list[np.ndarray] = []  # sorted uint64, pairwise disjoint, oldest (largest) first
+        self.runs: list[SortedRun] = []  # pairwise disjoint, oldest (largest) first
 
     def __len__(self) -> int:
         """Distinct hashes seen so far."""
@@ -44,8 +86,7 @@ class ExactDuplicates:
             return keep
         fresh, first = np.unique(hashes, return_index=True)  # sorted; `first`: each one's first index
         for run in self.runs:
-            at = np.searchsorted(run, fresh)
-            seen = run[np.minimum(at, len(run) - 1)] == fresh
+            seen = run.contains(fresh)
             if seen.any():
                 fresh, first = fresh[~seen], first[~seen]
         keep[first] = True
@@ -53,12 +94,11 @@ class ExactDuplicates:
             self._add(fresh)
         return keep
 
-    def _add(self, run: np.ndarray) -> None:
+    def _add(self, hashes: np.ndarray) -> None:
         runs = self.runs
-        runs.append(run)
-        while len(runs) > 1 and len(runs[-2]).bit_length() <= len(runs[-1]).bit_length():
-            newer, older = runs.pop(), runs.pop()
-            merged = np.concatenate((older, newer))
-            del older, newer  # freed before the sort allocates its merge buffer
-            merged.sort(kind="stable")
-            runs.append(merged)
+        while runs and len(runs[-1]) <= MERGE_RATIO * len(hashes):
+            older = runs.pop().hashes
+            hashes = np.concatenate((older, hashes))
+            del older  # freed before the sort allocates its merge buffer
+            hashes.sort(kind="stable")
+        runs.append(SortedRun(hashes))
