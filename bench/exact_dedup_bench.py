@@ -138,23 +138,28 @@ def run_child(name: str, documents: int, args, seed: int) -> dict:
 
 
 def report(rows: list[dict], names: list[str]) -> None:
-    print("| documents | candidate | keep s (median) | peak RSS MB (median) | peak − start MB | state B/hash "
-          "| over set, per round: time / peak RSS |")
-    print("|---:|---|---:|---:|---:|---:|---|")
+    """Medians per size and candidate; growth is peak RSS minus RSS before the first chunk (the state and
+    its transients, without the interpreter), per distinct hash in the B/hash column."""
+    print("| documents | candidate | keep s | ns / doc | peak RSS MB | growth MB | state B / hash | growth B / hash "
+          "| over set, per round: time / peak RSS / growth |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for documents in sorted({row["documents"] for row in rows}):
         by = {name: [row for row in rows if row["documents"] == documents and row["candidate"] == name]
               for name in names}
         for name in names:
             mine = by[name]
-            ratios = ""
+            growth = [row["peak_rss_mb"] - row["start_rss_mb"] for row in mine]
+            ratios = "—"
             if name != "set" and "set" in by:
-                ratios = ", ".join(f"{mine_round['keep_s'] / base['keep_s']:.2f} / "
-                                   f"{mine_round['peak_rss_mb'] / base['peak_rss_mb']:.2f}"
-                                   for mine_round, base in zip(mine, by["set"]))
-            print(f"| {documents:,} | {name} | {statistics.median(r['keep_s'] for r in mine):.2f} "
-                  f"| {statistics.median(r['peak_rss_mb'] for r in mine):,.0f} "
-                  f"| {statistics.median(r['peak_rss_mb'] - r['start_rss_mb'] for r in mine):,.0f} "
-                  f"| {statistics.median(r['state_bytes_per_hash'] for r in mine):.1f} | {ratios} |")
+                ratios = ", ".join(
+                    f"{row['keep_s'] / base['keep_s']:.2f} / {row['peak_rss_mb'] / base['peak_rss_mb']:.2f} / "
+                    f"{(row['peak_rss_mb'] - row['start_rss_mb']) / (base['peak_rss_mb'] - base['start_rss_mb']):.2f}"
+                    for row, base in zip(mine, by["set"]))
+            print(f"| {documents:,} | {name} | {statistics.median(row['keep_s'] for row in mine):.2f} "
+                  f"| {statistics.median(row['keep_s'] for row in mine) / documents * 1e9:.0f} "
+                  f"| {statistics.median(row['peak_rss_mb'] for row in mine):,.0f} | {statistics.median(growth):,.0f} "
+                  f"| {statistics.median(row['state_bytes_per_hash'] for row in mine):.1f} "
+                  f"| {statistics.median(g * 2 ** 20 / row['kept'] for g, row in zip(growth, mine)):.0f} | {ratios} |")
 
 
 def main() -> None:
