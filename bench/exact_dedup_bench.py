@@ -126,8 +126,8 @@ def child(name: str, documents: int, chunk: int, repeats: float, seed: int) -> d
         kept += int(keep.sum())
         positions += int(np.flatnonzero(keep).sum()) + index * chunk * int(keep.sum())
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-    return {"candidate": name, "documents": documents, "kept": kept, "kept_positions_sum": positions, "keep_s": spent, "start_rss_mb": start_mb,
-            "peak_rss_mb": peak_mb, "state_bytes_per_hash": state_bytes(candidate, name) / kept}
+    return {"candidate": name, "documents": documents, "kept": kept, "kept_positions_sum": positions,
+            "keep_s": spent, "start_rss_mb": start_mb, "peak_rss_mb": peak_mb, "state_bytes_per_hash": state_bytes(candidate, name) / kept}
 
 
 def run_child(name: str, documents: int, args, seed: int) -> dict:

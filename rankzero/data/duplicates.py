@@ -9,22 +9,22 @@ the same documents.
 A document is known by a 64-bit hash of its text (`stage.text_hash`): among a billion documents the odds
 that any two distinct ones collide are about 3 in 100 (and a collision costs one document).
 
-The hashes seen so far are sorted numpy uint64 runs, not a Python set: 8 bytes per distinct document
-(and ~0.2 for the runs' directories) where the set took a Python int and a slot each, several times that,
-never given back to the OS. A call finds each hash's first occurrence in the chunk (`np.unique`), drops
-those already in a run, and the new ones become a run of their own. A run is merged into the one before it
-while that one is at most MERGE_RATIO times its size, so runs shrink geometrically: O(log n) of them, each
-hash rewritten O(log n) times. A merge is a concatenation sorted by numpy's stable sort, which finds the
-two sorted halves and merges them in linear time; while the largest runs merge, the state is briefly held
-twice over.
+The hashes seen so far are sorted numpy uint64 runs, not a Python set: 8 bytes per distinct document,
+and 0.125-0.25 for the runs' directories, where the set took a Python int and a table slot each, several
+times that, never given back to the OS. A call finds each hash's first occurrence in the chunk
+(`np.unique`), drops those already in a run, and the new ones become a run of their own. A run is merged
+into the one before it while that one is at most MERGE_RATIO times its size, so runs shrink geometrically:
+O(log n) of them, each hash rewritten O(log n) times. A merge is a concatenation sorted by numpy's stable
+sort, which finds the two sorted halves and merges them in linear time; while the largest runs merge, the
+state is briefly held twice over.
 
-Looking a hash up in a run of millions with `np.searchsorted` waits on ~20 cache misses one after another,
-which made the runs slower than the set. So each run keeps a directory: for each value of the hashes' top
-bits, where they start in the run (~32-64 hashes apart). A lookup reads its bucket's bounds, then binary
-searches inside the bucket for every hash of the chunk at once, ~6 steps whose loads are independent.
-The directory costs 1/32-1/64 of a word per hash and is exact whatever the hashes' distribution (skewed
-hashes only make buckets larger). bench/exact_dedup_bench.py measures it against the set and without its
-directory or with other merge ratios (bench/RESULTS.md).
+`np.searchsorted` into a run of millions waits on one cache miss after another (each step of a binary
+search needs the one before), which made the runs slower than the set. So each run keeps a directory: for
+each value of the hashes' top bits, where they start in the run (~32-64 hashes apart). A lookup reads its
+bucket's bounds, then binary searches inside the bucket for every hash of the chunk at once: ~6-7 steps,
+each one gather whose loads are independent. The directory costs 1/64-1/32 of a word per hash and is
+exact whatever the hashes' distribution (skewed hashes only make buckets larger). bench/exact_dedup_bench.py
+measures it against the set, and without the directories or with another merge ratio (bench/RESULTS.md).
 
 Hand-written because no library keeps a bounded uint64 set in numpy (pandas' khash table is a private API
 and a map: it stores a value beside each key).
