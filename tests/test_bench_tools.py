@@ -70,3 +70,18 @@ def test_run_measured_reports_failures_with_stderr(returncode):
     result = run_measured([sys.executable, "-c", code])
     assert result["returncode"] == returncode
     assert result["stderr"] == "boom"
+
+
+def test_exact_dedup_bench_runs_every_candidate_and_they_agree(tmp_path):
+    """The bench's own check: every candidate keeps the same documents (it exits non-zero otherwise)."""
+    import subprocess
+
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, str(BENCH / "exact_dedup_bench.py"), "--documents", "30000", "--chunk",
+                           "1000", "--rounds", "2", "--out", str(out), "--candidates", "set", "runs",
+                           "runs-searchsorted", "runs-ratio-1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 8 and len({(row["kept"], row["kept_positions_sum"]) for row in rows}) == 2  # per seed
+    assert all(25_000 < row["kept"] < 30_000 for row in rows)  # ~5% repeats planted
+    assert "| 30,000 | runs |" in done.stdout

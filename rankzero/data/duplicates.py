@@ -8,24 +8,97 @@ engine as chunks are consumed, the Ray driver over the tasks' staged hashes in t
 the same documents.
 A document is known by a 64-bit hash of its text (`stage.text_hash`): among a billion documents the odds
 that any two distinct ones collide are about 3 in 100 (and a collision costs one document).
+
+The hashes seen so far are sorted numpy uint64 runs, not a Python set: 8 bytes per distinct document,
+and 0.125-0.25 for the runs' directories, where the set took a Python int and a table slot each, several
+times that, never given back to the OS. A call finds each hash's first occurrence in the chunk
+(`np.unique`), drops those already in a run, and the new ones become a run of their own. A run is merged
+into the one before it while that one is at most MERGE_RATIO times its size, so runs shrink geometrically:
+O(log n) of them, each hash rewritten O(log n) times. A merge is a concatenation sorted by numpy's stable
+sort, which finds the two sorted halves and merges them in linear time; while the largest runs merge, the
+state is briefly held twice over.
+
+`np.searchsorted` into a run of millions waits on one cache miss after another (each step of a binary
+search needs the one before), which made the runs slower than the set. So each run keeps a directory: for
+each value of the hashes' top bits, where they start in the run (~32-64 hashes apart). A lookup reads its
+bucket's bounds, then binary searches inside the bucket for every hash of the chunk at once: ~6-7 steps,
+each one gather whose loads are independent. The directory costs 1/64-1/32 of a word per hash and is
+exact whatever the hashes' distribution (skewed hashes only make buckets larger). bench/exact_dedup_bench.py
+measures it against the set, and without the directories or with another merge ratio (bench/RESULTS.md).
+
+Hand-written because no library keeps a bounded uint64 set in numpy (pandas' khash table is a private API
+and a map: it stores a value beside each key).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+MERGE_RATIO = 8  # fewer runs to search against more merging (bench/RESULTS.md)
+BUCKET_BITS = 6  # a run of n hashes has 2**(bit_length(n) - BUCKET_BITS) buckets: 32-64 hashes each
+
+
+class SortedRun:
+    """Distinct hashes, sorted, and where each value of their top bits starts among them."""
+
+    def __init__(self, hashes: np.ndarray):
+        self.hashes = hashes
+        bits = max(len(hashes).bit_length() - BUCKET_BITS, 1)
+        self.shift = np.uint64(64 - bits)
+        bounds = np.arange(2 ** bits + 1, dtype=np.uint64) << self.shift
+        self.starts = np.searchsorted(hashes, bounds)
+        self.starts[-1] = len(hashes)  # 2**bits << shift wrapped around to 0
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        """True for each key in the run."""
+        bucket = (keys >> self.shift).astype(np.intp)
+        base = self.starts[bucket]
+        count = self.starts[bucket + 1] - base
+        last = len(self.hashes) - 1
+        # Invariant: a key, if here, is in hashes[base:base + count]. Halve every key's range at once.
+        while True:
+            half = count >> 1
+            if not half.any():
+                break
+            probe = self.hashes[np.minimum(base + half, last)]
+            base += np.where(probe <= keys, half, 0)
+            count -= half
+        # An empty bucket's base is another bucket's hash (or, past the end, clipped to one): never equal.
+        return self.hashes[np.minimum(base, last)] == keys
+
 
 class ExactDuplicates:
     def __init__(self):
-        self.seen: set[int] = set()
+        self.runs: list[SortedRun] = []  # pairwise disjoint, oldest (largest) first
+
+    def __len__(self) -> int:
+        """Distinct hashes seen so far."""
+        return sum(len(run) for run in self.runs)
 
     def keep(self, hashes: np.ndarray) -> np.ndarray:
         """True for each document whose hash was not seen before (in earlier calls or earlier in `hashes`)."""
-        keep = np.ones(len(hashes), dtype=bool)
-        seen = self.seen
-        for index, digest in enumerate(hashes.tolist()):
-            if digest in seen:
-                keep[index] = False
-            else:
-                seen.add(digest)
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        keep = np.zeros(len(hashes), dtype=bool)
+        if not len(hashes):
+            return keep
+        fresh, first = np.unique(hashes, return_index=True)  # sorted; `first`: each one's first index
+        for run in self.runs:
+            seen = run.contains(fresh)
+            if seen.any():
+                fresh, first = fresh[~seen], first[~seen]
+        keep[first] = True
+        if len(fresh):
+            self._add(fresh)
         return keep
+
+    def _add(self, hashes: np.ndarray) -> None:
+        runs = self.runs
+        while runs and len(runs[-1]) <= MERGE_RATIO * len(hashes):
+            older = runs.pop().hashes
+            hashes = np.concatenate((older, hashes))
+            del older  # freed before the sort allocates its merge buffer
+            hashes.sort(kind="stable")
+        runs.append(SortedRun(hashes))
