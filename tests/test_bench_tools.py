@@ -85,3 +85,20 @@ def test_exact_dedup_bench_runs_every_candidate_and_they_agree(tmp_path):
     assert len(rows) == 8 and len({(row["kept"], row["kept_positions_sum"]) for row in rows}) == 2  # per seed
     assert all(25_000 < row["kept"] < 30_000 for row in rows)  # ~5% repeats planted
     assert "| 30,000 | runs |" in done.stdout
+
+
+def test_kiwi_options_bench_runs_a_candidate_against_the_default(tmp_path, capsys, monkeypatch):
+    import kiwi_options_bench
+
+    real = tmp_path / "real"
+    real.mkdir()
+    for genre, texts in {"prose": ["오늘은 날씨가 맑아서 공원에 산책을 나갔습니다. 바람이 시원했어요."] * 3,
+                         "junk": ["클릭 클릭 클릭 ▶▶▶ 무료 쿠폰 받기 ★★★ 지금 바로"] * 2}.items():
+        (real / f"{genre}.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                                             encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["kiwi_options_bench.py", "--real", str(real), "--rounds", "1",
+                                      "--only", "no typo dictionary"])
+    kiwi_options_bench.main()
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "CPU-s" not in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| default", "| no typo dictionary"]
+    assert rows[0].split(" | ")[3:5] == ["0", "0"]  # the default against itself
