@@ -71,9 +71,14 @@ def main() -> None:
     paths = sorted(str(path) for path in args.real.glob("*.jsonl"))
     if not paths:
         raise SystemExit(f"--real {args.real}: no .jsonl file in it (see bench/real_korean_sets.py)")
-    genres = [Path(path).stem for path in paths for line in open(path, encoding="utf-8") if line.strip()]
-    size_gb = sum(len(json.loads(line)["text"].encode("utf-8")) for path in paths
-                  for line in open(path, encoding="utf-8") if line.strip()) / 1e9
+    genres, size_bytes = [], 0
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    genres.append(Path(path).stem)
+                    size_bytes += len(json.loads(line)["text"].encode("utf-8"))
+    size_gb = size_bytes / 1e9
     names = ["default"] + [name for name in CANDIDATES if name != "default" and (not args.only or name in args.only)]
     rng = random.Random(args.seed)
     cpu, verdicts = defaultdict(list), {}

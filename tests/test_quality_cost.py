@@ -105,11 +105,12 @@ def test_phrase_pre_check_never_misses_what_the_case_blind_pattern_finds():
 
     phrases = tuple(QualityConfig().boilerplate_phrases)
     pattern = repetition._phrase_pattern(phrases)
-    # Each letter of a phrase replaced by every other character (Latin and more) that re's case-blind match
-    # takes for it: the Turkish İ and ı for i, the Kelvin sign for k, the long s for s, capitals.
-    equals = {letter: [chr(code) for code in range(0x2200) if chr(code) != letter
-                       and re.fullmatch(re.escape(letter), chr(code), re.IGNORECASE)]
-              for phrase in phrases for letter in phrase if letter.isalpha()}
+    # Each letter of a phrase replaced by every other code point that re's case-blind match takes for it:
+    # the Turkish İ and ı for i, the Kelvin sign for k, the long s for s, capitals.
+    every_character = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000)
+    letters = {letter for phrase in phrases for letter in phrase if letter.isalpha()}
+    equals = {letter: [other for other in re.findall(re.escape(letter), every_character, re.IGNORECASE)
+                       if other != letter] for letter in letters}
     checked = 0
     for phrase in phrases:
         for index, letter in enumerate(phrase):
