@@ -257,9 +257,16 @@ class ModelConfig(_Config):
     mask_across_documents: bool = flag(False, "stop attention at document edges in packed rows")
     pad_to_multiple_of: int = flag(8, "unpacked rows: pad batches to a multiple of this")
     allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
+    train_new_embeddings_steps: int = flag(0, "with --pretrained_model and a tokenizer it lacks tokens of: train only "
+                                              "the new embedding rows for this many steps, then everything")
 
     def problems(self) -> list[str]:
         problems = []
+        if self.train_new_embeddings_steps < 0:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: must be at least 0")
+        elif self.train_new_embeddings_steps and not self.pretrained_model:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: needs --pretrained_model "
+                            "(the rows it trains first are those a checkpoint lacks for the tokenizer)")
         for name in ("model_config", "pretrained_model"):
             path = getattr(self, name)
             if path and not Path(path).exists():
