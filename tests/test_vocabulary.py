@@ -180,3 +180,51 @@ def test_the_first_stage_trains_only_new_rows_then_everything(tmp_path, tokenize
         if name in matrices:
             assert moved[:first].any(dim=1).float().mean() > 0.5, name  # old rows train too (most in 2 steps)
     assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.1  # put back after the stage
+
+
+def test_continued_pretraining_defaults(tmp_path):
+    from rankzero.train.training_args import TrainingArguments, learning_defaults
+
+    def resolved(given: frozenset, parameters: int, **flags):
+        args = TrainingArguments(output_dir=str(tmp_path), **flags)
+        return learning_defaults(args, given, from_scratch=False, parameters=parameters, has_eval=False)
+
+    args, reasons = resolved(frozenset(), int(8e9))
+    assert args.learning_rate == 2.2e-05 and "continued pretraining, 8,000M parameters" in reasons["learning_rate"]
+    assert args.lr_scheduler_type.value == "cosine_with_min_lr" and args.lr_scheduler_kwargs == {"min_lr_rate": 0.1}
+    assert (args.warmup_steps, args.adam_beta1, args.adam_beta2, args.weight_decay) == (0.02, 0.9, 0.95, 0.1)
+    assert resolved(frozenset(), int(1.3e9))[0].learning_rate == 4e-05
+    # A flag given (on the command line or by a recipe) is kept; a schedule given keeps its own arguments.
+    args, reasons = resolved(frozenset({"learning_rate", "lr_scheduler_type"}), int(8e9), learning_rate=1e-4,
+                             lr_scheduler_type="linear")
+    assert args.learning_rate == 1e-4 and args.lr_scheduler_type.value == "linear" and not args.lr_scheduler_kwargs
+    assert {"learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs"}.isdisjoint(reasons)
+    assert args.adam_beta2 == 0.95
+
+
+def test_continuing_with_an_extended_tokenizer_end_to_end(tmp_path, tokenizer_dir, extended_dir, train_corpus):
+    """train.py --pretrained_model with a tokenizer of 300 more tokens and no lr: the rows are made, the first stage
+    trains, the continued-pretraining schedule is used, and the printed configuration shows the optimizer whole."""
+    import json
+    import sys
+
+    from helpers import REPO, flag_argv, log_history, run
+
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+    out = tmp_path / "run"
+    flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+             "cache_dir": tmp_path / "cache", "output_dir": out, "max_seq_length": 64,
+             "per_device_train_batch_size": 4, "max_steps": 4, "train_new_embeddings_steps": 2, "logging_steps": 1,
+             "save_strategy": "no", "report_to": "none", "dataloader_num_workers": 0}
+    result = run([sys.executable, REPO / "train.py", *flag_argv(flags)], timeout=600)
+    printed = result.stdout
+    assert "vocabulary = 300 new token(s) beyond --pretrained_model" in printed
+    assert "training.learning_rate = 0.0002  (default: 0.0002 (continued pretraining" in printed
+    assert "training.lr_scheduler_type = 'cosine_with_min_lr'  (default:" in printed
+    assert "training.adam_beta1 = 0.9  (Hugging Face's default)" in printed
+    assert "training.adam_beta2 = 0.95  (default:" in printed and "training.weight_decay = 0.1  (default:" in printed
+    assert "new embedding rows trained alone for 2 step(s)" in result.stderr
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["training"]["lr_scheduler_kwargs"] == {"min_lr_rate": 0.1}
+    rates = [entry["learning_rate"] for entry in log_history(out) if "learning_rate" in entry]
+    assert len(rates) == 4 and max(rates) <= 2e-4 and min(rates[1:]) >= 2e-5  # warm-up, then never below the floor
