@@ -23,6 +23,7 @@ from rankzero import malloc
 from rankzero.data.minhash import algorithm
 from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
+from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
 
 PROGRESS_EVERY_S = 5.0
@@ -205,6 +206,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "max_seq_length": plan.packing.max_seq_length,
         "packing": plan.packing.packing,
         "mode": plan.stage.mode,
+        "chat_rendering": chat_rendering(tokenizer.chat_template) if plan.with_labels else None,
         "columns": plan.columns,
         "tail_tokens_dropped": tail_tokens,
         "truncated": sum(s.truncated for s in stats),
@@ -279,6 +281,8 @@ def print_summary(manifest: dict, final: Path) -> None:
     if validation:
         lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
                      f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
+    if manifest.get("chat_rendering"):
+        lines.append(f"  chats      rendered with {manifest['chat_rendering']}")
     if manifest.get("truncated"):
         lines.append(f"  truncated  {manifest['truncated']:>12,}   samples longer than a row, cut at their end")
     for reason, count in manifest["dropped"].items():
