@@ -33,3 +33,17 @@ def test_mixing_that_subsamples_or_repeats_says_so_per_source(tmp_path, tokenize
     # without weights nothing is mixed, and nothing is said
     plain = prepare_cli("--dataset", news, dialogue, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "c2")
     assert "  mixing " not in plain.stderr
+
+
+def test_a_hub_name_without_network_fails_at_once_in_one_line(tmp_path, tokenizer_dir):
+    from helpers import free_port
+
+    # A hub that refuses connections stands for no network (the same on a machine that has one).
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    result = prepare_cli("--dataset", "someorg/news_ko", "--tokenizer_path", tokenizer_dir,
+                         "--cache_dir", tmp_path / "cache", env={"HF_ENDPOINT": endpoint}, check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: --dataset someorg/news_ko: names a hub dataset, and {endpoint} cannot be reached from here "
+        f"(ConnectError: [Errno 111] Connection refused); give a local file or directory (no someorg/news_ko here), a "
+        "dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier"], result.stderr
