@@ -282,7 +282,12 @@ def _training_arguments(argv: list[str]):
 
     # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
     # prepared first, with no process group, so a long preparation never sits in a collective.
+    from rankzero.train.sharding import deepspeed_problems
     from rankzero.train.training_args import TrainingArguments
+
+    problems = deepspeed_problems(argv)  # transformers would end in a traceback on the missing package
+    if problems:
+        raise ConfigError(problems)
 
     class Parser(HfArgumentParser):
         def error(self, message: str):

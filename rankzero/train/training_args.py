@@ -43,6 +43,14 @@ class TrainingArguments(transformers.TrainingArguments):
             return None  # __post_init__'s only use of it is to trigger the set-up we defer
         return transformers.TrainingArguments.device.fget(self)
 
+    @property
+    def world_size(self):
+        if self.__dict__.get("_defer_devices"):
+            # transformers' DeepSpeed config reads it in __post_init__ (train_batch_size = world × micro-batch ×
+            # accumulation). The process group that set-up would create spans the launcher's world (runtime.py).
+            return Runtime.from_env().world_size
+        return transformers.TrainingArguments.world_size.fget(self)
+
     def __getattr__(self, name):
         # Only reached for attributes the deferred set-up would have created (read by e.g. `.should_log`).
         if name in ("distributed_state", "_n_gpu") and not self.__dict__.get("_defer_devices"):
