@@ -57,6 +57,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     hf_logging.disable_progress_bar()  # a bar per shard at every checkpoint save; the Trainer's own bar stays
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
+    if args.stage.mode == "sft":
+        use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
     data = data_record(prepared_dir)
@@ -134,6 +136,18 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def use_chat_rendering(tokenizer, runtime: Runtime) -> None:
+    """Say how the SFT samples were rendered, and make it the saved tokenizer's chat template: the model is
+    then prompted as it was trained (apply_chat_template, scripts/generate.py --chat)."""
+    from rankzero.data.records import PLAIN_CHAT_TEMPLATE, chat_rendering
+
+    if runtime.is_main:
+        print(f"chat rendering: {chat_rendering(tokenizer.chat_template)}"
+              + ("" if tokenizer.chat_template else "; saved as the model's tokenizer's chat_template"), flush=True)
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
 
 
 def evaluate_at_end(trainer) -> None:
