@@ -22,6 +22,7 @@ from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import resume_problems
 from rankzero.train.output_dir import output_dir_problems
+from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 from rankzero.train.vocabulary import stage_problems
 
@@ -43,6 +44,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += output_dir_problems(training.output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
+    problems += fsdp_problems(training)
     problems += stage_problems(args.model.train_new_embeddings_steps, training)
     if problems:
         raise ConfigError(problems)
