@@ -89,13 +89,16 @@ class CurvesCallback(TrainerCallback):
 
 
 def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int, steps: int, saved: bool,
-            tensorboard: bool) -> str:
-    """The lines a finished run ends with."""
+            tensorboard: bool, tokens_before: int = 0, steps_before: int = 0) -> str:
+    """The lines a finished run ends with. `tokens` were trained by this process; a resumed run had trained
+    `tokens_before` in `steps_before` steps (its checkpoint's), and the first line counts the whole run."""
     def last(key: str):
         return next((entry[key] for entry in reversed(history) if key in entry), None)
 
     mfus = [entry["mfu"] for entry in history if "mfu" in entry]
-    lines = [f"done: {steps:,} steps, {tokens:,} tokens in {wall_s / 60:,.1f} min "
+    resumed = (f" (resumed at step {steps_before:,}: {steps - steps_before:,} steps, {tokens:,} tokens in this run)"
+               if steps_before else "")
+    lines = [f"done: {steps:,} steps, {tokens_before + tokens:,} tokens{resumed} in {wall_s / 60:,.1f} min "
              f"({tokens / max(wall_s, 1e-9):,.0f} tokens/s overall, evaluation and saves included"
              + (f"; MFU {100 * sum(mfus) / len(mfus):.1f}% while training" if mfus else "") + ")"]
     losses = [f"final train loss {last('loss'):.4f}"] if last("loss") is not None else []

@@ -121,7 +121,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
                 CurvesCallback(output_dir).on_train_end(training, trainer.state, None)  # with the last evaluation
                 print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
                               tokens=tokens, steps=trainer.state.global_step, saved=preemption.stopped_at is None,
-                              tensorboard="tensorboard" in training.report_to),
+                              tensorboard="tensorboard" in training.report_to, tokens_before=meter.tokens_at_start,
+                              steps_before=meter.step_at_start),
                       flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
     finally:
