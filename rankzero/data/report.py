@@ -10,6 +10,7 @@ Both build engines report through these, so a prepare looks the same on one mach
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import sys
@@ -25,7 +26,10 @@ from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.split import HOW_CHOSEN
 
+logger = logging.getLogger(__name__)
+
 PROGRESS_EVERY_S = 5.0
+UNTRAINABLE_WARN_SHARE = 0.02  # of the SFT samples read: more than noise (a few answerless chats) at this share
 
 
 class Progress:
@@ -134,7 +138,7 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
     stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "near_duplicate",
-                                              "in_eval_dataset")
+                                              "in_eval_dataset", "no_trainable_tokens")
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
@@ -262,3 +266,17 @@ def print_summary(manifest: dict, final: Path) -> None:
     lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
     lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
     print("\n".join(lines), file=sys.stderr, flush=True)
+    untrainable = untrainable_warning(manifest)
+    if untrainable:
+        logger.warning(untrainable)
+
+
+def untrainable_warning(manifest: dict) -> str | None:
+    """A warning when many SFT samples had nothing to train on: a --max_seq_length too short for the prompts,
+    or chats without answers, usually a mistake rather than noise."""
+    count, docs_in = manifest["dropped"].get("no_trainable_tokens", 0), manifest["docs_in"]
+    if not docs_in or count / docs_in < UNTRAINABLE_WARN_SHARE:
+        return None
+    return (f"{count:,} of {docs_in:,} SFT samples ({count / docs_in:.1%}) had no token to train on and were dropped "
+            f"(no_trainable_tokens): a prompt that fills --max_seq_length {manifest['max_seq_length']} and cuts the "
+            "answer off, or a chat with no (or an empty) assistant turn; raise --max_seq_length or check the data")
