@@ -74,3 +74,20 @@ def test_perplexity_of_a_nan_loss_is_nan_not_inf():
     assert math.isnan(perplexity(math.nan))
     assert perplexity(800.0) == math.inf and perplexity(math.inf) == math.inf
     assert perplexity(1.0) == pytest.approx(math.e, rel=1e-4)
+
+
+def test_two_ranks_stop_at_the_same_step_and_both_exit_1(tmp_path, train_corpus, tokenizer_dir):
+    from helpers import free_port, spawn, wait_all
+
+    out = tmp_path / "run"
+    flags = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=40, logging_steps=1,
+                        learning_rate=1e6, max_grad_norm=0, save_strategy="steps", save_steps=2)
+    port = free_port()
+    results = wait_all([spawn(flags, rank, 2, port=port) for rank in (0, 1)], timeout=600)
+    errors = []
+    for code, _, stderr, _ in results:
+        assert code == 1 and "Traceback" not in stderr, stderr[-3000:]
+        [line] = [line for line in stderr.splitlines() if line.startswith("error: training diverged")]
+        errors.append(line)
+    assert errors[0] == errors[1]  # the same steps and checkpoint on both ranks: they judged the same norm
+    assert not (out / "model.safetensors").exists()
