@@ -56,6 +56,11 @@ class Plan:
         return self.source_config.has_validation
 
     @property
+    def max_document_bytes(self) -> int:
+        """--max_document_mb in bytes: the longest line, paragraph, .txt document or CSV field read."""
+        return int(self.source_config.max_document_mb * (1 << 20))
+
+    @property
     def near_dedup(self) -> bool:
         """Whether near-copies are removed (neardup.py); exact copies are too, first, by their hash."""
         return self.dedup.dedup == "near"
@@ -145,7 +150,7 @@ def corpus_sample(plan: Plan) -> list[str]:
     budget = max(SAMPLE_CHARS // max(len(plan.sources), 1), 16 << 10)
     sample = []
     for index, source in enumerate(plan.sources):
-        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by)
+        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by, plan.max_document_bytes)
         try:
             parsed = chunk_documents(next(chunks), plan.stage.text_column, renderer, with_masks=plan.with_labels,
                                      skip_bad_records=True, on_decode_error="replace")
