@@ -117,26 +117,45 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
         _check_not_held_elsewhere(path, key)
         yield
         return
+    created = _missing_dirs(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(path)
-    if fd is None:  # no locks on this filesystem: warned
-        yield
-        return
     try:
-        record = {"host": runtime.hostname, "pid": os.getpid(), "job": job, "job_key": key,
-                  "started_at": time.time(), "command": " ".join(sys.argv)[:500]}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        yield
-    finally:
-        # Unlinked while still held: a process waiting on the old file then sees it is gone (`_acquire`
-        # compares inodes) and cannot end up holding a lock on a name nobody else can find.
+        fd = _acquire(path)
+        if fd is None:  # no locks on this filesystem: warned
+            yield
+            return
         try:
-            if _same_file(fd, path):
-                path.unlink()
-        except OSError:
-            pass
-        os.close(fd)
+            record = {"host": runtime.hostname, "pid": os.getpid(), "job": job, "job_key": key,
+                      "started_at": time.time(), "command": " ".join(sys.argv)[:500]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+            yield
+        finally:
+            # Unlinked while still held: a process waiting on the old file then sees it is gone (`_acquire`
+            # compares inodes) and cannot end up holding a lock on a name nobody else can find.
+            try:
+                if _same_file(fd, path):
+                    path.unlink()
+            except OSError:
+                pass
+            os.close(fd)
+    finally:
+        # A run that stopped before writing anything (a missing dataset, a failed prepare) leaves no
+        # empty output dir behind: the next attempt would otherwise find a dir it did not expect.
+        for directory in created:
+            try:
+                directory.rmdir()  # only if empty
+            except OSError:
+                break
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The dirs that `path.mkdir(parents=True)` would create, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
 
 
 def _open_lock(path: Path, flags: int) -> int:

@@ -17,6 +17,8 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
   reduced in fp32 under bf16, and sharding on CPU too;
+- `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
+  never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
   each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
   stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
@@ -126,6 +128,15 @@ class RankzeroTrainer(Trainer):
         if "eval_loss" in logs:
             logs["perplexity"] = perplexity(logs["eval_loss"])
         super().log(logs, start_time)
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        # transformers 5 forgives missing keys only when they are `_keys_to_ignore_on_save`, so every resume of a
+        # model with tied embeddings warned that `lm_head.weight` was missing: the tied copy is never saved.
+        tied = set(getattr(self.accelerator.unwrap_model(self.model), "all_tied_weights_keys", None) or ())
+        if load_result.missing_keys and set(load_result.missing_keys) <= tied:
+            self.model.tie_weights()
+            load_result = load_result._replace(missing_keys=[])
+        super()._issue_warnings_after_load(load_result)
 
     def _get_output_dir(self, trial) -> str:
         run_dir = super()._get_output_dir(trial)
