@@ -1,16 +1,17 @@
 """Examples of what each quality rule dropped, with the values it measured against its thresholds.
 
-    taker = SampleTaker(quality_filter)                        # one per stage (worker): SAMPLES_PER_RULE per rule
+    taker = SampleTaker(quality_filter)                        # one per stage: SAMPLES_PER_RULE per rule and chunk
     samples = taker.take(chunk, numbers, texts, verdicts)      # [{rule, path, line, text, measures}]
     write_quality_samples(out_dir / "quality_samples.jsonl", [samples, ...])   # the first ones per rule, in order
 
 The counts per rule in the manifest say how much a rule dropped; these lines say what it dropped and why,
 so a threshold can be judged on the data: the source file and line (record number for record formats),
 the first TEXT_CHARS characters, and every statistic the rule reads beside the threshold that dropped it.
-The statistics are measured again for the sampled documents only (QualityFilter.statistics), so the
-filter's own pass stays as fast as without samples. Kiwi's values come from its first sample of the
-document (kiwi_max_chars); a document dropped on its longer re-read (kiwi_recheck_max_chars) may show
-values on the kept side of a threshold.
+The statistics are measured again for the sampled documents only, and only the family of the rule that
+dropped them (Kiwi only for Kiwi's rules), in the first SAMPLED_LINES lines of each file (its cost on
+a corpus where most documents are dropped, and on real text: bench/RESULTS.md, "First-hour fixes").
+Kiwi's values come from its first sample of the document (kiwi_max_chars); a document dropped on its
+longer re-read (kiwi_recheck_max_chars) may show values on the kept side of a threshold.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from rankzero.data.quality import characters, korean, mojibake, repetition, solicitation, words
 from rankzero.data.quality.repetition import DUP_NGRAMS, TOP_NGRAMS
 
 SAMPLES_PER_RULE = 5
 TEXT_CHARS = 200
+# Only a file's first lines (or a Ray task's) are sampled: enough for the first few of each rule, and a
+# large file costs no more than its start (re-measuring every chunk's drops costs a few percent of a stage).
+SAMPLED_LINES = 10_000
 
 # rule → [(statistic, how the rule drops, the QualityConfig threshold)], as the rule modules test them.
 MEASURES: dict[str, list[tuple[str, str, str]]] = {
@@ -54,6 +59,12 @@ MEASURES: dict[str, list[tuple[str, str, str]]] = {
     "kiwi_word_order": [("word_order_pairs", ">=", "min_word_order_pairs"),
                         ("word_order_broken_ratio", ">", "max_word_order_broken_ratio")],
 }
+# The rule module whose statistics(text, config) measures each rule that is not about length, Hangul or Kiwi.
+_FAMILY = {**dict.fromkeys(("encoded_data", "long_words"), words),
+           **dict.fromkeys(("high_symbol_ratio", "high_punctuation_ratio", "high_digit_ratio", "link_lines"), characters),
+           **dict.fromkeys(("placeholder_text", "boilerplate", "dup_lines", "dup_paragraphs", "top_ngram_repetition",
+                            "dup_ngram_repetition"), repetition),
+           "gambling_ad": solicitation}
 _NGRAM_RULES = ("top_ngram_repetition", "dup_ngram_repetition")
 _LISTS = ("placeholder_phrases", "gambling_terms")  # thresholds that are word lists: named, not printed
 _SWITCHES = ("repair_mojibake",)
@@ -86,22 +97,39 @@ def _number(value):
 
 
 class SampleTaker:
-    """Samples the first SAMPLES_PER_RULE documents each rule drops in one stage (one worker's chunks)."""
+    """Samples the first SAMPLES_PER_RULE documents each rule drops in a chunk. Per chunk, not per worker:
+    workers finish chunks out of order, and the engine keeps the first samples in source order, so the
+    file is the same for every engine and worker count."""
 
     def __init__(self, quality_filter):
         self.quality_filter = quality_filter
-        self.taken: Counter = Counter()
 
     def take(self, chunk, numbers: list[int], texts: list[str], verdicts: list[str | None]) -> list[dict]:
-        samples = []
+        samples, taken = [], Counter()
+        if chunk.first_line > SAMPLED_LINES:
+            return samples
         for number, text, rule in zip(numbers, texts, verdicts):
-            if rule is None or self.taken[rule] >= SAMPLES_PER_RULE:
+            if rule is None or taken[rule] >= SAMPLES_PER_RULE:
                 continue
-            self.taken[rule] += 1
-            statistics = self.quality_filter.statistics(text)
+            taken[rule] += 1
+            statistics = self._statistics(rule, text)
             samples.append({"rule": rule, "path": chunk.path, "line": number, "text": text.strip()[:TEXT_CHARS],
                             "measures": measures(rule, statistics, self.quality_filter.config)})
         return samples
+
+
+    def _statistics(self, rule: str, text: str) -> dict:
+        """What the rule read, measured as the filter measures it: after mojibake repair, stripped."""
+        if rule.startswith("kiwi_"):
+            return self.quality_filter.statistics(text)
+        config = self.quality_filter.config
+        text, broken = mojibake.repair(text, config.repair_mojibake)
+        text = text.strip()
+        if rule in _FAMILY:
+            return _FAMILY[rule].statistics(text, config)
+        if rule in ("not_korean", "low_hangul_ratio"):
+            return korean.hangul_statistics(text)
+        return {"chars": len(text), "mojibake": float(broken == "mojibake")}
 
 
 def write_quality_samples(path: Path, sample_lists) -> int:
