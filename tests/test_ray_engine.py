@@ -237,8 +237,10 @@ def test_ray_sft_rows_hold_the_same_whole_samples(tmp_path, tokenizer_dir, ray_c
     for split in (lambda out: out, validation_dir):
         samples = _documents(split(ray_built), with_labels=True)
         assert samples == _documents(split(local), with_labels=True)
-        assert all(len(ids) <= 96 for ids, _ in samples) and sum(samples.values()) > 30
+        assert all(len(ids) <= 96 for ids, _ in samples) and sum(samples.values()) > 20
     assert ray_manifest["truncated"] == local_manifest["truncated"] > 0
+    # Prompts that fill the row leave no answer: both engines drop and count the same samples.
+    assert ray_manifest["dropped"]["no_trainable_tokens"] == local_manifest["dropped"]["no_trainable_tokens"] > 0
     assert ray_manifest["validation"]["truncated"] == local_manifest["validation"]["truncated"]
     assert ray_manifest["tail_tokens_dropped"] == 0
 
