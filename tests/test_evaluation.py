@@ -27,7 +27,7 @@ def test_two_ranks_evaluate_held_out_data_and_log_eval_loss_perplexity_curves_an
     evaluations = [entry for entry in history if "eval_loss" in entry]
     assert [entry["step"] for entry in evaluations] == [3, 6]  # at --eval_steps, the last one also the end's
     for entry in evaluations:
-        assert entry["perplexity"] == pytest.approx(math.exp(entry["eval_loss"]), rel=1e-3)
+        assert entry["eval_perplexity"] == pytest.approx(math.exp(entry["eval_loss"]), rel=1e-3)
     manifest = json.loads((out / "data_manifest.json").read_text())
     assert manifest["validation"]["sequences"] > 0
     stdout = results[0][1]

@@ -5,6 +5,12 @@
                                                            # (None: --tokenize_only, nothing held)
         ...
     keep_earlier_run_files(output_dir)                     # before run_config.json / recipe.yaml are rewritten
+    move_earlier_run(output_dir)                           # --overwrite_output_dir: the whole earlier run
+
+One run per output dir: a run started from scratch in a dir holding checkpoints would mix them with its
+own, and `--resume_from_checkpoint auto` would later pick the newest, whichever run wrote it. So that
+is an argument error (`used_output_dir_problems`) unless --overwrite_output_dir moves the earlier run
+into run_history/<time>/ first.
 
 Two jobs given one `--output_dir` (a re-submitted Slurm job, a typo) both write
 `.checkpoint-staging/checkpoint-N` and rename it into place: checkpoints mixing the files of two runs.
@@ -62,6 +68,20 @@ class OutputDirBusy(RankzeroError):
 
 # ---------------------------------------------------------------------------------------------
 # Argument time
+
+
+def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
+    """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
+    from rankzero.train.checkpoints import checkpoints_in
+
+    found = checkpoints_in(output_dir) if output_dir and not resume else []
+    if not found or overwrite:
+        return []
+    names = ", ".join(path.name for path in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return [f"--output_dir {output_dir} holds an earlier run's checkpoints ({names}): continue it with "
+            f"--resume_from_checkpoint auto (RESUME=1 ./pretrain_cont.sh {output_dir}), or start over with "
+            f"--overwrite_output_dir (the earlier run moves to {Path(output_dir) / HISTORY_DIR}/<time>/), or choose "
+            "another --output_dir"]
 
 
 def output_dir_problems(output_dir: str | os.PathLike | None) -> list[str]:
@@ -242,13 +262,36 @@ def busy_message(output_dir: Path, holder: dict | None) -> str:
 # History
 
 
+def _stamp(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def move_earlier_run(output_dir: Path) -> Path | None:
+    """--overwrite_output_dir: everything an earlier run left in output_dir (checkpoints, model, logs, run
+    files) into run_history/<time it was written>/, so the new run starts in an empty dir and nothing is lost."""
+    entries = [path for path in Path(output_dir).iterdir()
+               if path.name != HISTORY_DIR and not path.name.startswith(".")] if Path(output_dir).is_dir() else []
+    if not entries:
+        return None
+    record = next((Path(output_dir) / name for name in RUN_FILES if (Path(output_dir) / name).is_file()), entries[0])
+    history = Path(output_dir) / HISTORY_DIR
+    stamp, count = _stamp(record), 1
+    while (history / stamp).exists():
+        count += 1
+        stamp = f"{_stamp(record)}.{count}"
+    (history / stamp).mkdir(parents=True)
+    for path in entries:
+        os.replace(path, history / stamp / path.name)
+    return history / stamp
+
+
 def keep_earlier_run_files(output_dir: Path) -> Path | None:
     """Move the run files of an earlier run in this dir (a resume, a restart) into run_history/, named by
     when they were written, so the record of the data and settings each part of a run used survives."""
     files = [output_dir / name for name in RUN_FILES if (output_dir / name).is_file()]
     if not files:
         return None
-    written = datetime.fromtimestamp(files[0].stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    written = _stamp(files[0])
     history = output_dir / HISTORY_DIR
     history.mkdir(exist_ok=True)
     stamp, count = written, 1

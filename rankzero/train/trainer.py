@@ -5,7 +5,7 @@
 
 Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter;
-- `log` merges the meter's metrics into each training log, and `perplexity` into each evaluation log,
+- `log` merges the meter's metrics into each training log, and `eval_perplexity` into each evaluation log,
   *before* the Trainer stores it, so they land in `trainer_state.json`'s log_history and every
   `--report_to` integration (a callback's `on_log` runs after the history is written and cannot add to it);
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
@@ -82,7 +82,8 @@ class RankzeroTrainer(Trainer):
         if "loss" in logs and "train_runtime" not in logs:  # a training log, reached on every rank
             logs.update(self.meter.metrics(self.args))
         if "eval_loss" in logs:  # exp of the mean token loss; past ~700 it is no longer a float
-            logs["perplexity"] = round(math.exp(logs["eval_loss"]), 4) if logs["eval_loss"] < 700 else float("inf")
+            # eval_*: TensorBoard and the other reporters file it under eval/, not train/
+            logs["eval_perplexity"] = round(math.exp(logs["eval_loss"]), 4) if logs["eval_loss"] < 700 else float("inf")
         super().log(logs, start_time)
 
     def _get_output_dir(self, trial) -> str:
