@@ -46,25 +46,33 @@ def _series(history: list[dict]) -> tuple[str, dict[str, tuple[list, list]]]:
     return ("tokens trained" if by_tokens else "optimizer steps"), series
 
 
+# (panel title, its curves, y label): a panel is drawn when one of its curves was logged
+PANELS = (("loss", ("train loss", "eval loss"), "loss (nats per token)"),
+          ("learning rate", ("learning rate",), "learning rate"),
+          ("tokens/s (all ranks)", ("tokens/s",), "tokens per second"))
+
+
+def panels(history: list[dict]) -> tuple[str, list[tuple[str, str, list[tuple[str, list, list]]]]]:
+    """(the x axis's label, [(title, y label, [(curve, x, values)])]) for what was logged, nothing else."""
+    label, series = _series(history)
+    drawn = [(title, ylabel, [(name, *series[name]) for name in names if series[name][0]])
+             for title, names, ylabel in PANELS]
+    return label, [panel for panel in drawn if panel[2]]
+
+
 def draw_curves(history: list[dict], path: Path) -> None:
-    """One panel per quantity that was logged (loss: training and evaluation), none for what was not."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    label, series = _series(history)
-    panels = [(title, [(name, "o-" if name == "eval loss" else "-") for name in names if series[name][0]], ylabel)
-              for title, names, ylabel in (("loss", ("train loss", "eval loss"), "loss (nats per token)"),
-                                           ("learning rate", ("learning rate",), "learning rate"),
-                                           ("tokens/s (all ranks)", ("tokens/s",), "tokens per second"))]
-    panels = [panel for panel in panels if panel[1]]
-    if not panels:
+    label, shown = panels(history)
+    if not shown:
         return
-    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), constrained_layout=True, squeeze=False)
-    for axis, (title, curves, ylabel) in zip(axes[0], panels):
-        for name, style in curves:
-            axis.plot(*series[name], style, label=name)
+    figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), constrained_layout=True, squeeze=False)
+    for axis, (title, ylabel, curves) in zip(axes[0], shown):
+        for name, xs, values in curves:
+            axis.plot(xs, values, "o-" if name == "eval loss" else "-", label=name)
         if len(curves) > 1:
             axis.legend()
         axis.set_title(title)
