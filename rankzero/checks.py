@@ -22,6 +22,7 @@ from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import checkpoints_in, resume_problems
 from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
+from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ def check_training_arguments(args: Args, training) -> None:
                                          args.overwrite_output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
+    problems += fsdp_problems(training)
     if problems:
         raise ConfigError(problems)
 

@@ -3,8 +3,8 @@
     for chunk in iter_chunks(resolve_source("corpus/*.jsonl"), source_index=0, batch_size=1000): ...
     for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
 
-Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream (`open_input`):
-memory does not grow with the file, and a damaged stream is an error naming the file.
+Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream
+(compressed.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
 
 The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
 (parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from rankzero.data.compressed import damaged, open_input, stream_errors
 from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suffix, resolve_source
 from rankzero.errors import RankzeroError
 
@@ -39,44 +40,6 @@ class Chunk:
     first_line: int  # 1-based line (line formats) or record number (records) of the first item
     byte_offset: int = 0  # offset of payload[0] in the file (line formats)
     nbytes: int = 0
-
-
-def open_input(path: str) -> io.BufferedIOBase:
-    """A file's bytes as a binary stream with `peek`, decompressed on the fly when compressed (gzip, bz2 and xz
-    from the standard library, zstd from `zstandard`, reading across frames as `zstd -d` does)."""
-    compression = compression_of(path)
-    if compression == ".gz":
-        import gzip
-
-        return gzip.open(path, "rb")
-    if compression == ".bz2":
-        import bz2
-
-        return bz2.open(path, "rb")
-    if compression == ".xz":
-        import lzma
-
-        return lzma.open(path, "rb")
-    if compression == ".zst":
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True, closefd=True)
-        return io.BufferedReader(reader, 1 << 20)
-    return open(path, "rb")
-
-
-def _stream_errors() -> tuple[type[BaseException], ...]:
-    """What a damaged compressed stream raises (OSError covers gzip's BadGzipFile and bz2's invalid data)."""
-    import lzma
-
-    import zstandard
-
-    return OSError, EOFError, lzma.LZMAError, zstandard.ZstdError
-
-
-def _damaged(path: str, after: str, error: BaseException) -> RankzeroError:
-    return RankzeroError(f"{path}: the {compression_of(path)} stream is damaged after {after} ({error}); re-download or "
-                         "re-compress it")
 
 
 def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
@@ -135,8 +98,8 @@ def _is_json_array(path: str) -> bool:
     try:
         with open_input(path) as handle:
             head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except _stream_errors() as error:
-        raise _damaged(path, "its first bytes", error) from None
+    except stream_errors() as error:
+        raise damaged(path, "its first bytes", error) from None
     return head.startswith(b"[")
 
 
@@ -158,10 +121,10 @@ def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start:
     try:
         with open_input(path) as handle:
             yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end)
-    except _stream_errors() as error:
+    except stream_errors() as error:
         if not compression_of(path):
             raise
-        raise _damaged(path, "what was read of it", error) from None
+        raise damaged(path, "what was read of it", error) from None
 
 
 def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, start: int,
@@ -221,8 +184,8 @@ def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
                 data = json.load(handle)
             except json.JSONDecodeError as error:
                 raise RankzeroError(f"{path}:{error.lineno}: malformed JSON ({error.msg}, column {error.colno})") from None
-            except _stream_errors() as error:
-                raise _damaged(path, "what was read of it", error) from None
+            except stream_errors() as error:
+                raise damaged(path, "what was read of it", error) from None
         for index, record in enumerate(data, start=1):
             if not isinstance(record, dict):
                 raise RankzeroError(f"{path}: item {index} of the JSON array is {type(record).__name__}, expected an object")
@@ -232,8 +195,8 @@ def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
         with io.TextIOWrapper(open_input(path), encoding="utf-8-sig", newline="") as handle:
             try:
                 yield from csv.DictReader(handle)
-            except _stream_errors() as error:
-                raise _damaged(path, "what was read of it", error) from None
+            except stream_errors() as error:
+                raise damaged(path, "what was read of it", error) from None
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -265,6 +228,37 @@ def _iter_saved_records(location: str) -> Iterator[dict]:
         columns = list(batch)
         for row in zip(*(batch[c] for c in columns)):
             yield dict(zip(columns, row))
+
+
+HUB_CHECK_TIMEOUT_S = 2.0
+
+
+def check_hub_sources(sources: list[Source]) -> None:
+    """Before a build streams a hub dataset: one metadata request, given HUB_CHECK_TIMEOUT_S. Offline, the hub
+    client would retry for ~45 s, logging every try, and end on the same failure; with HF_HUB_OFFLINE=1
+    `datasets` reads its cache (or says it has none) at once, so nothing is asked then."""
+    hub = [source for source in sources if source.kind == "hub"]
+    if not hub:
+        return
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    for source in hub:
+        flag = "--eval_dataset" if source.evaluation else "--dataset"
+        try:
+            HfApi().dataset_info(source.location, revision=source.hub_revision, timeout=HUB_CHECK_TIMEOUT_S)
+        except (GatedRepoError, RevisionNotFoundError, RepositoryNotFoundError, HfHubHTTPError) as error:
+            reason = str(error).splitlines()[0]
+            raise RankzeroError(f"{flag} {source.spec}: the hub answered for dataset '{source.location}': {reason}; "
+                                f"check the name (a local path starts with ./ or /), the revision, or your token "
+                                "(hf auth login)") from None
+        except Exception as error:  # no network: DNS, refused or timed out connections (httpx's errors)
+            raise RankzeroError(
+                f"{flag} {source.spec}: names a hub dataset, and {constants.ENDPOINT} cannot be reached from here "
+                f"({type(error).__name__}: {error}); give a local file or directory (no {source.location} here), "
+                "a dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier") from None
 
 
 def _iter_hub_records(source: Source) -> Iterator[dict]:
