@@ -214,49 +214,25 @@ def newest_intact_checkpoint(output_dir: str | os.PathLike, candidates: list[Pat
     return None, skipped
 
 
-def _step(checkpoint: Path) -> int:
-    return int(CHECKPOINT.fullmatch(checkpoint.name).group(1))
-
-
-def run_id_of(output_dir: str | os.PathLike) -> str | None:
-    """The id of the run an output dir holds (its run_config.json's), or None (none yet, or an older rankzero)."""
-    record = read_json(Path(output_dir) / "run_config.json")
-    return record.get("run_id") if isinstance(record, dict) and isinstance(record.get("run_id"), str) else None
-
-
-def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
-    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
-    step = _step(checkpoint)
-    if max_steps > 0 and step > max_steps:
-        # The Trainer would restore step N > max_steps, train nothing and save its weights as this run's model.
-        return f"step {step} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
-    record = read_json(checkpoint / DATA_RECORD)
-    written_by = record.get("run_id") if isinstance(record, dict) else None
-    if run_id and isinstance(written_by, str) and written_by != run_id:
-        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
-    return None
-
-
 def resolve_resume(value: str | None, output_dir: str, data: dict | None = None, allow_data_change: bool = False,
                    report: bool = True, max_steps: int = -1) -> str | None:
-    """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint of this dir's run up to max_steps in
-    output_dir (none: start fresh).
+    """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint of the dir's run up to max_steps.
 
     Every rank calls it and reads the same files, so all of them choose alike; `report` (rank 0) says why."""
     if value is None or value == "":
         return None  # a dir holding checkpoints is an argument error (used_output_dir_problems)
+    from rankzero.train.output_dir import not_resumable, run_id_of, step_of
+
     if value == "auto":
         run_id = run_id_of(output_dir)
         reasons = {path: not_resumable(path, run_id, max_steps) for path in checkpoints_in(output_dir)}
         foreign = [(path, [reason]) for path, reason in reasons.items() if reason]
         chosen, skipped = newest_intact_checkpoint(output_dir, [path for path, reason in reasons.items() if not reason])
-        if chosen is None and skipped:
-            raise RankzeroError(f"--resume_from_checkpoint auto: every checkpoint in {output_dir} is damaged:\n"
-                                + _describe_skipped(skipped + foreign) + "\nremove them to start from scratch, or "
-                                "repair one")
-        if chosen is None and foreign:
-            raise RankzeroError(f"--resume_from_checkpoint auto: no checkpoint in {output_dir} belongs to this run:\n"
-                                + _describe_skipped(foreign) + "\nor start over with --overwrite_output_dir")
+        if chosen is None and (skipped or foreign):
+            what = f"no checkpoint in {output_dir} belongs to this run" if foreign else \
+                f"every checkpoint in {output_dir} is damaged"
+            raise RankzeroError(f"--resume_from_checkpoint auto: {what}:\n" + _describe_skipped(skipped + foreign)
+                                + "\nrepair one, or start over (--overwrite_output_dir, no --resume_from_checkpoint)")
         if chosen is None:
             if report:
                 logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch",
@@ -266,10 +242,9 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
             warnings.warn(f"--resume_from_checkpoint auto: resuming from {chosen.name}, skipping newer damaged "
                           f"checkpoints (left in place; a save at the same step replaces them):\n"
                           + _describe_skipped(skipped), stacklevel=2)
-        newer = [(path, why) for path, why in foreign if _step(path) > _step(chosen)]
-        if newer and report:
+        if report and any(step_of(path) > step_of(chosen) for path, _ in foreign):
             logger.warning("--resume_from_checkpoint auto: resuming from %s, not from:\n%s", chosen.name,
-                           _describe_skipped(newer))
+                           _describe_skipped([(path, why) for path, why in foreign if step_of(path) > step_of(chosen)]))
     else:
         chosen = Path(value)
         if not chosen.is_dir():

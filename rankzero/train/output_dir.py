@@ -259,6 +259,43 @@ def busy_message(output_dir: Path, holder: dict | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# The run a dir holds: run_config.json names it, every checkpoint names the run that wrote it
+
+
+def run_id_of(output_dir: str | os.PathLike) -> str | None:
+    """The id of the run an output dir holds (its run_config.json's), or None (none yet, or an older rankzero)."""
+    from rankzero.files import read_json
+
+    record = read_json(Path(output_dir) / RUN_FILES[0])
+    return record.get("run_id") if isinstance(record, dict) and isinstance(record.get("run_id"), str) else None
+
+
+def new_run_id() -> str:
+    import uuid
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.rpartition("-")[2])
+
+
+def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
+    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
+    from rankzero.files import read_json
+    from rankzero.train.checkpoints import DATA_RECORD
+
+    if max_steps > 0 and step_of(checkpoint) > max_steps:
+        # The Trainer would restore the step, train nothing and save those weights as this run's model.
+        return f"step {step_of(checkpoint)} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
+    record = read_json(checkpoint / DATA_RECORD)
+    written_by = record.get("run_id") if isinstance(record, dict) else None
+    if run_id and isinstance(written_by, str) and written_by != run_id:
+        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # History
 
 

@@ -42,7 +42,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints import data_record, resolve_resume, run_id_of
+    from rankzero.train.checkpoints import data_record, resolve_resume
+    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
@@ -275,12 +276,6 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
     compiled = f"per layer (regional), backend {args.torch_compile_backend}" if args.torch_compile else "off"
     return {"attn_implementation": attention, "attention": attention_cost(attention, documents),
             "data_parallel": parallel, "torch_compile": compiled}
-
-
-def new_run_id() -> str:
-    import uuid
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
 def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id) -> dict:
