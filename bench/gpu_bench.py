@@ -150,6 +150,16 @@ def one_gpu() -> dict:
     return {**os.environ, "CUDA_VISIBLE_DEVICES": visible}
 
 
+def run_system(system: str, command: list[str]) -> str:
+    """One system's process on the first GPU; its stdout. A failure shows what the process printed last (a lent
+    GPU's minutes are too few to rerun it only to see why)."""
+    result = subprocess.run(command, capture_output=True, text=True, env=one_gpu())
+    if result.returncode != 0:
+        sys.stderr.write(f"{system} exited {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}\n")
+        raise SystemExit(f"{system} failed: see its output above")
+    return result.stdout
+
+
 def rankzero(args, work: Path, variant: str) -> dict:
     out = work / variant
     shutil.rmtree(out, ignore_errors=True)
@@ -160,7 +170,7 @@ def rankzero(args, work: Path, variant: str) -> dict:
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch),
                "--max_steps", str(args.steps), "--logging_steps", str(args.warmup), "--save_strategy", "no",
                "--report_to", "none", "--disable_tqdm", "true", "--seed", "0", *flags[variant]]
-    printed = subprocess.run(command, check=True, capture_output=True, text=True, env=one_gpu()).stdout
+    printed = run_system(variant, command)
     config = json.loads((out / "run_config.json").read_text())
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
     after = logs[1:] or logs  # the first interval still holds cuDNN/allocator warm-up after step 1
@@ -239,7 +249,7 @@ def baseline(args, work: Path, prepared: str, system: str) -> dict:
                "--model_config", args.model_config, "--tokenizer_path", args.tokenizer_path, "--seq", str(args.seq),
                "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
                *(["--cpu_smoke"] if args.cpu_smoke else [])]
-    output = subprocess.run(command, check=True, capture_output=True, text=True, env=one_gpu()).stdout
+    output = run_system(system, command)
     return json.loads(output.strip().splitlines()[-1])
 
 

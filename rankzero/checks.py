@@ -41,6 +41,9 @@ def check_training_arguments(args: Args, training) -> None:
     problems += training_number_problems(training) + max_steps_problems(training)
     problems += model_config_problems(args.model, training)
     problems += position_problems(args.packing.max_seq_length, args.model)
+    if "output_dir" not in args.given:
+        problems.append("--output_dir DIR: give the directory this run writes (the model, checkpoints, run_config.json); "
+                        "the Trainer's default, ./trainer_output, would be shared by every run started here")
     problems += output_dir_problems(training.output_dir)
     problems += used_output_dir_problems(training.output_dir, training.resume_from_checkpoint,
                                          args.overwrite_output_dir)

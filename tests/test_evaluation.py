@@ -119,13 +119,13 @@ def test_the_curves_plot_what_was_logged_against_tokens_or_else_steps():
     from rankzero.train.report import panels
 
     # HF's logging_steps 500 in a 200-step run: evaluations only, no token counts.
-    label, shown = panels([{"step": 100, "eval_loss": 5.0}, {"step": 200, "eval_loss": 4.0}])
+    label, shown, _ = panels([{"step": 100, "eval_loss": 5.0}, {"step": 200, "eval_loss": 4.0}])
     assert label == "optimizer steps"
     assert [(title, [name for name, *_ in curves]) for title, _, curves in shown] == [("loss", ["eval loss"])]
     assert shown[0][2][0][1:] == ([100.0, 200.0], [5.0, 4.0])
 
     logged = [{"step": step, "loss": 6.0 - step / 10, "learning_rate": 1e-3, "tokens_seen": 256 * step}
               for step in (10, 20)] + [{"step": 20, "eval_loss": 5.5}]
-    label, shown = panels(logged)  # no tokens/s logged: no empty panel for it
+    label, shown, _ = panels(logged)  # no tokens/s logged: no empty panel for it
     assert label == "tokens trained" and [title for title, *_ in shown] == ["loss", "learning rate"]
     assert dict((name, xs) for name, xs, _ in shown[0][2]) == {"train loss": [2560, 5120], "eval loss": [5120.0]}

@@ -321,7 +321,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
-                                       plan.source_config.txt_sample_by))
+                                       plan.source_config.txt_sample_by, plan.max_document_bytes))
     pool, _STAGE = _start_pool(plan, engine, workers)
     in_flight: deque = deque()
     try:
