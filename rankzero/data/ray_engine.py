@@ -117,6 +117,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         stats[meta["source_index"]].tokens_out += meta["tokens_out"]
         stats[meta["source_index"]].documents_out += meta["documents_out"]
     _check_counts(plan, stats)
+    if plan.quality is not None:
+        from rankzero.data.quality.samples import write_quality_samples
+
+        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
