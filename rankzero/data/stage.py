@@ -52,6 +52,7 @@ class ChunkResult:
     replaced_lines: int
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
+    path: str = ""  # the chunk's file (or dataset)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -179,4 +180,4 @@ class Stage:
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed}, samples)
+                            "tokenize": done - signed}, samples, chunk.path)
