@@ -120,6 +120,10 @@ def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_d
     assert ray_built[1]["dropped"]["exact_duplicate"] >= 30
     _assert_same_content(local, ray_built, 32)
     assert ray_built[1]["prep_engine"]["passes"] == 2
+    # the same examples of each rule's drops, with the file's own line numbers from tasks that start mid-file
+    samples = [(tmp_path / f"cache-{engine}" / manifest["fingerprint"] / "quality_samples.jsonl").read_text()
+               for engine, (_, manifest) in (("local", local), ("ray", ray_built))]
+    assert samples[0] == samples[1] and samples[0]
 
 
 def test_ray_reads_compressed_files_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster, small_tasks):

@@ -117,9 +117,27 @@ def test_a_checkpoint_without_a_tokenizer_falls_back_to_the_mean_and_says_so(tmp
     with pytest.warns(UserWarning, match="holds no tokenizer .* every new row at the old rows' mean"):
         model, extension = build_model(ModelConfig(pretrained_model=str(checkpoint)),
                                        AutoTokenizer.from_pretrained(extended_dir), None, "sdpa")
-    assert extension is None and model.get_input_embeddings().num_embeddings == 1344
+    assert model.get_input_embeddings().num_embeddings == 1344
+    assert (extension.split, extension.first_new_row, extension.fallback_rows) == (False, CHECKPOINT_ROWS, 1300 - 1024)
     new = model.get_input_embeddings().weight[CHECKPOINT_ROWS:]
     assert spread(new) < spread(model.get_input_embeddings().weight[:BASE_SIZE]) / 1000  # one shared vector
+
+
+def test_a_resume_finds_the_stages_first_row_again(tmp_path, tokenizer_dir, extended_dir):
+    """A resume builds the model from the run's checkpoint (its rows already made): the stage's rows are found again
+    from --pretrained_model, as when the run started."""
+    from transformers import AutoTokenizer
+
+    from rankzero.config import ModelConfig
+    from rankzero.train.vocabulary import stage_start
+
+    tokenizer = AutoTokenizer.from_pretrained(extended_dir)
+    with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)))
+    without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)))
+    assert stage_start(with_tokenizer, tokenizer, None) == BASE_SIZE
+    assert stage_start(without, tokenizer, None) == CHECKPOINT_ROWS
+    assert stage_start(with_tokenizer, AutoTokenizer.from_pretrained(tokenizer_dir), None) is None
+    assert stage_start(ModelConfig(), tokenizer, None) is None
 
 
 def test_a_tokenizer_that_is_no_extension_is_named(tmp_path, tokenizer_dir):

@@ -95,11 +95,19 @@ def load_config(path: str | Path):
     return AutoConfig.for_model(model_type, **values)
 
 
-def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None,
-                attn_implementation: str) -> tuple[PreTrainedModel, Extension | None]:
-    """The model, and what was done to its embeddings for tokens its checkpoint did not have (None: nothing)."""
+def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
+                checkpoint: str | None = None) -> tuple[PreTrainedModel, Extension | None]:
+    """The model, and what was done to its embeddings for tokens its checkpoint did not have (None: nothing).
+
+    `checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
+    is, so neither the config file the run started from nor the pretrained weights are read again (nor are
+    new rows made: the checkpoint has them)."""
     old_tokenizer = None
-    if model_args.pretrained_model:
+    if checkpoint:
+        config = AutoConfig.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        source = f"--resume_from_checkpoint {checkpoint}"
+    elif model_args.pretrained_model:
         model = AutoModelForCausalLM.from_pretrained(
             model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
         )
@@ -155,6 +163,9 @@ def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None
             stacklevel=2,
         )
         model.resize_token_embeddings(new_size, pad_to_multiple_of=None)
+        extension = Extension(first_new_row=embeddings, rows=new_size, subword_rows=0,
+                              fallback_rows=tokenizer_size - embeddings, padding_rows=new_size - tokenizer_size,
+                              split=False)
         embeddings = new_size
     if max_token_id is not None and max_token_id >= embeddings:
         raise ValueError(

@@ -44,14 +44,34 @@ class Extension:
     subword_rows: int  # new tokens initialised from their pieces
     fallback_rows: int  # new tokens the old tokenizer gave no piece for: the old mean
     padding_rows: int  # rows past the tokenizer (a multiple of 64): the old mean
+    split: bool = True  # False: the checkpoint held no tokenizer to split the new tokens with
 
     def describe(self, source: str) -> str:
+        if not self.split:
+            return (f"{self.fallback_rows} new token(s) beyond {source}'s {self.first_new_row} rows: all at the old "
+                    f"mean (the checkpoint holds no tokenizer to split them with; {self.rows} rows in all)")
         fallback = (f"; {self.fallback_rows} the old tokenizer splits into nothing it knows start at the old mean"
                     if self.fallback_rows else "")
         return (f"{self.subword_rows + self.fallback_rows} new token(s) beyond {source}'s {self.first_new_row}: "
                 f"{self.subword_rows} start, in the input and output embeddings, as the mean of their old "
                 f"pieces' rows{fallback}; {self.padding_rows} padding row(s) at the old mean "
                 f"({self.rows} rows in all)")
+
+
+def stage_start(model_args, tokenizer, extension: Extension | None) -> int | None:
+    """The first row --train_new_embeddings_steps trains: the extension's, or on a resume (the model rebuilt from
+    the run's checkpoint, its new rows made when the run started) the same row found again from
+    --pretrained_model; None without --pretrained_model or when it lacked no token."""
+    from transformers import AutoConfig
+
+    if extension is not None:
+        return extension.first_new_row
+    if not model_args.pretrained_model:
+        return None
+    rows = AutoConfig.from_pretrained(model_args.pretrained_model).get_text_config().vocab_size
+    old = checkpoint_tokenizer(model_args.pretrained_model)
+    first = rows if old is None else min(len(old), rows)
+    return first if len(tokenizer) > first else None
 
 
 def checkpoint_tokenizer(directory: str | Path):
