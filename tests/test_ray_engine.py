@@ -309,3 +309,21 @@ def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_
 def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluster):
     with pytest.raises(RankzeroError, match="--prep_engine ray reads files every node can see"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), seed=0)
+
+
+def test_ray_screens_as_the_local_engine_does(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    from test_prepare_screen import planted_corpus
+
+    corpus, benchmark = planted_corpus(tmp_path)
+    built = {}
+    for engine in ("local", "ray"):
+        args = data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine,
+                         decontaminate=[benchmark], max_seq_length=32)
+        out = prepare(args, seed=0)
+        built[engine] = (json.loads((out / "manifest.json").read_text()),
+                         *((out / name).read_text() for name in ("pii_samples.jsonl", "contaminated_items.jsonl")))
+    (local, *local_files), (ray_manifest, *ray_files) = built["local"], built["ray"]
+    assert ray_manifest["prep_engine"]["tasks"] >= 3
+    for key in ("dropped", "docs_kept", "tokens", "pii", "decontamination"):
+        assert ray_manifest[key] == local[key], key
+    assert ray_files == local_files and local["dropped"]["pii_dump"] == 1

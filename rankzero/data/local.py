@@ -48,6 +48,7 @@ from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
                                   validation_manifest)
+from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
@@ -112,13 +113,14 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
+        screened = ScreenTotals(plan)
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger)
+                            seconds, ledger, screened)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -175,7 +177,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
-                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe(plan)} if ledger else {})})
+                          extra={"builder_threads": threads, **screened.finish(stats, out_dir),
+                                 **({"near_dedup": ledger.describe(plan)} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -287,7 +290,7 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None) -> None:
+                    ledger: NearLedger | None = None, screened: ScreenTotals | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     global _STAGE
@@ -317,6 +320,8 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
+        if screened is not None:
+            screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)

@@ -42,7 +42,7 @@ PLACEHOLDERS = {
     "ip_address": "|||IP_ADDRESS|||",
 }
 PUBLIC = ("business_registration", "business_phone")  # counted, left in the text
-SPECIAL_TOKENS = tuple(sorted(set(PLACEHOLDERS.values())))  # reserved by scripts/train_tokenizer.py
+PLACEHOLDER_TOKENS = tuple(PLACEHOLDERS.values())  # special tokens of rankzero-trained tokenizers
 
 # A page this dense with personal data is a dump (a leaked member list, a contact directory): masking
 # leaves a page of placeholders, so it is dropped whole. News pages with a reporter's e-mail per article
@@ -338,6 +338,17 @@ class PiiCounts:
         for sample in other.samples:
             if sum(1 for s in self.samples if s["detector"] == sample["detector"]) < self.SAMPLES_PER_DETECTOR:
                 self.samples.append(sample)
+
+    def to_dict(self) -> dict:
+        """A JSON-safe copy (a Ray task's counts travel in its meta file)."""
+        return {"masked": dict(self.masked), "public": dict(self.public), "documents": dict(self.documents),
+                "rejected": dict(self.rejected), "dropped_documents": self.dropped_documents,
+                "dropped_spans": dict(self.dropped_spans), "samples": list(self.samples)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PiiCounts":
+        counters = {name: Counter(data[name]) for name in ("masked", "public", "documents", "rejected", "dropped_spans")}
+        return cls(**counters, dropped_documents=data["dropped_documents"], samples=list(data["samples"]))
 
     def describe(self) -> dict:
         """The manifest's entry (samples go to pii_samples.jsonl)."""

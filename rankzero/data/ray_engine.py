@@ -48,6 +48,7 @@ from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
                                   validation_manifest)
+from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
 from rankzero.data.split import Holdout, threshold
 from rankzero.errors import RankzeroError
@@ -150,6 +151,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
         extra["near_dedup"] = ledger.describe(plan)
+    screened = ScreenTotals(plan)
+    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
+        screened.add(meta["source_index"], meta.get("screen"))
+    extra.update(screened.finish(stats, out_dir))
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 

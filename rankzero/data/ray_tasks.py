@@ -42,6 +42,7 @@ from rankzero.data.shards import StagedWriter, conform, output_schema, read_stag
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source, compression_of, text_bytes
 from rankzero.data.split import held_out
+from rankzero.data.screen import combine
 from rankzero.data.stage import Stage
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
@@ -194,7 +195,7 @@ class TaskRunner:
         else:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
                                       None if task.end < 0 else task.end)
-        documents, dropped, seconds = [], Counter(), Counter()
+        documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
         for chunk in chunks:
             try:
@@ -208,10 +209,11 @@ class TaskRunner:
                               (result.signatures, result.shingles)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
+            screened.append(result.screen)
             meta["docs_in"] += result.docs_in
             meta["bytes_in"] += result.bytes_in
             meta["replaced_lines"] += result.replaced_lines
-        meta.update(dropped=dict(dropped), seconds=dict(seconds))
+        meta.update(dropped=dict(dropped), seconds=dict(seconds), screen=combine(screened))
         return documents, meta
 
     def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:

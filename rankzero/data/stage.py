@@ -32,6 +32,7 @@ from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, l
 from rankzero.data.minhash import minhash_signatures
 from rankzero.data.pack import truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.screen import Screen
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ChunkResult:
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
+    screen: dict | None  # what --pii and --decontaminate found (screen.py), None with neither
     replaced_lines: int
     seconds: dict
 
@@ -103,6 +105,7 @@ class Stage:
         self.quality_filter = quality_filter
         self.hashes = hashes
         self.truncate_to = truncate_to
+        self.screen = Screen.of(config)
 
     @classmethod
     def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
@@ -129,7 +132,7 @@ class Stage:
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or self.hashes or self.signatures) else None
+            self.quality_filter is not None or self.hashes or self.signatures or self.screen) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
@@ -138,8 +141,15 @@ class Stage:
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
-        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         filtered = time.perf_counter()
+        report = None
+        if self.screen is not None:
+            keep, documents, report = self.screen(documents, texts, self._count_tokens)
+            dropped.update(report.pop("dropped"))
+            # Dedup and the split decide from the text as read: masking never changes which copy is kept.
+            texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
+        screened = time.perf_counter()
+        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         signatures, shingles = minhash_signatures(texts) if self.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
@@ -148,6 +158,11 @@ class Stage:
             ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
-                           shingles, truncated, +dropped, parsed.replaced_lines,
-                           {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed})
+                           shingles, truncated, +dropped, report, parsed.replaced_lines,
+                           {"convert": converted - started, "quality": filtered - converted,
+                            "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed})
+
+    def _count_tokens(self, documents: list) -> list[int]:
+        _, lengths, _ = self.encoder.encode(documents, self.config.with_labels)
+        return lengths.tolist()
+
