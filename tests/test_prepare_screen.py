@@ -118,3 +118,39 @@ def test_placeholders_are_one_token_each(tokenizer_dir):
         assert tokenizer(placeholder, add_special_tokens=False)["input_ids"] == [token] != [tokenizer.unk_token_id]
         glued = tokenizer(f"문의{placeholder}로", add_special_tokens=False)["input_ids"]
         assert glued.count(token) == 1 and tokenizer.decode(glued) == f"문의{placeholder}로"
+
+
+def shingles(text: str) -> set:
+    words = text.split()
+    return {" ".join(words[i:i + 5]) for i in range(len(words) - 4)}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+@pytest.mark.parametrize("dedup", ["exact", "none"])
+def test_eval_overlap_keeps_evaluation_text_out_of_training(tmp_path, tokenizer_dir, dedup):
+    texts = korean_documents(400, seed=9)
+    evaluation, training = texts[:30], texts[30:]
+    # One word changed in each of 10 evaluation documents, 5 quoted whole inside a longer page, 3 exact copies.
+    near = [" ".join("바뀐낱말" if i == 7 else w for i, w in enumerate(t.split())) for t in evaluation[:10]]
+    pages = [f"{texts[100 + i]}\n{t}\n{texts[200 + i]}" for i, t in enumerate(evaluation[10:15])]
+    training = training + near + pages + evaluation[20:23]
+    corpus = write_jsonl(tmp_path / "train.jsonl", [{"text": t} for t in training])
+    held = write_jsonl(tmp_path / "eval.jsonl", [{"text": t} for t in evaluation])
+    out, manifest = build(tmp_path, tokenizer_dir, corpus, dedup, dedup=dedup, eval_dataset=[held],
+                          validation_split_percentage=10)
+    # (a planted document the percentage split holds out itself is not dropped)
+    assert manifest["dropped"]["eval_overlap"] >= 12 and manifest["dropped"]["in_eval_dataset"] == 3
+    # The acceptance rule: no training document is a near-copy (Jaccard >= 0.8 on word 5-grams) of a
+    # validation one, --eval_dataset's or the percentage split's.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    rows = {split: [shingles(tokenizer.decode(row["input_ids"]).replace("</s>", ""))
+                    for row in datasets.load_from_disk(str(path))]
+            for split, path in (("train", out), ("validation", out / "validation"))}
+    assert len(rows["validation"]) > 30 and manifest["eval_overlap"]["documents_dropped"] == manifest["dropped"]["eval_overlap"]
+    worst = max(jaccard(a, b) for a in rows["train"] for b in rows["validation"])
+    assert worst < 0.8

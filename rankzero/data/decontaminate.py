@@ -229,7 +229,7 @@ class ContaminationIndex:
             question = normalize(" ".join(item.parts)).split()
             whole = question + normalize(" ".join(item.choices)).split()
             grams = set(gram_hashes(whole).tolist())
-            grams_of.append((grams, len(set(gram_hashes(question).tolist())) or len(grams)))
+            grams_of.append((grams, set(gram_hashes(question).tolist()) or grams))
             for gram in grams:
                 owners_of_gram.setdefault(gram, set()).add(number)
         common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
@@ -237,7 +237,10 @@ class ContaminationIndex:
         for number, (grams, question_grams) in enumerate(grams_of):
             kept = grams - common
             if kept:
-                self.need[number] = max(1, math.ceil(question_grams * MIN_SHARE))
+                # Half of the item's own question n-grams: boilerplate shared with other items neither
+                # counts towards it nor raises it.
+                own = len(question_grams - common) or len(kept)
+                self.need[number] = max(1, math.ceil(own * MIN_SHARE))
                 pairs += ((gram, number) for gram in kept)
         self.gram_keys, self.gram_items = _sorted_pairs(pairs)
 

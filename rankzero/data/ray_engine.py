@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.near_ledger import NearLedger, write_ray_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
@@ -81,7 +82,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                   plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
                   plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
                   plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
-                  held_out_below=threshold(percentage), signatures=plan.near_dedup)
+                  held_out_below=threshold(percentage), signatures=plan.near_dedup,
+                  eval_overlap=write_evaluation(plan, work / "evaluation.jsonl"))
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)

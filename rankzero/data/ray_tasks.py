@@ -121,6 +121,7 @@ class Job:
     validation: bool = False  # a validation split is made
     held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
     signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
+    eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
 
 
 class TaskRunner:
@@ -131,7 +132,7 @@ class TaskRunner:
         self.work = Path(job.work)
         self.stage = None if job.phase == "pack" else Stage.in_worker(
             job.stage, job.engine_name, job.quality, job.threads, job.hashes, job.truncate_to,
-            signatures=job.signatures)
+            signatures=job.signatures, eval_overlap=job.eval_overlap)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}

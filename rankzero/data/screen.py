@@ -26,6 +26,7 @@ import xxhash
 
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          read_benchmarks)
+from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -44,17 +45,21 @@ def document_id(text: str) -> str:
 
 
 class Screen:
-    def __init__(self, masker: PiiMasker | None, index: ContaminationIndex | None):
+    def __init__(self, masker: PiiMasker | None, index: ContaminationIndex | None, overlap: EvalOverlap | None):
         self.masker = masker
         self.index = index
+        self.overlap = overlap
 
     @classmethod
-    def of(cls, config) -> Screen | None:
+    def of(cls, config, eval_overlap: dict | None = None) -> Screen | None:
+        """`eval_overlap`: what eval_overlap.write_evaluation wrote (with a validation split)."""
         masker = PiiMasker() if config.pii == "mask" else None
         index = load_index(tuple(config.decontaminate)) if config.decontaminate else None
-        return cls(masker, index) if masker or index else None
+        overlap = EvalOverlap(eval_overlap) if eval_overlap else None
+        return cls(masker, index, overlap) if masker or index or overlap else None
 
-    def __call__(self, documents: list, texts: list[str], count_tokens) -> tuple[np.ndarray, list, dict]:
+    def __call__(self, documents: list, texts: list[str], count_tokens,
+                 source_index: int = 0) -> tuple[np.ndarray, list, dict]:
         """(kept: a bool per document, the kept documents masked, the chunk's report). `texts` are the
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
@@ -73,6 +78,11 @@ class Screen:
                 for benchmark in sorted({item.benchmark for item in items}):
                     report["documents"][benchmark] += 1
                     report["tokens"][benchmark] += int(length)
+        if self.overlap is not None:
+            candidates = np.flatnonzero(keep)
+            overlapping = candidates[self.overlap([texts[i] for i in candidates.tolist()], source_index)]
+            keep[overlapping] = False
+            report["dropped"][EVAL_OVERLAP] = len(overlapping)
         if self.masker is None:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
         counts, kept = PiiCounts(), []
@@ -162,6 +172,14 @@ class ScreenTotals:
                 "per_source": {stat.spec: counts.describe() for counts, stat in zip(self.pii, stats)}}
         else:
             extra["pii"] = {"setting": "off"}
+        if self.plan.has_validation:
+            extra["eval_overlap"] = {
+                "documents_dropped": sum(stat.dropped.get(EVAL_OVERLAP, 0) for stat in stats),
+                "rule": "a training document holding at least half of the word 8-grams of a held-out document "
+                        "(a near-copy, or a page containing it), or its whole text spacing-blind, is dropped; "
+                        "whatever --dedup says",
+                # --eval_dataset documents pass the same filters as training ones; what those removed:
+                "eval_dataset_removed": {stat.spec: dict(stat.dropped) for stat in stats if stat.evaluation}}
         if config.decontaminate:
             index = load_index(tuple(config.decontaminate))
             found: dict[str, set] = {}

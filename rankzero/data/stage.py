@@ -89,7 +89,7 @@ def rust_threads(threads: int) -> Iterator[dict[str, str]]:
 
 def text_hash(text: str) -> int:
     """A document's identity for exact dedup: xxh3-64 of its UTF-8 bytes (a few times cheaper than blake2b
-    here, and the stage hashes every document)."""
+    here, and the stage hashes every document). eval_overlap.text_hash is the same function."""
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
@@ -97,7 +97,8 @@ class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
     def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False):
+                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False,
+                 eval_overlap: dict | None = None):
         self.config = config
         self.signatures = signatures
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
@@ -105,11 +106,12 @@ class Stage:
         self.quality_filter = quality_filter
         self.hashes = hashes
         self.truncate_to = truncate_to
-        self.screen = Screen.of(config)
+        self.screen = Screen.of(config, eval_overlap)
 
     @classmethod
     def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False) -> "Stage":
+                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False,
+                  eval_overlap: dict | None = None) -> "Stage":
         """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
         the tokenizer's Rust pools unless `rust_threads` says otherwise."""
         set_rust_threads(rust_threads or threads)
@@ -120,7 +122,7 @@ class Stage:
 
             quality_filter = QualityFilter(quality_config, threads=threads)
         return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to,
-                   signatures)
+                   signatures, eval_overlap)
 
     def __call__(self, chunk) -> ChunkResult:
         config = self.config
@@ -144,7 +146,7 @@ class Stage:
         filtered = time.perf_counter()
         report = None
         if self.screen is not None:
-            keep, documents, report = self.screen(documents, texts, self._count_tokens)
+            keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
             dropped.update(report.pop("dropped"))
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
