@@ -22,6 +22,7 @@ from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import resume_problems
 from rankzero.train.output_dir import output_dir_problems
+from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += output_dir_problems(training.output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
+    problems += fsdp_problems(training)
     if problems:
         raise ConfigError(problems)
 

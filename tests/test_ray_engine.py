@@ -312,7 +312,7 @@ def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluste
 
 
 def test_ray_screens_as_the_local_engine_does(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
-    from test_prepare_screen import planted_corpus
+    from test_prepare_pii import planted_corpus
 
     corpus, benchmark = planted_corpus(tmp_path)
     built = {}

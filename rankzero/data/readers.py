@@ -230,6 +230,37 @@ def _iter_saved_records(location: str) -> Iterator[dict]:
             yield dict(zip(columns, row))
 
 
+HUB_CHECK_TIMEOUT_S = 2.0
+
+
+def check_hub_sources(sources: list[Source]) -> None:
+    """Before a build streams a hub dataset: one metadata request, given HUB_CHECK_TIMEOUT_S. Offline, the hub
+    client would retry for ~45 s, logging every try, and end on the same failure; with HF_HUB_OFFLINE=1
+    `datasets` reads its cache (or says it has none) at once, so nothing is asked then."""
+    hub = [source for source in sources if source.kind == "hub"]
+    if not hub:
+        return
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    for source in hub:
+        flag = "--eval_dataset" if source.evaluation else "--dataset"
+        try:
+            HfApi().dataset_info(source.location, revision=source.hub_revision, timeout=HUB_CHECK_TIMEOUT_S)
+        except (GatedRepoError, RevisionNotFoundError, RepositoryNotFoundError, HfHubHTTPError) as error:
+            reason = str(error).splitlines()[0]
+            raise RankzeroError(f"{flag} {source.spec}: the hub answered for dataset '{source.location}': {reason}; "
+                                f"check the name (a local path starts with ./ or /), the revision, or your token "
+                                "(hf auth login)") from None
+        except Exception as error:  # no network: DNS, refused or timed out connections (httpx's errors)
+            raise RankzeroError(
+                f"{flag} {source.spec}: names a hub dataset, and {constants.ENDPOINT} cannot be reached from here "
+                f"({type(error).__name__}: {error}); give a local file or directory (no {source.location} here), "
+                "a dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier") from None
+
+
 def _iter_hub_records(source: Source) -> Iterator[dict]:
     import datasets
 

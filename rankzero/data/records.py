@@ -15,6 +15,9 @@ format below, which keeps every role:
 
     ### User:\\n{content}\\n\\n### Assistant:\\n{content}\\n\\n
 
+`PLAIN_CHAT_TEMPLATE` is that format as a Jinja chat template: an SFT run saves it as its tokenizer's
+`chat_template`, so the model is prompted as it was trained (`scripts/generate.py --chat`).
+
 `--text_column a.b` picks field `b` of a struct (or JSON object) column `a`; a text column that holds a
 struct is an error listing its fields, one holding a number, a boolean (JSON `true`, `12345`, `NaN`) or a
 list with anything but strings in it is an error naming file and line (a list of strings is one document,
@@ -40,6 +43,12 @@ KNOWN_SHAPES = ("text/content/document (or --text_column)", "instruction/input/o
                 "prompt/completion", "question/answer", "messages (role/content)", "conversations (from/value)")
 
 Segments = list[tuple[str, bool]]
+
+# ChatRenderer's plain format, for apply_chat_template (Jinja's `capitalize` is str.capitalize, as below).
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}### {{ message['role'] | capitalize }}:\n{{ message['content'] }}\n\n{% endfor %}"
+    "{% if add_generation_prompt %}### Assistant:\n{% endif %}"
+)
 SURROGATES = re.compile("[\ud800-\udfff]")
 
 
@@ -81,6 +90,13 @@ def detect_schema(columns: list[str], text_column: str | None) -> str:
     if "conversations" in keys:
         return "conversations"
     return ""
+
+
+def chat_rendering(chat_template: str | None) -> str:
+    """How chats are rendered with this chat template (None: the tokenizer has none), in words."""
+    if chat_template:
+        return "the tokenizer's chat template"
+    return "plain '### User:/### Assistant:' (the tokenizer has no chat template)"
 
 
 class ChatRenderer:

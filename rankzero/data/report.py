@@ -23,6 +23,7 @@ from rankzero import malloc
 from rankzero.data.minhash import algorithm
 from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
+from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
 
 PROGRESS_EVERY_S = 5.0
@@ -39,6 +40,7 @@ class Progress:
         self.docs = self.kept = self.bytes = self.tokens = 0
         self.removed = 0  # duplicates (exact as chunks arrive; near once decided, at the end of encoding)
         self.stage = "encode"
+        self._printed = None  # (stage, docs, bytes) of the last line printed
 
     def update(self, docs: int, kept: int, nbytes: int, tokens: int, removed: int = 0) -> None:
         self.docs += docs
@@ -63,6 +65,14 @@ class Progress:
 
     def report(self) -> None:
         snap = self.snapshot()
+        if self.on_progress:
+            self.on_progress(snap)
+        # The first update prints at once, and the end of a stage prints again: with nothing read in
+        # between (a small corpus, one chunk) that is the same line twice.
+        printed = (self.stage, self.docs, self.bytes, self.removed)
+        if printed == self._printed:
+            return
+        self._printed = printed
         kept = 100 * self.kept / self.docs if self.docs else 100.0
         eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
         done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
@@ -70,8 +80,6 @@ class Progress:
         print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
               f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%{duplicates}, "
               f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)
-        if self.on_progress:
-            self.on_progress(snap)
 
 
 @dataclass
@@ -198,6 +206,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "max_seq_length": plan.packing.max_seq_length,
         "packing": plan.packing.packing,
         "mode": plan.stage.mode,
+        "chat_rendering": chat_rendering(tokenizer.chat_template) if plan.with_labels else None,
         "columns": plan.columns,
         "tail_tokens_dropped": tail_tokens,
         "truncated": sum(s.truncated for s in stats),
@@ -232,6 +241,23 @@ def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
     return entry
 
 
+def mixing_lines(sources: list[dict]) -> list[str]:
+    """One line per weighted source that the mix subsamples or repeats: what a weight costs in data."""
+    lines = []
+    for source in sources:
+        if source["evaluation"] or abs(source["ratio"] - 1) < 1e-6:
+            continue
+        available = source["docs_kept"] - source["validation_documents"]
+        used = source["documents_out"]
+        if source["ratio"] < 1:
+            lines.append(f"{source['spec']}: {used:,} of its {available:,} documents used, {available - used:,} left "
+                         f"out (ratio {source['ratio']:.2f})")
+        else:
+            lines.append(f"{source['spec']}: its {available:,} documents repeated {source['ratio']:.2f}x "
+                         f"({used:,} in the output)")
+    return lines
+
+
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -255,10 +281,13 @@ def print_summary(manifest: dict, final: Path) -> None:
     if validation:
         lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
                      f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
+    if manifest.get("chat_rendering"):
+        lines.append(f"  chats      rendered with {manifest['chat_rendering']}")
     if manifest.get("truncated"):
         lines.append(f"  truncated  {manifest['truncated']:>12,}   samples longer than a row, cut at their end")
     for reason, count in manifest["dropped"].items():
         lines.append(f"  dropped {reason:<28} {count:>10,}")
+    lines += [f"  mixing     {line}" for line in mixing_lines(manifest["sources"])]
     lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
     lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
     print("\n".join(lines), file=sys.stderr, flush=True)

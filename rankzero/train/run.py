@@ -48,6 +48,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
+    from rankzero.train.sharding import fsdp_defaults
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
@@ -56,6 +57,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     hf_logging.disable_progress_bar()  # a bar per shard at every checkpoint save; the Trainer's own bar stays
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
+    if args.stage.mode == "sft":
+        use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
     data = data_record(prepared_dir)
@@ -71,8 +74,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
+    training, sharding = fsdp_defaults(training, model)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **learning}
+    defaults = {**args.defaults, **defaults, **learning, **sharding}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -132,6 +136,18 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def use_chat_rendering(tokenizer, runtime: Runtime) -> None:
+    """Say how the SFT samples were rendered, and make it the saved tokenizer's chat template: the model is
+    then prompted as it was trained (apply_chat_template, scripts/generate.py --chat)."""
+    from rankzero.data.records import PLAIN_CHAT_TEMPLATE, chat_rendering
+
+    if runtime.is_main:
+        print(f"chat rendering: {chat_rendering(tokenizer.chat_template)}"
+              + ("" if tokenizer.chat_template else "; saved as the model's tokenizer's chat_template"), flush=True)
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
 
 
 def evaluate_at_end(trainer) -> None:
@@ -224,10 +240,16 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
 
     from rankzero.train.model import attention_cost
 
+    from rankzero.train.sharding import describe_sharding
+
     accelerator = trainer.accelerator
     kind, processes = accelerator.distributed_type, accelerator.num_processes
+    if trainer.args.fsdp and kind != DistributedType.FSDP:  # sharding.shard_on_cpu refuses this earlier
+        raise AssertionError(f"--fsdp requested, accelerate set up {kind.value}")
     # accelerate wraps in DDP on CPU whenever it runs distributed (even alone), on GPUs with 2+ processes.
-    if kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
+    if kind == DistributedType.FSDP:
+        parallel = describe_sharding(accelerator)
+    elif kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
         handler = accelerator.ddp_handler
         unused = handler.find_unused_parameters if handler is not None else False
         parallel = f"DDP over {processes} process(es), find_unused_parameters={unused}"

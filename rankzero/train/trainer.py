@@ -11,8 +11,10 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
   dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
   and `--resume_from_checkpoint auto` never picks one a kill cut short; each one also records the data
-  it was trained on (checkpoints.py), and a save that fails on any rank (a full disk: said so, with
+  it was trained on (checkpoints.py) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
   the free space) removes the staged checkpoint and stops every rank with the same error;
+- `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
+  reduced in fp32 under bf16, and sharding on CPU too;
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
   each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
   stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
@@ -37,6 +39,8 @@ from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         write_data_record)
 from rankzero.train.preemption import PreemptionCallback
+from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
+from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
 STAGING_DIR = ".checkpoint-staging"  # hidden: neither `checkpoint-*` globs nor get_last_checkpoint see it
@@ -67,7 +71,18 @@ class RankzeroTrainer(Trainer):
         args = super()._build_accelerator_args(**kwargs)
         if self.args.torch_compile and args.get("dynamo_plugin") is not None:
             args["dynamo_plugin"].use_regional_compilation = True
+        self._fsdp_plugin = args.get("fsdp_plugin")
+        if self._fsdp_plugin is not None:
+            self._fsdp_plugin.mixed_precision_policy = mixed_precision_policy(self.args)
         return args
+
+    def create_accelerator_and_postprocess(self):
+        super().create_accelerator_and_postprocess()
+        if self.args.fsdp and not self.is_fsdp_enabled:  # a CPU run (sharding.py says why), or an error
+            shard_on_cpu(self.accelerator, self._fsdp_plugin)
+            self.is_fsdp_enabled = True
+        if self.is_fsdp_enabled:
+            quiet_checkpoint_logs()
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.meter.add_tokens(inputs.pop("num_tokens", 0))
@@ -103,6 +118,8 @@ class RankzeroTrainer(Trainer):
             super()._save_checkpoint(model, trial)  # every rank writes its part (RNG state, shards) into `staged`
             if self.args.should_save and self.data_record is not None:
                 write_data_record(staged, self.data_record)
+            if self.args.should_save and self.is_fsdp_enabled:
+                save_model_files(staged, self.model, self.processing_class)
         except Exception as caught:  # told to every rank below, so that none waits for it in a barrier
             error = caught
         finally:
@@ -122,6 +139,16 @@ class RankzeroTrainer(Trainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
         self.accelerator.wait_for_everyone()
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        if self.is_fsdp_enabled and not _internal_call:
+            # The finished model as one plain HF dir: the Trainer writes nothing for a sharded state dict, and a
+            # checkpoint's own save (_internal_call) keeps its DCP shards (sharded_checkpoints.py).
+            state_dict = gathered_state_dict(self.model)  # every rank takes part; rank 0 gets the weights
+            if self.args.should_save:
+                self._save(output_dir or self.args.output_dir, state_dict=state_dict)
+            return
+        super().save_model(output_dir, _internal_call)
 
     def _save_error(self, failures, error, run_dir: str, name: str, free: int | None) -> BaseException:
         if any(full for _, full, _ in failures):

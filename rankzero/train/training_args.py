@@ -31,6 +31,11 @@ class TrainingArguments(transformers.TrainingArguments):
     __doc__ = transformers.TrainingArguments.__doc__
 
     def __post_init__(self):
+        from rankzero.train.sharding import fsdp_words_to_config
+
+        # `--fsdp full_shard` (the form torchtitan-era docs and recipes use) into `fsdp=True` + fsdp_config, as
+        # transformers itself does, without its deprecation warning for the string form.
+        self.fsdp, self.fsdp_config = fsdp_words_to_config(self.fsdp, self.fsdp_config)
         self.__dict__["_defer_devices"] = True
         try:
             super().__post_init__()
@@ -67,7 +72,13 @@ def set_up_devices(training: TrainingArguments, runtime: Runtime):
     size: gradient buckets copied and all-reduced with nobody every step. So LOCAL_RANK is hidden from that one
     read. On CUDA accelerate already skips DDP for one process, and hiding it there would be wrong: without
     LOCAL_RANK the Trainer spreads one process over every visible GPU with nn.DataParallel.
+    --fsdp in a single process gets a process group of one (sharding.one_process_group), never an unsharded run.
     """
+    if training.fsdp and not runtime.is_distributed:
+        from rankzero.train.sharding import one_process_group
+
+        one_process_group()
+        return training.device
     if runtime.is_distributed or not training.use_cpu or "LOCAL_RANK" not in os.environ:
         return training.device
     local_rank = os.environ.pop("LOCAL_RANK")
@@ -99,7 +110,7 @@ def apply_fast_defaults(
 
     if not cuda:
         # Without it accelerate sees no device to distribute over: the ranks would train separately.
-        default("use_cpu", True, "no CUDA device: train on CPU (DDP over gloo with 2+ ranks)")
+        default("use_cpu", True, "no CUDA device: train on CPU (gloo between 2+ ranks)")
         if runtime.is_distributed:
             default("ddp_backend", "gloo", "CPU process group")
     else:
