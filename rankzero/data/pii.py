@@ -76,7 +76,9 @@ _ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|\d{10,
 _DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
 _BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
 _IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
-_IPV6 = re.compile(r"(?<![A-Za-z0-9:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:]{3,39}(?![A-Za-z0-9:])")
+# Starts with its character class (no lookbehind first), so re skips ahead in C to the next hex digit or
+# ':'; the boundaries and the '::' / 8-group shape are checked on the few candidates (_ipv6).
+_IPV6 = re.compile(r"[0-9A-Fa-f:]*:[0-9A-Fa-f]*:[0-9A-Fa-f:]*")
 _PASSPORT = re.compile(r"(?<![A-Za-z0-9])[MSRODG](?:\d{8}|\d{3}[A-Z]\d{4})(?![A-Za-z0-9])")
 _EMAIL_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
 _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![A-Za-z0-9\-])")
@@ -160,7 +162,12 @@ def _ipv4(text, match):
 
 
 def _ipv6(text, match):
-    return "ip_address", None if public_ip(match.group()) else "not_public"
+    value, start, end = match.group(), match.start(), match.end()
+    if ("::" not in value and value.count(":") != 7) or len(value) > 39 \
+            or (start and (text[start - 1].isascii() and (text[start - 1].isalnum() or text[start - 1] == "."))) \
+            or (end < len(text) and text[end].isascii() and text[end].isalnum()):
+        return "ip_address", ""  # a time (12:30:45), a MAC address, C++'s std::vector: no candidate
+    return "ip_address", None if public_ip(value) else "not_public"
 
 
 # In priority order: where two accepted spans overlap, the earlier detector here wins.
