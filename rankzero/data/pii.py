@@ -57,6 +57,7 @@ CONTEXT = {
     "account": re.compile(r"계좌|입금|예금주|송금|이체|은행|뱅크|농협|신협|수협|새마을금고|우체국|(?:KB|NH|IBK|SC)\s|(?i:account)"),
     "passport": re.compile(r"여권|(?i:passport)"),
     "driver_license": re.compile(r"운전\s?면허|면허\s?번호|(?i:driver)"),
+    "business": re.compile(r"사업자"),
     "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
 }
 
@@ -132,12 +133,22 @@ def _card(text, match, needs_context=False):
     return "card", None if card_issuer(digits) else "unknown_issuer"
 
 
-def _with_context(name: str, context: str, digits: tuple[int, int] | None = None) -> Check:
+def _with_context(name: str, context: str) -> Check:
     def check(text, match):
-        if digits and not digits[0] <= len(digits_of(match.group())) <= digits[1]:
-            return name, ""
         return name, None if _near(text, match.start(), match.end(), context) else "no_context"
     return check
+
+
+def _account(text, match):
+    number = digits_of(match.group())
+    if not 10 <= len(number) <= 14:
+        return "account", ""
+    if not _near(text, match.start(), match.end(), "account"):
+        return "account", "no_context"
+    # A business registration number next to a bank's name is still the business's (public) number.
+    if len(number) == 10 and business_number_ok(number) and _near(text, match.start(), match.end(), "business"):
+        return "account", "business_registration"
+    return "account", None
 
 
 def _business_number(text, match):
@@ -178,7 +189,7 @@ _NUMBER_DETECTORS: tuple[tuple[re.Pattern, Check], ...] = (
     (_REGISTRATION_BARE, _registration_bare),
     (_CARD_BARE, lambda text, match: _card(text, match, needs_context=True)),
     (_DRIVER, _with_context("driver_license", "driver_license")),
-    (_ACCOUNT, _with_context("account", "account", digits=(10, 14))),
+    (_ACCOUNT, _account),
     (_BUSINESS_NUMBER, _business_number),
     (_BUSINESS_PHONE, _business_phone),
     (_IPV4, _ipv4),
