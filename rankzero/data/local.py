@@ -114,6 +114,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
+        quality_samples: list[list[dict]] = []  # per chunk, in source order
         screened = ScreenTotals(plan)
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
@@ -123,11 +124,15 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger, screened, overlap)
+                            seconds, ledger, quality_samples, screened, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
+        if plan.quality is not None:
+            from rankzero.data.quality.samples import write_quality_samples
+
+            write_quality_samples(out_dir / "quality_samples.jsonl", quality_samples)
         if ledger is not None:
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
@@ -294,8 +299,8 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None, screened: ScreenTotals | None = None,
-                    overlap: dict | None = None) -> None:
+                    ledger: NearLedger | None = None, quality_samples: list | None = None,
+                    screened: ScreenTotals | None = None, overlap: dict | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     global _STAGE
@@ -325,13 +330,15 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
+        if result.quality_samples and quality_samples is not None:
+            quality_samples.append(result.quality_samples)
         if screened is not None:
             screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
-                                       plan.source_config.txt_sample_by))
+                                       plan.source_config.txt_sample_by, plan.max_document_bytes))
     pool, _STAGE = _start_pool(plan, engine, workers, overlap)
     in_flight: deque = deque()
     try:

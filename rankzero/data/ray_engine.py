@@ -83,6 +83,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                   plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
                   plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
                   held_out_below=threshold(percentage), signatures=plan.near_dedup,
+                  max_document_bytes=plan.max_document_bytes,
                   eval_overlap=write_evaluation(plan, work / "evaluation.jsonl"))
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
@@ -119,6 +120,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         stats[meta["source_index"]].tokens_out += meta["tokens_out"]
         stats[meta["source_index"]].documents_out += meta["documents_out"]
     _check_counts(plan, stats)
+    if plan.quality is not None:
+        from rankzero.data.quality.samples import write_quality_samples
+
+        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
