@@ -177,9 +177,7 @@ class ScreenTotals:
                 "documents_dropped": sum(stat.dropped.get(EVAL_OVERLAP, 0) for stat in stats),
                 "rule": "a training document holding at least half of the word 8-grams of a held-out document "
                         "(a near-copy, or a page containing it), or its whole text spacing-blind, is dropped; "
-                        "whatever --dedup says",
-                # --eval_dataset documents pass the same filters as training ones; what those removed:
-                "eval_dataset_removed": {stat.spec: dict(stat.dropped) for stat in stats if stat.evaluation}}
+                        "whatever --dedup says"}
         if config.decontaminate:
             index = load_index(tuple(config.decontaminate))
             found: dict[str, set] = {}
