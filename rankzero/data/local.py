@@ -310,6 +310,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
+        stat.add_file(result.path, result.docs_in, result.bytes_in, result.dropped)  # the stage's drops only
         decision = holdout(result.source_index, result.hashes, len(result.lengths))
         result.dropped.update(decision.dropped)
         ids, lengths, labels = _select(result, decision.train)

@@ -280,6 +280,8 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
     for meta in metas:
         stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
                                         meta["dropped"], meta["replaced_lines"])
+        if "path" in meta:  # a task finished by an older rankzero (a reused work dir) did not record it
+            stats[meta["source_index"]].add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,

@@ -200,7 +200,7 @@ class TaskRunner:
                                       None if task.end < 0 else task.end, job.max_document_bytes)
         documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
-                "quality_samples": []}
+                "quality_samples": [], "path": task.path}
         for chunk in chunks:
             try:
                 result = self.stage(chunk)

@@ -54,6 +54,7 @@ class ChunkResult:
     replaced_lines: int
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
+    path: str = ""  # the chunk's file (or dataset)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -192,7 +193,7 @@ class Stage:
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples)
+                           samples, chunk.path)
 
     def _count_tokens(self, documents: list) -> list[int]:
         _, lengths, _ = self.encoder.encode(documents, self.config.with_labels)
