@@ -14,7 +14,8 @@ Four measurements, each against a named baseline in the same run:
   3. decontamination: the --benchmarks items planted three ways into real documents (whole item with its
      choices, the question alone inside a page, the question re-spaced) and with two words changed; the
      share of those documents found, and of the unplanted real documents (false drops), at N = 5, 8, 13.
-  4. prepare time: `train.py --tokenize_only` with `--pii mask --decontaminate B...` against `--pii off`,
+  4. prepare time: `train.py --tokenize_only` with `--pii mask` (the default) and with `--pii mask
+     --decontaminate B...`, each against `--pii off`,
      whole processes, paired rounds (the ratio is the median of the per-round ratios), on the real
      documents repeated (each copy numbered, so no two are equal) up to --prepare_mb.
 """
@@ -260,7 +261,7 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
     if not tokenizer.exists():
         subprocess.run([sys.executable, str(REPO / "scripts" / "train_tokenizer.py"), "--dataset", str(CORPUS),
                         "--vocab_size", "8000", "--output_dir", str(tokenizer)], check=True, capture_output=True)
-    arms = {"pii_off": ["--pii", "off"], "pii_mask_decontaminate": ["--decontaminate", *paths]}
+    arms = {"pii_off": ["--pii", "off"], "pii_mask": [], "pii_mask_decontaminate": ["--decontaminate", *paths]}
     times = {arm: [] for arm in arms}
     for round_number in range(rounds):
         for arm, flags in arms.items():
@@ -270,9 +271,10 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
             measured = run_measured(command)
             assert measured["returncode"] == 0, measured["stderr"][-2000:]
             times[arm].append(measured["wall_s"])
-    ratios = [b / a for a, b in zip(times["pii_off"], times["pii_mask_decontaminate"])]
+    ratios = {arm: [b / a for a, b in zip(times["pii_off"], times[arm])] for arm in ("pii_mask", "pii_mask_decontaminate")}
     return {"corpus_mb": round(written / 1e6, 1), "rounds": rounds, "seconds": times,
-            "ratio_median": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios]}
+            "ratio_median_vs_pii_off": {arm: round(statistics.median(r), 3) for arm, r in ratios.items()},
+            "ratios": {arm: [round(x, 3) for x in r] for arm, r in ratios.items()}}
 
 
 def main() -> None:
