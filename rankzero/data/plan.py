@@ -29,8 +29,8 @@ from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
 # of whole samples, the validation split; 5: input_ids stored as uint16 when the vocabulary fits; 6: --dedup near,
-# the default in pretraining).
-FORMAT_VERSION = 6
+# the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained).
+FORMAT_VERSION = 7
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.files import out_of_space, read_json, size_text
+from rankzero.train.checkpoint_records import data_record_problems, trainer_state_problems
 from rankzero.errors import RankzeroError
 from rankzero.train.sharded_checkpoints import fsdp_checkpoint_problems, is_fsdp_checkpoint
 
@@ -89,7 +90,9 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
     if "trainer_state.json" not in names:
         problems.append("trainer_state.json is missing (the Trainer writes it last: the save did not finish)")
     else:
-        problems += _json_problems(path / "trainer_state.json", key="global_step")
+        problems += trainer_state_problems(path / "trainer_state.json")
+    if DATA_RECORD in names:  # absent: saved by an older rankzero (check_data warns); present, it must read
+        problems += data_record_problems(path / DATA_RECORD)
     own_format = any(name.startswith(("pytorch_model_fsdp", "optimizer_", "global_step")) and (path / name).is_dir()
                      for name in names)  # FSDP or DeepSpeed: their weights and optimizer live in sub-folders
     if is_fsdp_checkpoint(names):

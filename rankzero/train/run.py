@@ -9,7 +9,8 @@ rank holds the prepared data. The output dir ends up with the model, tokenizer a
 resolved configuration), `recipe.yaml` (the flags given, for an exact resume with pretrain_cont.sh)
 and `data_manifest.json` (the prepared data's manifest).
 
-SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
+A run whose gradients stop being finite (divergence.py) stops, saves no model and ends with an error
+naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
 run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
 checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
@@ -32,6 +33,7 @@ import torch
 import yaml
 
 from rankzero.config import CONFIGS, Args
+from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
 
     from rankzero.train.checkpoints import data_record, resolve_resume
     from rankzero.train.collator import BlockCollator
+    from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback
@@ -91,6 +94,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
+    guard = DivergenceGuard()
     set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
@@ -102,6 +106,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         meter=meter,
         preemption=preemption,
         data_record=data,
+        guard=guard,
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
@@ -115,19 +120,25 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         with preemption.handling_signals():
             started = time.perf_counter()
             trainer.train(resume_from_checkpoint=resume)
-            if preemption.stopped_at is None:
+            finished = preemption.stopped_at is None and not guard.failed  # a diverged model is not saved
+            if finished:
                 evaluate_at_end(trainer)
                 save_final(trainer, model, output_dir, prepared_dir)
+            elif guard.failed:
+                trainer.save_state()  # trainer_state.json: the log history, NaN included, without the weights
             elif trainer.is_world_process_zero():
                 print(resume_hint(preemption, trainer, output_dir), flush=True)
             tokens = meter.tokens_trained(training)  # a collective: every rank
             if trainer.is_world_process_zero():
                 CurvesCallback(output_dir).on_train_end(training, trainer.state, None)  # with the last evaluation
                 print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
-                              tokens=tokens, steps=trainer.state.global_step, saved=preemption.stopped_at is None,
-                              tensorboard="tensorboard" in training.report_to),
+                              tokens=tokens, steps=trainer.state.global_step, saved=finished,
+                              tensorboard="tensorboard" in training.report_to, tokens_before=meter.tokens_at_start,
+                              steps_before=meter.step_at_start, diverged=guard.failed),
                       flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
+        if guard.failed:  # every rank alike: the gradient norm it judged is the same on all of them
+            raise RankzeroError(guard.message(output_dir, training.learning_rate))
     finally:
         # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
         # reference. Otherwise the group dies inside the Reducer's dealloc, which holds the GIL while it

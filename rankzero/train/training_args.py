@@ -155,6 +155,15 @@ def apply_fast_defaults(
             warnings.append("--dataloader_persistent_workers is ignored: it needs --dataloader_num_workers > 0")
             changes["dataloader_persistent_workers"] = False
 
+    if training.logging_nan_inf_filter:
+        # It logs the mean of the earlier losses in place of a NaN or inf one: a diverged run would show a loss
+        # falling to 0. Non-finite values are logged as they are and stop the run (divergence.py).
+        if "logging_nan_inf_filter" in given:
+            warnings.append("--logging_nan_inf_filter is ignored: a NaN or inf loss is logged as it is, and a run "
+                            "whose gradients stay non-finite stops")
+        changes["logging_nan_inf_filter"] = False
+        reasons.setdefault("logging_nan_inf_filter", "False (NaN and inf losses are logged as they are)")
+
     if training.remove_unused_columns:
         if "remove_unused_columns" in given:
             warnings.append("--remove_unused_columns is ignored: the collator needs document_lengths and labels")
