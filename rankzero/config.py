@@ -264,10 +264,9 @@ class ModelConfig(_Config):
 
     def problems(self) -> list[str]:
         problems = []
-        for name in ("model_config", "pretrained_model"):
-            path = getattr(self, name)
-            if path and not Path(path).exists():
-                problems.append(f"--{name} {path}: does not exist")
+        # A missing --model_config is checked with the resume (checks.py): a resume takes the checkpoint's.
+        if self.pretrained_model and not Path(self.pretrained_model).exists():
+            problems.append(f"--pretrained_model {self.pretrained_model}: does not exist")
         if self.model_config and self.pretrained_model:
             problems.append("--model_config and --pretrained_model: give only one")
         if self.pad_to_multiple_of < 1:
@@ -296,6 +295,10 @@ class Args:
     seed: int = DEFAULT_SEED
     given: frozenset[str] = frozenset()  # fields set on the command line or in the recipe (defaults apply elsewhere)
     recipe: str | None = None
+    overwrite_output_dir: bool = False
+    # The Trainer flags given, as parsed and before TrainingArguments processed them (rankzero/recipe.py
+    # records these): name → value.
+    training_given: dict[str, Any] = field(default_factory=dict)
     # Our flags that the parser set for this run because the user did not (checks.py: data_defaults):
     # name → "value (why)", printed with the Trainer's fast defaults.
     defaults: dict[str, str] = field(default_factory=dict)

@@ -93,8 +93,15 @@ def load_config(path: str | Path):
     return AutoConfig.for_model(model_type, **values)
 
 
-def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str) -> PreTrainedModel:
-    if model_args.pretrained_model:
+def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
+                checkpoint: str | None = None) -> PreTrainedModel:
+    """`checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
+    is, so neither the config file the run started from nor the pretrained weights are read again."""
+    if checkpoint:
+        config = AutoConfig.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        source = f"--resume_from_checkpoint {checkpoint}"
+    elif model_args.pretrained_model:
         model = AutoModelForCausalLM.from_pretrained(
             model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
         )

@@ -8,7 +8,7 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   its `data_problem` (an id no tokenizer made: a published shard changed on disk) as one error line;
 - `_get_grad_norm` hands each step's gradient norm to the divergence guard (divergence.py), and
   `_maybe_log_save_evaluate` zeroes the loss sum after a log (the Trainer's own reset keeps a NaN);
-- `log` merges the meter's metrics into each training log, and `perplexity` into each evaluation log,
+- `log` merges the meter's metrics into each training log, and `eval_perplexity` into each evaluation log,
   *before* the Trainer stores it, so they land in `trainer_state.json`'s log_history and every
   `--report_to` integration (a callback's `on_log` runs after the history is written and cannot add to it);
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
@@ -136,8 +136,8 @@ class RankzeroTrainer(Trainer):
     def log(self, logs, start_time=None):
         if "loss" in logs and "train_runtime" not in logs:  # a training log, reached on every rank
             logs.update(self.meter.metrics(self.args))
-        if "eval_loss" in logs:
-            logs["perplexity"] = perplexity(logs["eval_loss"])
+        if "eval_loss" in logs:  # eval_*: TensorBoard and the other reporters file it under eval/, not train/
+            logs["eval_perplexity"] = perplexity(logs["eval_loss"])
         super().log(logs, start_time)
 
     def _issue_warnings_after_load(self, load_result) -> None:
