@@ -49,7 +49,7 @@ def planted_corpus(tmp_path):
 def test_near_copies_are_removed_and_counted_per_source(tmp_path, tokenizer_dir):
     first, second = planted_corpus(tmp_path)
     out, manifest = build(tmp_path, tokenizer_dir, [first, second], "near")
-    assert manifest["dedup"] == "near" and manifest["near_dedup"]["threshold"] == 0.8
+    assert manifest["dedup"] == "near" and manifest["near_dedup"]["threshold"] == 0.55
     by_source = [source["dropped"] for source in manifest["sources"]]
     assert by_source[0] == {"near_duplicate": 10}
     # Six near-copies of the first source's documents; the exact copy and the repeated four words are exact
@@ -114,17 +114,17 @@ def test_real_korean_documents_are_not_near_copies_of_each_other(tmp_path, token
 
 
 def test_a_planted_copy_with_a_header_and_five_percent_of_words_changed(tmp_path, tokenizer_dir):
-    """The prepare removes such a copy at --dedup_threshold 0.5 (its word 5-gram Jaccard is ~0.6, so 0.8 keeps
-    it: see docs/data.md) and keeps every distinct document."""
+    """The default (0.55, 40 bands of 3) removes such a copy (its word 5-gram Jaccard is ~0.6) and keeps every
+    distinct document; --dedup_threshold 0.8 keeps it (see docs/data.md)."""
     texts = distinct_texts(120, words=400, seed=7)
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts[:60] + [near_copy(texts[7], 0.05, seed=2)]
                                                 + texts[60:]])
-    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted", dedup_threshold=0.5)
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted")
     assert manifest["dropped"] == {"near_duplicate": 1} and manifest["near_dedup"]["bands"] == 40
     samples = [json.loads(line) for line in (out / "dedup_samples.jsonl").read_text().splitlines()]
     assert [(s["removed"]["document"], s["kept_earlier"]["document"]) for s in samples] == [(60, 7)]
-    _, default = build(tmp_path, tokenizer_dir, [corpus], "default")
-    assert default["dropped"] == {} and default["docs_kept"] == 121
+    _, strict = build(tmp_path, tokenizer_dir, [corpus], "strict", dedup_threshold=0.8)
+    assert strict["dropped"] == {} and strict["docs_kept"] == 121
 
 
 def test_sft_with_near_dedup_drops_a_repeated_answer_and_keeps_every_other_sample_whole(tmp_path, tokenizer_dir):
