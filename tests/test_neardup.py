@@ -1,4 +1,4 @@
-"""Near-duplicate removal: the signatures (minhash.py) and the LSH decision (neardup.py), without a prepare.
+"""Near-duplicate removal: the signatures (dedup/minhash.py) and the LSH decision (dedup/near.py), without a prepare.
 
 The prepare-level tests (both engines, manifests, samples) are in test_prepare_dedup.py.
 """
@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from rankzero.data import minhash
-from rankzero.data.neardup import NearDuplicates, near_duplicate_indices, required_matches
+from rankzero.data.dedup import minhash
+from rankzero.data.dedup.near import NearDuplicates, near_duplicate_indices, required_matches
 
 
 def distinct_texts(count: int, words: int = 120, seed: int = 0) -> list[str]:
@@ -47,7 +47,7 @@ def test_texts_shorter_than_a_shingle_have_no_signature():
 def test_signatures_are_the_same_in_another_process():
     texts = distinct_texts(5)
     here = minhash.minhash_signatures(texts)[0]
-    code = ("import sys, json; sys.path.insert(0, '.'); from rankzero.data import minhash; from tests.test_neardup import "
+    code = ("import sys, json; sys.path.insert(0, '.'); from rankzero.data.dedup import minhash; from tests.test_neardup import "
             "distinct_texts; print(json.dumps(minhash.minhash_signatures(distinct_texts(5))[0].tolist()))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[1]))

@@ -71,7 +71,7 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.
-    monkeypatch.setattr("rankzero.data.neardup.DEFAULT_MEMORY_BUDGET", 4096)
+    monkeypatch.setattr("rankzero.data.dedup.near.DEFAULT_MEMORY_BUDGET", 4096)
     builds.append(build(tmp_path, tokenizer_dir, [first, second], "spill", dataset_batch_size=9))
     assert builds[-1][1]["near_dedup"]["spilled_runs"] > 3
     assert all(m["near_dedup"]["spilled_runs"] == 0 for _, m in builds[:-1])

@@ -7,10 +7,10 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing; exact duplicates are dropped
-   globally, first one wins (duplicates.py), and held-out documents go to the validation split
+   globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
-   signature goes to a ledger in the same order (near_ledger.py); once all are encoded, the near-copies
-   are decided over the whole corpus (neardup.py) and left out when the staged documents are read.
+   signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
+   are decided over the whole corpus (dedup/near.py) and left out when the staged documents are read.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.mixing import mixing_ratios, passes, subsample
-from rankzero.data.near_ledger import NearLedger, kept_documents, write_local_samples as _write_samples
+from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
@@ -111,7 +111,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
-        ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
+        ledger = NearLedger(plan.dedup.dedup_threshold, staging / "near") if plan.near_dedup else None
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
@@ -127,7 +127,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
             progress.stage = "near-dedup"
-            ledger.decide(stats, progress)
+            progress.remove(int(ledger.decide(stats).sum()))
             _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
         t_dedup = time.perf_counter()
 
@@ -175,7 +175,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
-                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe(plan)} if ledger else {})})
+                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe()} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -205,6 +205,16 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     data_files = name_data_files(target, names)
     write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
     return validation_manifest(plan, stats, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
+
+
+def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) -> None:
+    """dedup_samples.jsonl from this engine's staged files: one per source for training documents, one for all
+    held-out ones."""
+    def where(number: int) -> tuple[Path, int]:
+        source, held, position = ledger.locate(number)
+        return (staging / "validation.arrow" if held else staging / f"source-{source:03d}.arrow"), position
+
+    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
 
 
 def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
-from rankzero.data.minhash import algorithm as minhash_algorithm
+from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
 from rankzero.data.readers import iter_chunks
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.specs import Source, resolve_source
@@ -57,7 +57,7 @@ class Plan:
 
     @property
     def near_dedup(self) -> bool:
-        """Whether near-copies are removed (neardup.py); exact copies are too, first, by their hash."""
+        """Whether near-copies are removed (dedup/near.py); exact copies are too, first, by their hash."""
         return self.dedup.dedup == "near"
 
     @property

@@ -13,7 +13,7 @@ filesystem, `FP.ray-work/` beside the build dir; only counts come back to the dr
     --eval_dataset          it picks its held-out documents by their hashes, and packs them apart)
     --dedup exact or        two passes: tasks stage their documents, hashes (and with near, MinHash
     near, SPEC@WEIGHT or    signatures); the driver finds the exact duplicates over the whole corpus,
-    --eval_dataset          the held-out documents, the near-copies (split.py, neardup.py, in task
+    --eval_dataset          the held-out documents, the near-copies (split.py, dedup/near.py, in task
                             order: the local engine's decisions) and the mixing ratios; then each
                             task packs what is left, each split apart
 
@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.mixing import mixing_ratios
-from rankzero.data.near_ledger import NearLedger, write_ray_samples
+from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
@@ -89,11 +89,11 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
             started = time.perf_counter()
-            ledger = NearLedger(plan, work / "near") if plan.near_dedup else None
-            _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup), plan.needs_hashes, ledger,
-                    progress)
+            ledger = NearLedger(plan.dedup.dedup_threshold, work / "near") if plan.near_dedup else None
+            survivors = _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup),
+                                plan.needs_hashes, ledger, progress)
             if ledger is not None:
-                write_ray_samples(plan, ledger, work, out_dir / "dedup_samples.jsonl")
+                _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
             _check_counts(plan, stats)
             mixing_ratios([s for s in stats if not s.evaluation])
@@ -149,7 +149,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              # Each actor sizes its own Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
-        extra["near_dedup"] = ledger.describe(plan)
+        extra["near_dedup"] = ledger.describe()
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
@@ -271,13 +271,13 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
-            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> None:
+            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> list[tuple]:
     """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
     engine's decision (split.py) in task order, which is source order, evaluation sources first; then, with
-    `--dedup near`, the survivors' signatures through the same ledger (near_ledger.py) in the same order. Only
+    `--dedup near`, the survivors' signatures through the same ledger (dedup/ledger.py) in the same order. Only
     hashes and signatures reach the driver, never text. Each task's `split.npz` says which of its documents
-    are dropped or held out."""
-    splits = []
+    are dropped or held out. Returns, per task, (task index, the positions of the documents it gave the ledger)."""
+    splits, survivors_of = [], []
     for task, meta in zip(tasks, metas):
         with np.load(task_file(work, task.index, "hashes.npz")) as files:
             hashes, lengths, truncated = files["hashes"], files["lengths"], files["truncated"]
@@ -296,11 +296,13 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
             with np.load(task_file(work, task.index, "minhash.npz")) as files:
                 ledger.add(task.source_index, files["signatures"][survivors], files["shingles"][survivors],
                            decision.validation[survivors], lengths[survivors], truncated[survivors])
-            ledger.task_survivors.append((task.index, np.flatnonzero(survivors)))
+            survivors_of.append((task.index, np.flatnonzero(survivors)))
     if ledger is not None:
         if progress is not None:
             progress.stage = "near-dedup"
-        removed = ledger.decide(stats, progress)
+        removed = ledger.decide(stats)
+        if progress is not None:
+            progress.remove(int(removed.sum()))
         start = 0
         for lost, validation in splits:
             survivors = np.flatnonzero(~lost)
@@ -311,6 +313,20 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
     for task, (lost, validation) in zip(tasks, splits):
         write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
                          validation=np.flatnonzero(validation))
+    return survivors_of
+
+
+def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Path, path: Path) -> None:
+    """dedup_samples.jsonl from this engine's staged files: one per task, holding all the task's documents that
+    passed the filter; `survivors_of`: (task, positions it gave the ledger), in ledger order."""
+    firsts = np.cumsum([0] + [len(positions) for _, positions in survivors_of])
+
+    def where(number: int) -> tuple[Path, int]:
+        entry = int(np.searchsorted(firsts, number, side="right")) - 1
+        task, positions = survivors_of[entry]
+        return task_file(work, task, "stage.arrow"), int(positions[number - firsts[entry]])
+
+    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
 
 
 def _check_counts(plan, stats: list[SourceStats]) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig, StageConfig
-from rankzero.data.minhash import PERMUTATIONS
+from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
@@ -119,7 +119,7 @@ class Job:
     truncate_to: int | None = None  # SFT: samples cut to a row's length (stage.py)
     validation: bool = False  # a validation split is made
     held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
-    signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
+    signatures: bool = False  # --dedup near: stage each document's MinHash signature (dedup/minhash.py)
 
 
 class TaskRunner:

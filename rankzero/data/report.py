@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Callable
 
 from rankzero import malloc
-from rankzero.data.minhash import algorithm
-from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.split import HOW_CHOSEN
 
@@ -50,6 +48,12 @@ class Progress:
         if now - self.last >= PROGRESS_EVERY_S:
             self.last = now
             self.report()
+
+    def remove(self, documents: int) -> None:
+        """Documents counted as kept that a decision over the whole corpus removed (near dedup)."""
+        self.removed += documents
+        self.kept -= documents
+        self.report()
 
     def snapshot(self) -> dict:
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -107,10 +111,16 @@ class SourceStats:
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
 
-    def drop(self, dropped: dict, tokens: int) -> None:
-        """Take back documents counted as kept (reason → count; duplicates found after counting) and their tokens."""
+    def drop(self, dropped: dict, tokens: int, truncated: int = 0, held: tuple[int, int, int] = (0, 0, 0)) -> None:
+        """Take back documents counted as kept (reason → count; duplicates found after counting): `tokens` and
+        `truncated` of the training documents among them, and `held` (documents, tokens, truncated) of the
+        held-out ones."""
         self.docs_kept -= sum(dropped.values())
         self.tokens -= tokens
+        self.truncated -= truncated
+        self.validation_documents -= held[0]
+        self.validation_tokens -= held[1]
+        self.validation_truncated -= held[2]
         self.dropped.update(dropped)
 
     def hold_out(self, documents: int, tokens: int, truncated: int = 0) -> None:
@@ -138,11 +148,6 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
-
-
-def near_dedup_manifest(plan) -> dict:
-    return {"threshold": plan.dedup.dedup_threshold, **algorithm(plan.dedup.dedup_threshold), "rule": RULE,
-            "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
 def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shards: int, tail_tokens: int) -> dict:
@@ -210,7 +215,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "quality_filter": plan.stage.quality_filter,
         "quality_settings": plan.quality.to_dict() if plan.quality else None,
         "dedup": plan.dedup.dedup,
-        "near_dedup": near_dedup_manifest(plan) if plan.near_dedup else None,
+        "near_dedup": None,  # the engine's ledger says how near dedup went (in `extra`)
         "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
                      "skip_bad_records": plan.stage.skip_bad_records, "on_decode_error": plan.stage.on_decode_error,
                      "num_proc": plan.workers.dataset_num_proc, "batch_size": plan.workers.dataset_batch_size,

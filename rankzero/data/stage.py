@@ -9,9 +9,9 @@ pickled tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi poo
 fastokens' Rayon pool), and a Ray actor on another machine has nothing to inherit anyway.
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
-of its text: the engine removes exact duplicates across chunks (duplicates.py, first one wins) and picks
+of its text: the engine removes exact duplicates across chunks (dedup/exact.py, first one wins) and picks
 the held-out documents by it (split.py) before packing. With `--dedup near` it also carries its MinHash
-signature (minhash.py), from which the engine decides the near-copies over the whole corpus (neardup.py). In SFT (`truncate_to`) a sample longer than a row
+signature (dedup/minhash.py), from which the engine decides the near-copies over the whole corpus (dedup/near.py). In SFT (`truncate_to`) a sample longer than a row
 is cut at its end here, so both engines and both splits count the same cut samples (`truncated`).
 """
 
@@ -29,7 +29,7 @@ import xxhash
 
 from rankzero.config import StageConfig
 from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
-from rankzero.data.minhash import minhash_signatures
+from rankzero.data.dedup.minhash import minhash_signatures
 from rankzero.data.pack import truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 
@@ -43,7 +43,7 @@ class ChunkResult:
     lengths: np.ndarray
     labels: np.ndarray | None
     hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact or near, or a validation split)
-    signatures: np.ndarray | None  # (documents, 120) uint32 MinHash signatures (--dedup near; minhash.py)
+    signatures: np.ndarray | None  # (documents, 120) uint32 MinHash signatures (--dedup near; dedup/minhash.py)
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from rankzero.config import DEFAULT_DEDUP_THRESHOLD
-from rankzero.data.minhash import PERMUTATIONS, band_hashes, lsh_shape, minhash_signatures
+from rankzero.data.dedup.minhash import PERMUTATIONS, algorithm, band_hashes, lsh_shape, minhash_signatures
 
 # RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
 DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
@@ -64,6 +64,12 @@ RULE = ("documents in source order (after the filter and exact dedup); one is re
 class NearDecision:
     removed: np.ndarray  # bool per document added
     pairs: list[tuple[int, int]]  # the first SAMPLES removed documents (by number) and the earlier one they repeat
+
+
+def settings(threshold: float) -> dict:
+    """What the manifest says of near dedup at `threshold`: the settings, the sketch and the rule."""
+    return {"threshold": threshold, **algorithm(threshold), "rule": RULE,
+            "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
 def required_matches(threshold: float) -> int:
