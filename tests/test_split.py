@@ -218,10 +218,11 @@ def test_the_validation_files_are_checked_like_the_others(tmp_path, tokenizer_di
 def unpacked_samples(args) -> list[tuple[tuple, tuple]]:
     """Every sample as the stage makes it, one by one, untruncated: (ids, labels)."""
     from rankzero.data.readers import iter_chunks
-    from rankzero.data.stage import Stage
+    from rankzero.data.stage import Stage, StageSpec
 
     plan = plan_of(args, 0)
-    stage = Stage(plan.stage, plan.tokenizer)
+    stage = Stage(StageSpec(plan.stage, "hf", quality=None, hashes=False, signatures=False, truncate_to=None),
+                  plan.tokenizer)
     samples = []
     for index, source in enumerate(plan.sources):
         for chunk in iter_chunks(source, index, 1000, "line"):

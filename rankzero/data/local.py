@@ -46,13 +46,12 @@ from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
-from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
+from rankzero.data.report import (Progress, SourceStats, build_manifest, check_counts, validation_flags,
                                   validation_manifest)
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
-from rankzero.data.stage import ChunkResult, Stage, rust_threads
-from rankzero.errors import RankzeroError
+from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
 from rankzero.runtime import usable_cpu_count
 
 KIWI_THREADS_PER_PROCESS = 2
@@ -131,11 +130,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
         t_dedup = time.perf_counter()
 
-        if sum(s.docs_kept for s in stats) == 0:
-            raise RankzeroError(nothing_left_message(stats))
-        problem = split_problem(plan, stats)
-        if problem:
-            raise RankzeroError(problem)
+        check_counts(stats, validation_flags(plan))
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
@@ -219,8 +214,7 @@ def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) ->
 
 def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
     def add(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
-        stat.tokens_out += int(lengths.sum())
-        stat.documents_out += len(lengths)
+        stat.packed(len(lengths), int(lengths.sum()))
         scatter.add(ids, lengths, labels)
 
     return add
@@ -230,14 +224,14 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 # Stage A: where the per-chunk work runs
 
 
-_STAGE: Stage | None = None  # the stage of this process: the builder's, or a worker's own
+# A worker process's own stage, built by its initializer: a process pool hands its tasks nothing else that
+# outlives one call (the builder's own stage never goes here; it is passed where it runs).
+_WORKER_STAGE: Stage | None = None
 
 
-def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
-                 truncate_to: int | None, rust_threads: int, signatures: bool) -> None:
-    global _STAGE
-    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads,
-                             signatures)
+def _worker_init(spec: StageSpec, threads: int, rust_threads: int) -> None:
+    global _WORKER_STAGE
+    _WORKER_STAGE = Stage.in_worker(spec, threads, rust_threads)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -249,12 +243,13 @@ def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: 
         pass
 
 
-def _run_stage(chunk) -> ChunkResult:
-    return _STAGE(chunk)
+def _run_in_worker(chunk) -> ChunkResult:
+    return _WORKER_STAGE(chunk)
 
 
 def _start_pool(plan: Plan, engine, workers: int):
-    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage).
+    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
+    chunk goes to a worker process).
 
     Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
     release the GIL and share one Rust thread pool of every core, while another thread parses the next
@@ -266,22 +261,19 @@ def _start_pool(plan: Plan, engine, workers: int):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    hashes, truncate_to, signatures = plan.needs_hashes, plan.truncate_to, plan.near_dedup
+    spec = StageSpec.of(plan, engine.name)
     if plan.quality is None:
-        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to, signatures=signatures)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
-        return pool, stage
+        return pool, Stage(spec, plan.tokenizer, engine)
     processes = _kiwi_processes(plan)
     if not processes:
         from rankzero.data.quality import QualityFilter
 
-        return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
-                           truncate_to, signatures)
+        return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
-                                         truncate_to, builder_threads(plan)["rust_threads"], signatures))
+                               initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
     return pool, None
 
 
@@ -300,7 +292,6 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
                     ledger: NearLedger | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
-    global _STAGE
     workers = plan.workers.dataset_num_proc
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
     holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.exact_dedup)
@@ -317,9 +308,9 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             held_documents, held_tokens = len(held[1]), len(held[0])
         truncated = result.truncated if result.truncated is not None else np.zeros(len(result.lengths), dtype=bool)
         kept, tokens = len(lengths) + held_documents, len(ids) + held_tokens
-        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines)
+        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines,
+                 int(truncated[decision.train | decision.validation].sum()))
         stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
-        stat.truncated += int(truncated[decision.train].sum())
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
         if ledger is not None:
@@ -332,11 +323,13 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by))
-    pool, _STAGE = _start_pool(plan, engine, workers)
+    pool, stage = _start_pool(plan, engine, workers)
+    # Threads run the builder's own stage; worker processes their own (_worker_init).
+    run = stage if stage is not None else _run_in_worker
     in_flight: deque = deque()
     try:
         for chunk in chunks:
-            in_flight.append(pool.submit(_run_stage, chunk) if pool else _Ready(_STAGE(chunk)))
+            in_flight.append(pool.submit(run, chunk) if pool else _Ready(stage(chunk)))
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:
@@ -354,7 +347,6 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
-        _STAGE = None
     progress.report()
 
 

@@ -31,6 +31,7 @@ tasks whose meta file exists and runs the rest (`tasks.json` says which list it 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 import sys
@@ -46,10 +47,11 @@ from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
-from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
+from rankzero.data.report import (Progress, SourceStats, build_manifest, check_counts, validation_flags,
                                   validation_manifest)
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
-from rankzero.data.split import Holdout, threshold
+from rankzero.data.split import Holdout
+from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json, write_json_atomic
 
@@ -76,11 +78,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
-        job = Job(plan.stage, engine.engine.name, plan.quality, plan.needs_hashes, threads,
-                  plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
-                  plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
-                  plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
-                  held_out_below=threshold(percentage), signatures=plan.near_dedup)
+        job = Job.of(plan, StageSpec.of(plan, engine.engine.name), threads, work, "stage" if two_pass else "single")
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -95,10 +93,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             if ledger is not None:
                 _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
-            _check_counts(plan, stats)
+            check_counts(stats, validation_flags(plan))
             mixing_ratios([s for s in stats if not s.evaluation])
             progress.report()
-            job.phase, job.ratios = "pack", {str(i): s.ratio for i, s in enumerate(stats)}
+            job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
             packing = Progress(progress.total_bytes, on_progress)
             packing.stage = "pack"
             todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
@@ -111,11 +109,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         for meta in packed:  # the task split its documents itself
             stat = stats[meta["source_index"]]
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
-            stat.truncated += meta["truncated"]
     for meta in packed:
-        stats[meta["source_index"]].tokens_out += meta["tokens_out"]
-        stats[meta["source_index"]].documents_out += meta["documents_out"]
-    _check_counts(plan, stats)
+        stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
+    check_counts(stats, validation_flags(plan))
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
@@ -215,7 +211,7 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
     results = dataset.map_batches(
         TaskRunner, fn_constructor_kwargs={"job": job}, batch_size=1,
         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors),
-        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.quality is not None and job.phase != "pack"])
+        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.stage.quality is not None and job.phase != "pack"])
     try:
         for row in results.iter_rows():
             progress.update(int(row["docs"]), int(row["kept"]), int(row["bytes"]), int(row["tokens"]))
@@ -267,7 +263,7 @@ def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
 def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
     for meta in metas:
         stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
-                                        meta["dropped"], meta["replaced_lines"])
+                                        meta["dropped"], meta["replaced_lines"], meta["truncated"])
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
@@ -285,10 +281,9 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
         lost = ~(decision.train | decision.validation)
         splits.append((lost, decision.validation))
         stat = stats[meta["source_index"]]
-        stat.drop(decision.dropped, int(lengths[lost].sum()))
+        stat.drop(decision.dropped, int(lengths[lost].sum()), int(truncated[lost].sum()))
         stat.hold_out(int(decision.validation.sum()), int(lengths[decision.validation].sum()),
                       int(truncated[decision.validation].sum()))
-        stat.truncated += int(truncated[decision.train].sum())
         if progress is not None:
             progress.removed += decision.dropped.get("exact_duplicate", 0)
         if ledger is not None:
@@ -327,14 +322,6 @@ def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Pa
         return task_file(work, task, "stage.arrow"), int(positions[number - firsts[entry]])
 
     write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
-
-
-def _check_counts(plan, stats: list[SourceStats]) -> None:
-    if sum(s.docs_kept for s in stats) == 0:
-        raise RankzeroError(nothing_left_message(stats))
-    problem = split_problem(plan, stats)
-    if problem:
-        raise RankzeroError(problem)
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,

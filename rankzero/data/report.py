@@ -22,6 +22,7 @@ from typing import Callable
 from rankzero import malloc
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.split import HOW_CHOSEN
+from rankzero.errors import RankzeroError
 
 PROGRESS_EVERY_S = 5.0
 
@@ -96,17 +97,27 @@ class SourceStats:
     validation_truncated: int = 0
     dropped: Counter = field(default_factory=Counter)
 
+    def packed(self, documents: int, tokens: int) -> None:
+        """Training documents that went into rows (repeats and subsamples of mixing included)."""
+        self.documents_out += documents
+        self.tokens_out += tokens
+
     @classmethod
     def of(cls, source) -> SourceStats:
         return cls(source.spec, source.weight, source.evaluation)
 
-    def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int) -> None:
+    # The counts change only through these methods, in this order: `add` a piece, `drop` what a decision over
+    # more than the piece takes back, `hold_out` what goes to the validation split, `packed` what went out.
+
+    def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int,
+            truncated: int = 0) -> None:
         """Count a piece of this source (a chunk, or a Ray task), of which `kept` documents and `tokens`
-        tokens go on: every engine counts through here."""
+        tokens go on (`truncated` of them SFT samples cut to a row): every engine counts through here."""
         self.docs_in += docs_in
         self.docs_kept += kept
         self.bytes_in += bytes_in
         self.tokens += tokens
+        self.truncated += truncated
         self.dropped.update(dropped)
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
@@ -124,8 +135,9 @@ class SourceStats:
         self.dropped.update(dropped)
 
     def hold_out(self, documents: int, tokens: int, truncated: int = 0) -> None:
-        """Move kept documents from the training count to the validation split."""
+        """Move kept documents (`truncated` of them cut) from the training count to the validation split."""
         self.tokens -= tokens
+        self.truncated -= truncated
         self.validation_documents += documents
         self.validation_tokens += tokens
         self.validation_truncated += truncated
@@ -159,23 +171,28 @@ def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shard
             "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN}
 
 
-def split_problem(plan, stats: list[SourceStats]) -> str | None:
-    """After counting: a validation split that holds nothing, or a training split that does, is an error."""
-    if not plan.has_validation:
-        return None
-    flags = _validation_flags(plan)
+def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None:
+    """After counting, before packing: nothing left to train on, or a validation split (asked for by
+    `validation_flags`, None: none) that holds nothing, or that holds everything, is one line to the user."""
+    if sum(s.docs_kept for s in stats) == 0:
+        raise RankzeroError(nothing_left_message(stats))
+    if validation_flags is None:
+        return
     held = sum(s.validation_documents for s in stats)
     training = sum(s.docs_kept for s in stats) - held
     if held == 0:
-        return (f"validation: no document was held out ({flags}, {training:,} documents kept); raise "
-                "--validation_split_percentage or give --eval_dataset")
+        raise RankzeroError(f"validation: no document was held out ({validation_flags}, {training:,} documents kept); "
+                            "raise --validation_split_percentage or give --eval_dataset")
     if training == 0:
-        return (f"validation: all {held:,} kept documents were held out ({flags}) and none is left to train on; "
-                "lower --validation_split_percentage, or check that --dataset is not the same data as --eval_dataset")
-    return None
+        raise RankzeroError(f"validation: all {held:,} kept documents were held out ({validation_flags}) and none is "
+                            "left to train on; lower --validation_split_percentage, or check that --dataset is not "
+                            "the same data as --eval_dataset")
 
 
-def _validation_flags(plan) -> str:
+def validation_flags(plan) -> str | None:
+    """The flags that asked for a validation split, as the user gave them (None: no split)."""
+    if not plan.has_validation:
+        return None
     config = plan.source_config
     given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
              if config.validation_split_percentage is not None else [])

@@ -1,11 +1,12 @@
 """The per-chunk stage, the same for every build engine: records → text → quality → tokens.
 
-    stage = Stage(plan.stage, tokenizer, engine, quality_filter, hashes=True)   # in the builder's process
-    stage = Stage.in_worker(plan.stage, "fastokens", quality, threads, True)     # in a fresh worker or Ray actor
-    result = stage(chunk)                                                        # a ChunkResult: ids, lengths, drops
+    spec = StageSpec.of(plan, engine.name)                   # once per build: what every worker needs
+    stage = Stage(spec, plan.tokenizer, engine, quality_filter)   # in the builder's process
+    stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray actor
+    result = stage(chunk)                                    # a ChunkResult: ids, lengths, drops
 
-A worker builds its own tokenizer, engine and Kiwi from the stage config (paths and names, never a
-pickled tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
+A worker builds its own tokenizer, engine and Kiwi from the spec (paths and names, never a pickled
+tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
 fastokens' Rayon pool), and a Ray actor on another machine has nothing to inherit anyway.
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
@@ -91,36 +92,48 @@ def text_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
+@dataclass(frozen=True)
+class StageSpec:
+    """The stage as one value: its settings and paths, never a tokenizer or a thread pool, so it pickles to a
+    worker process or a Ray actor. Built once per build from the plan (`StageSpec.of`)."""
+
+    config: StageConfig
+    engine: str  # the tokenizer engine the builder checked ("fastokens" | "hf")
+    quality: object | None  # rankzero.data.quality.QualityConfig; None: no filter
+    hashes: bool  # each kept document's text hash: exact dedup and the validation split
+    signatures: bool  # each kept document's MinHash signature: --dedup near
+    truncate_to: int | None  # SFT: a sample longer than a row is cut at its end
+
+    @classmethod
+    def of(cls, plan, engine: str) -> StageSpec:
+        return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to)
+
+
 class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
-    def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False):
-        self.config = config
-        self.signatures = signatures
+    def __init__(self, spec: StageSpec, tokenizer: TokenizerInfo, engine=None, quality_filter=None):
+        self.spec = spec
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
-        self.hashes = hashes
-        self.truncate_to = truncate_to
 
     @classmethod
-    def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False) -> "Stage":
-        """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
+    def in_worker(cls, spec: StageSpec, threads: int, rust_threads: int | None = None) -> Stage:
+        """Build a stage from its spec alone, in the process that will run it: `threads` for Kiwi, and for
         the tokenizer's Rust pools unless `rust_threads` says otherwise."""
         set_rust_threads(rust_threads or threads)
-        tokenizer = load_tokenizer(config.tokenizer_path)
+        tokenizer = load_tokenizer(spec.config.tokenizer_path)
         quality_filter = None
-        if quality_config is not None:
+        if spec.quality is not None:
             from rankzero.data.quality import QualityFilter
 
-            quality_filter = QualityFilter(quality_config, threads=threads)
-        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to,
-                   signatures)
+            quality_filter = QualityFilter(spec.quality, threads=threads)
+        return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
     def __call__(self, chunk) -> ChunkResult:
-        config = self.config
+        spec = self.spec
+        config = spec.config
         started = time.perf_counter()
         parsed = chunk_documents(chunk, config.text_column, self.renderer, with_masks=config.with_labels,
                                  skip_bad_records=config.skip_bad_records, on_decode_error=config.on_decode_error)
@@ -129,7 +142,7 @@ class Stage:
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or self.hashes or self.signatures) else None
+            self.quality_filter is not None or spec.hashes or spec.signatures) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
@@ -138,14 +151,14 @@ class Stage:
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
-        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
+        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
         filtered = time.perf_counter()
-        signatures, shingles = minhash_signatures(texts) if self.signatures else (None, None)
+        signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
         truncated = None
-        if self.truncate_to is not None:
-            ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
+        if spec.truncate_to is not None:
+            ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, spec.truncate_to)
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,
