@@ -198,16 +198,19 @@ class WorkersConfig(_Config):
     prep_engine: str = flag("local", "this machine, or every CPU of a Ray cluster (docs/cluster.md)",
                             choices=("local", "ray"))
     ray_address: str | None = flag(None, "the cluster for --prep_engine ray (default RAY_ADDRESS, else start one)")
+    dedup_memory_mb: float | None = flag(None, "--dedup near: MiB of band keys held in memory before sorted runs "
+                                               "spill to disk (default 1024)", env="RANKZERO_DEDUP_MEMORY_MB")
 
     def __post_init__(self) -> None:
         # Flag > environment variable > default; resolved once, here.
         defaults = {"dataset_num_proc": usable_cpu_count(), "dataset_batch_size": 1000,
-                    "dataset_writer_batch_size": 1000}
+                    "dataset_writer_batch_size": 1000, "dedup_memory_mb": 1024.0}
         problems = []
         for f in fields(self):
             if f.name in defaults and getattr(self, f.name) is None:
+                read = _env_float if isinstance(defaults[f.name], float) else _env_int
                 try:
-                    self._set(f.name, _env_int(f.metadata["env"], defaults[f.name]))
+                    self._set(f.name, read(f.metadata["env"], defaults[f.name]))
                 except ValueError as error:
                     problems.append(str(error))
         if problems:
@@ -215,8 +218,12 @@ class WorkersConfig(_Config):
         super().__post_init__()
 
     def problems(self) -> list[str]:
+        # `not >= 1`: NaN too. A budget below 1 MiB spills a run every few documents and the decision then
+        # re-reads every run per key range, quadratic in the runs: a hang, not a saving.
         problems = [f"--{f.name} {getattr(self, f.name)}: must be at least 1 (env {f.metadata['env']})"
-                    for f in fields(self) if "env" in f.metadata and getattr(self, f.name) < 1]
+                    for f in fields(self) if "env" in f.metadata and not getattr(self, f.name) >= 1]
+        if self.dedup_memory_mb == math.inf:
+            problems.append("--dedup_memory_mb inf: must be a finite number of MiB (env RANKZERO_DEDUP_MEMORY_MB)")
         if self.prep_engine == "ray" and not _installed("ray"):
             problems.append("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')")
         if self.prep_engine != "ray" and self.ray_address:
@@ -295,6 +302,16 @@ class Args:
     # Our flags that the parser set for this run because the user did not (checks.py: data_defaults):
     # name → "value (why)", printed with the Trainer's fast defaults.
     defaults: dict[str, str] = field(default_factory=dict)
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r}: expected a number") from None
 
 
 def _env_int(name: str, default: int) -> int:

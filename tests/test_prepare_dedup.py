@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import data_args, korean_documents, plan_of, prepare, write_jsonl
+from rankzero.data.plan import Plan
 from test_neardup import distinct_texts, near_copy
 
 
@@ -71,7 +72,7 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.
-    monkeypatch.setattr("rankzero.data.dedup.near.DEFAULT_MEMORY_BUDGET", 4096)
+    monkeypatch.setattr(Plan, "dedup_memory_bytes", property(lambda plan: 4096))  # below --dedup_memory_mb's floor
     builds.append(build(tmp_path, tokenizer_dir, [first, second], "spill", dataset_batch_size=9))
     assert builds[-1][1]["near_dedup"]["spilled_runs"] > 3
     assert all(m["near_dedup"]["spilled_runs"] == 0 for _, m in builds[:-1])
@@ -148,3 +149,19 @@ def test_sft_with_near_dedup_drops_a_repeated_answer_and_keeps_every_other_sampl
             assert labels[0] == -100 and labels[-1] != -100  # each piece is one whole sample: prompt, then answer
             samples += 1
     assert samples == 30
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "0.5", "inf"])
+def test_a_dedup_memory_budget_that_cannot_work_is_one_line_naming_the_variable(tmp_path, tokenizer_dir, corpus,
+                                                                                 monkeypatch, value):
+    """RANKZERO_DEDUP_MEMORY_MB=0 or -1 used to hang (a spill per chunk, re-read per key range); abc and nan
+    gave an error that never named it."""
+    from rankzero.errors import ConfigError
+
+    monkeypatch.setenv("RANKZERO_DEDUP_MEMORY_MB", value)
+    with pytest.raises(ConfigError, match="RANKZERO_DEDUP_MEMORY_MB") as error:
+        data_args(tokenizer_dir, tmp_path, [corpus])
+    assert str(error.value).count("RANKZERO_DEDUP_MEMORY_MB") == 1  # one problem, naming the variable
+    monkeypatch.setenv("RANKZERO_DEDUP_MEMORY_MB", "64")
+    assert plan_of(data_args(tokenizer_dir, tmp_path, [corpus])).dedup_memory_bytes == 64 << 20
+    assert data_args(tokenizer_dir, tmp_path, [corpus], dedup_memory_mb=2).workers.dedup_memory_mb == 2  # flag wins

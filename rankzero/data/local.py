@@ -110,7 +110,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
-        ledger = NearLedger(plan.dedup.dedup_threshold, staging / "near") if plan.near_dedup else None
+        ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
+                  if plan.near_dedup else None)
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()

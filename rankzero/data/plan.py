@@ -61,6 +61,11 @@ class Plan:
         return self.dedup.dedup == "near"
 
     @property
+    def dedup_memory_bytes(self) -> int:
+        """What near dedup's band keys may hold in memory before they spill (--dedup_memory_mb)."""
+        return int(self.workers.dedup_memory_mb * (1 << 20))
+
+    @property
     def exact_dedup(self) -> bool:
         return self.dedup.dedup in ("exact", "near")
 

@@ -87,7 +87,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
             started = time.perf_counter()
-            ledger = NearLedger(plan.dedup.dedup_threshold, work / "near") if plan.near_dedup else None
+            ledger = (NearLedger(plan.dedup.dedup_threshold, work / "near", plan.dedup_memory_bytes)
+                      if plan.near_dedup else None)
             survivors = _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup),
                                 plan.needs_hashes, ledger, progress)
             if ledger is not None:

@@ -35,7 +35,6 @@ Python or Rust heap) that answer queries, and neither spills nor numbers documen
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,8 +45,7 @@ import numpy as np
 from rankzero.config import DEFAULT_DEDUP_THRESHOLD
 from rankzero.data.dedup.minhash import PERMUTATIONS, algorithm, band_hashes, lsh_shape, minhash_signatures
 
-# RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
-DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of band keys; a build's is --dedup_memory_mb (config.WorkersConfig)
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
 DECIDE_BYTES_PER_ENTRY = 112  # key, number, sort order, sorted copies, group and rank, up to 3 pairs: one range
 SAMPLES = 20
