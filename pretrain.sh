@@ -13,13 +13,17 @@
 #   MASTER_ADDR  rendezvous host (default localhost)
 #   MASTER_PORT  rendezvous port (default: a free port on one node; 29500 with several)
 #   RDZV_BACKEND c10d (default) or static;   RDZV_ID  job id shared by the nodes (default rankzero)
-#   PYTHON       interpreter (default python3);   DEMO_DIR  demo output (default runs/demo)
+#   PYTHON       interpreter (default: python3 of the active virtualenv, else .venv/ beside this script
+#                when it exists (what ./venv.sh sets up), else python3);   DEMO_DIR  demo output (default runs/demo)
 #   PET_SIGNALS_TO_HANDLE           signals torchrun forwards to the ranks: torchrun's own list plus SIGUSR1
 #                                   (Slurm's --signal=USR1@90); on SIGTERM/SIGUSR1 every rank saves a checkpoint
 #   TORCH_ELASTIC_SHUTDOWN_TIMEOUT  seconds torchrun waits for the ranks to save before SIGKILL (default 120)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -z "${PYTHON:-}" && -z "${VIRTUAL_ENV:-}" && -x "$HERE/.venv/bin/python" ]]; then
+  PYTHON=$HERE/.venv/bin/python  # README's commands work without `source .venv/bin/activate`
+fi
 PYTHON=${PYTHON:-python3}
 
 visible_gpus() {
@@ -53,7 +57,8 @@ if [[ "$RDZV_BACKEND" == static ]]; then
 else
   RENDEZVOUS=(--rdzv_backend "$RDZV_BACKEND" --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv_id "$RDZV_ID")
 fi
-TORCHRUN=("$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --nproc_per_node "$NPROC" "${RENDEZVOUS[@]}")
+# torchrun, but a rank's one-line user error (exit 2) ends the launch with that code and no traceback.
+TORCHRUN=("$PYTHON" "$HERE/scripts/torchrun.py" --nnodes "$NNODES" --nproc_per_node "$NPROC" "${RENDEZVOUS[@]}")
 
 if (( $# > 0 )); then
   # exec: torchrun is then the process a scheduler signals and waits for. Under a shell, Slurm would count

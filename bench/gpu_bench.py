@@ -2,7 +2,8 @@
 
     python bench/gpu_bench.py                          # ~1B Llama (configs/model_config_1b.json), seq 2048, bf16, 300 steps
     python bench/gpu_bench.py --batch 4 --steps 200 --rounds 2
-    python bench/gpu_bench.py --systems rankzero,rankzero_eager,rankzero_documents,hf_defaults,bare
+    python bench/gpu_bench.py --systems rankzero,rankzero_eager,rankzero_documents,rankzero_fsdp,hf_defaults,bare
+    python bench/gpu_bench.py --systems rankzero_eager,rankzero_fsdp --steps 100   # what FSDP2 costs on one GPU
     python bench/gpu_bench.py --cpu_smoke              # tiny model on CPU, seconds: checks the harness, measures nothing
 
 On one CUDA GPU, every system trains the same model config from the same seed on the same packed
@@ -14,6 +15,9 @@ blocks (`data/sample/` prepared by train.py at `--seq`; they repeat), with the s
   layer compiled), SDPA's causal path, packed blocks;
 - `rankzero_eager`: the same with `--torch_compile false`;
 - `rankzero_documents`: the same with `--mask_across_documents` (the backend rankzero picks is printed);
+- `rankzero_fsdp`: the same with `--fsdp full_shard`: FSDP2 over a process group of one (world size 1),
+  bf16 compute over fp32 shards with fp32 gradient reduction, eager (no compile under FSDP): what sharding
+  itself costs on one GPU, where nothing is saved by it;
 - `hf_defaults`: `transformers.Trainer` on the same blocks with `TrainingArguments(bf16=True)` and
   nothing else tuned (labels from DataCollatorForLanguageModeling, as run_clm.py does);
 - `bare`: a plain loop — bf16 autocast, fp32 weights, TF32, fused AdamW, SDPA, gradient clipping at 1.0,
@@ -43,11 +47,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SYSTEMS = ("rankzero", "rankzero_eager", "rankzero_documents", "hf_defaults", "bare")
+SYSTEMS = ("rankzero", "rankzero_eager", "rankzero_documents", "rankzero_fsdp", "hf_defaults", "bare")
 NAMES = {
     "rankzero": "rankzero train.py",
     "rankzero_eager": "rankzero train.py --torch_compile false",
     "rankzero_documents": "rankzero train.py --mask_across_documents",
+    "rankzero_fsdp": "rankzero train.py --fsdp full_shard",
     "hf_defaults": "HF Trainer defaults (bf16=True)",
     "bare": "bare PyTorch loop",
 }
@@ -145,23 +150,35 @@ def one_gpu() -> dict:
     return {**os.environ, "CUDA_VISIBLE_DEVICES": visible}
 
 
+def run_system(system: str, command: list[str]) -> str:
+    """One system's process on the first GPU; its stdout. A failure shows what the process printed last (a lent
+    GPU's minutes are too few to rerun it only to see why)."""
+    result = subprocess.run(command, capture_output=True, text=True, env=one_gpu())
+    if result.returncode != 0:
+        sys.stderr.write(f"{system} exited {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}\n")
+        raise SystemExit(f"{system} failed: see its output above")
+    return result.stdout
+
+
 def rankzero(args, work: Path, variant: str) -> dict:
     out = work / variant
     shutil.rmtree(out, ignore_errors=True)
     flags = {"rankzero": [], "rankzero_eager": ["--torch_compile", "false"],
-             "rankzero_documents": ["--mask_across_documents"]}
+             "rankzero_documents": ["--mask_across_documents"], "rankzero_fsdp": ["--fsdp", "full_shard"]}
     command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path", args.tokenizer_path,
                "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"), "--model_config", args.model_config,
                "--output_dir", str(out), "--per_device_train_batch_size", str(args.batch),
                "--max_steps", str(args.steps), "--logging_steps", str(args.warmup), "--save_strategy", "no",
                "--report_to", "none", "--disable_tqdm", "true", "--seed", "0", *flags[variant]]
-    printed = subprocess.run(command, check=True, capture_output=True, text=True, env=one_gpu()).stdout
+    printed = run_system(variant, command)
     config = json.loads((out / "run_config.json").read_text())
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "tokens_per_second" in h]
     after = logs[1:] or logs  # the first interval still holds cuDNN/allocator warm-up after step 1
     per_device = statistics.mean(h["tokens_per_second_per_device"] for h in after)
     mfu = statistics.mean(h["mfu"] for h in after) if "mfu" in after[-1] else None
     assert "resolved configuration:" in printed
+    if variant == "rankzero_fsdp":  # sharded for real, not a plain run under another name
+        assert config["data_parallel"].startswith("FSDP2 full_shard over 1 process(es)"), config["data_parallel"]
     return {"system": variant, "tokens_per_second_per_device": round(per_device, 1),
             "mfu": round(mfu, 4) if mfu is not None else None, "attention": config["attn_implementation"],
             "peak_memory_gb": after[-1].get("peak_memory_gb")}
@@ -232,7 +249,7 @@ def baseline(args, work: Path, prepared: str, system: str) -> dict:
                "--model_config", args.model_config, "--tokenizer_path", args.tokenizer_path, "--seq", str(args.seq),
                "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
                *(["--cpu_smoke"] if args.cpu_smoke else [])]
-    output = subprocess.run(command, check=True, capture_output=True, text=True, env=one_gpu()).stdout
+    output = run_system(system, command)
     return json.loads(output.strip().splitlines()[-1])
 
 

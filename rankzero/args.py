@@ -177,9 +177,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
     training_argv, given_training, problems = _split_training_flags(rest, recipe, from_recipe)
     tokenize_only = bool(given_ours.pop("tokenize_only", False))
     seed = given_ours.pop("seed", DEFAULT_SEED)
+    defaults = model_tokenizer_default(given_ours)
     configs = {}
     for group, cls in CONFIGS.items():
         values = {f.name: given_ours[f.name] for f in fields(cls) if f.name in given_ours}
+        if group == "stage" and defaults:
+            values["tokenizer_path"] = given_ours["pretrained_model"]
         if cls is ModelConfig and tokenize_only:
             values = {}  # nothing is trained: model flags (from a recipe, say) are not looked at
         if cls is DedupConfig and "dedup" not in values and given_ours.get("mode") == "sft":
@@ -200,9 +203,18 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
     training = _training_arguments(training_argv + (["--seed", str(seed)] if "seed" in given else []))
     check_training_arguments(args, training)
-    configs, defaults = data_defaults(args, training)
+    configs, more_defaults = data_defaults(args, training)
     return Args(**{**{name: getattr(args, name) for name in args.__dataclass_fields__}, **configs,
-                   "training": training, "defaults": defaults})
+                   "training": training, "defaults": {**defaults, **more_defaults}})
+
+
+def model_tokenizer_default(given: dict) -> dict[str, str]:
+    """--tokenizer_path defaults to --pretrained_model's dir when that holds a tokenizer (HF checkpoints and
+    rankzero runs save one beside the weights): {flag: "value (why)"}, or {} when it does not apply."""
+    model = given.get("pretrained_model")
+    if "tokenizer_path" in given or not model or not (Path(model) / "tokenizer_config.json").is_file():
+        return {}
+    return {"tokenizer_path": f"{model} (the tokenizer saved with --pretrained_model)"}
 
 
 def _split_training_flags(rest: list[str], recipe: str | None, from_recipe: set[str]):
@@ -270,7 +282,12 @@ def _training_arguments(argv: list[str]):
 
     # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
     # prepared first, with no process group, so a long preparation never sits in a collective.
+    from rankzero.train.sharding import deepspeed_problems
     from rankzero.train.training_args import TrainingArguments
+
+    problems = deepspeed_problems(argv)  # transformers would end in a traceback on the missing package
+    if problems:
+        raise ConfigError(problems)
 
     class Parser(HfArgumentParser):
         def error(self, message: str):

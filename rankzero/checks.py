@@ -22,6 +22,7 @@ from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import resume_problems
 from rankzero.train.output_dir import output_dir_problems
+from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 
 logger = logging.getLogger(__name__)
@@ -39,9 +40,13 @@ def check_training_arguments(args: Args, training) -> None:
         problems.append("--model_config FILE.json (from scratch) or --pretrained_model DIR (continue): give one")
     problems += training_number_problems(training) + max_steps_problems(training)
     problems += position_problems(args.packing.max_seq_length, args.model)
+    if "output_dir" not in args.given:
+        problems.append("--output_dir DIR: give the directory this run writes (the model, checkpoints, run_config.json); "
+                        "the Trainer's default, ./trainer_output, would be shared by every run started here")
     problems += output_dir_problems(training.output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
+    problems += fsdp_problems(training)
     if problems:
         raise ConfigError(problems)
 

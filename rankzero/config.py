@@ -84,6 +84,8 @@ class SourcesConfig(_Config):
         None, "hold out this % of the documents (by a hash of their text) as the validation split")
     eval_dataset: tuple[str, ...] = flag((), "sources held out whole as the validation split (no @WEIGHT); "
                                              "training documents repeating one are dropped")
+    max_document_mb: float = flag(64, "a longer line, paragraph, .txt document or CSV field is an error at "
+                                      "file:line (a compression bomb?); never changes the output")
 
     def __post_init__(self) -> None:
         self._set("dataset", tuple(self.dataset))
@@ -99,6 +101,8 @@ class SourcesConfig(_Config):
                 split_weight(spec)
             except ValueError as error:
                 problems.append(str(error))
+        if not (math.isfinite(self.max_document_mb) and self.max_document_mb > 0):
+            problems.append(f"--max_document_mb {self.max_document_mb:g}: must be a number of MiB above 0")
         percentage = self.validation_split_percentage
         if percentage is not None and not (math.isfinite(percentage) and 0 < percentage < 100):
             problems.append(f"--validation_split_percentage {percentage:g}: must be above 0 and below 100")

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import traceback
+
+# Under torchrun every rank parses the same arguments and finds the same problems. The first rank of
+# each node reports them; another waits this long for that report to end the launch (torchrun then
+# stops it), and reports them itself only if it is still running: its problem was its own.
+_OTHER_RANKS_WAIT_S = 10.0
 
 
 class RankzeroError(Exception):
@@ -27,6 +34,8 @@ def run_cli(main) -> int:
     try:
         return main() or 0
     except ConfigError as error:  # a usage error: argparse's exit status
+        if os.environ.get("LOCAL_RANK", "0") != "0":
+            time.sleep(_OTHER_RANKS_WAIT_S)
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 2
     except (RankzeroError, ValueError, FileNotFoundError) as error:

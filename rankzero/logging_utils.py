@@ -19,6 +19,8 @@ def setup_logging(runtime: Runtime) -> None:
         stream=sys.stderr,
         force=True,
     )
+    # huggingface_hub logs through a handler of its own and to the root logger's: every line twice.
+    logging.getLogger("huggingface_hub").propagate = False
 
 
 @contextlib.contextmanager

@@ -71,8 +71,12 @@ def main(argv=None) -> None:
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=args.max_new_tokens, repetition_penalty=args.repetition_penalty,
                                 pad_token_id=tokenizer.pad_token_id, **sampling)
-    generated = whole_characters(tokenizer, output[0, inputs["input_ids"].shape[1]:].tolist())
+    new_ids = output[0, inputs["input_ids"].shape[1]:].tolist()
+    generated = whole_characters(tokenizer, new_ids)
     print(f"sample: {generated.strip()}" if args.chat else f"sample: {args.prompt}{generated}", flush=True)
+    if tokenizer.eos_token_id in new_ids:  # generate() stops there; an empty sample is an answer, not a fault
+        print(f"(stopped at end-of-text after {new_ids.index(tokenizer.eos_token_id)} of at most "
+              f"{args.max_new_tokens} new tokens)", flush=True)
 
 
 if __name__ == "__main__":

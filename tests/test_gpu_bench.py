@@ -1,5 +1,5 @@
 """bench/gpu_bench.py, the first command to run on a GPU: it refuses a CPU-only machine with a clear message,
-and its harness (data, three systems in their own processes, the side-by-side table) runs end to end on CPU
+and its harness (data, four systems in their own processes — FSDP2 over a process group of one among them, the side-by-side table) runs end to end on CPU
 with --cpu_smoke, so the first GPU run does not stop on a harness bug."""
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ def test_without_a_gpu_it_says_so_and_exits_2():
 
 @pytest.mark.slow
 def test_cpu_smoke_runs_every_system_and_prints_the_table(tmp_path):
-    result = run([sys.executable, BENCH, "--cpu_smoke", "--systems", "rankzero,hf_defaults,bare", "--work_dir", tmp_path],
-                 timeout=600)
+    result = run([sys.executable, BENCH, "--cpu_smoke", "--systems", "rankzero,rankzero_fsdp,hf_defaults,bare",
+                  "--work_dir", tmp_path], timeout=600)
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"round"')]
-    assert [row["system"] for row in rows] == ["rankzero", "hf_defaults", "bare"]
+    assert [row["system"] for row in rows] == ["rankzero", "rankzero_fsdp", "hf_defaults", "bare"]
     assert all(row["tokens_per_second_per_device"] > 0 and row["mfu"] is None for row in rows)  # no peak on CPU
     table = result.stdout.split("tokens/s/GPU", 1)[1].splitlines()[1:]
-    assert [line.split("  ")[0] for line in table] == ["rankzero train.py", "HF Trainer defaults (bf16=True)",
-                                                       "bare PyTorch loop"]
+    assert [line.split("  ")[0] for line in table] == ["rankzero train.py", "rankzero train.py --fsdp full_shard",
+                                                       "HF Trainer defaults (bf16=True)", "bare PyTorch loop"]

@@ -309,3 +309,15 @@ def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_
 def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluster):
     with pytest.raises(RankzeroError, match="--prep_engine ray reads files every node can see"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), seed=0)
+
+
+def test_a_line_past_max_document_mb_names_the_files_own_line_in_a_ray_task(tmp_path, tokenizer_dir, ray_cluster,
+                                                                          small_tasks):
+    lines = [json.dumps({"text": t}, ensure_ascii=False) for t in korean_documents(400, seed=6)]
+    lines[330] = json.dumps({"text": "가나다라 " * 3000}, ensure_ascii=False)  # ~39 KB; the others are under 3 KB
+    corpus = tmp_path / "long.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = data_args(tokenizer_dir, tmp_path / "cache", [corpus], prep_engine="ray", max_document_mb=0.01)
+    with pytest.raises(RankzeroError, match=rf"^{corpus}:331: a line is longer than 10,485 bytes \(--max_document_mb "
+                                            r"0.01\)"):
+        prepare(args, seed=0)

@@ -62,6 +62,7 @@ from rankzero.data.report import print_summary
 from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
                                      needed_text, remove_dead_builds, set_publish_modes, space_needed, usable,
                                      verify_published)
+from rankzero.data.readers import check_hub_sources
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
 from rankzero.runtime import Runtime, job_key
@@ -249,6 +250,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
 
 def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: Heartbeat) -> Path:
     started = time.time()
+    check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
     manifest = build_dataset(plan, tmp, on_progress=heartbeat.progress)
     checksum_started = time.perf_counter()
     files = file_table(tmp)

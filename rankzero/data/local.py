@@ -323,7 +323,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
-                                       plan.source_config.txt_sample_by))
+                                       plan.source_config.txt_sample_by, plan.max_document_bytes))
     pool, stage = _start_pool(plan, engine, workers)
     # Threads run the builder's own stage; worker processes their own (_worker_init).
     run = stage if stage is not None else _run_in_worker

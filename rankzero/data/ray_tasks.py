@@ -115,6 +115,7 @@ class Job:
     columns: dict  # output column → Arrow value type (Plan.columns)
     validation: bool  # a validation split is made
     held_out_below: int | None  # "single": the hash threshold of --validation_split_percentage
+    max_document_bytes: int  # --max_document_mb
     ratios: dict | None = None  # source index → mixing ratio, for "pack"
 
     @classmethod
@@ -123,7 +124,8 @@ class Job:
                    batch_size=plan.workers.dataset_batch_size, txt_sample_by=plan.source_config.txt_sample_by,
                    packing=plan.packing, writer_batch_size=plan.workers.dataset_writer_batch_size, seed=plan.seed,
                    columns=plan.columns, validation=plan.has_validation,
-                   held_out_below=threshold(plan.source_config.validation_split_percentage))
+                   held_out_below=threshold(plan.source_config.validation_split_percentage),
+                   max_document_bytes=plan.max_document_bytes)
 
 
 class TaskRunner:
@@ -196,7 +198,7 @@ class TaskRunner:
             chunks = iter_chunks(source, task.source_index, job.batch_size)
         else:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
-                                      None if task.end < 0 else task.end)
+                                      None if task.end < 0 else task.end, job.max_document_bytes)
         documents, dropped, seconds = [], Counter(), Counter()
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
         for chunk in chunks:

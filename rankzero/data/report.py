@@ -10,6 +10,7 @@ Both build engines report through these, so a prepare looks the same on one mach
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import sys
@@ -21,10 +22,15 @@ from typing import Callable
 
 from rankzero import malloc
 from rankzero.data.plan import FORMAT_VERSION
+from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
 from rankzero.errors import RankzeroError
 
+logger = logging.getLogger(__name__)
+
 PROGRESS_EVERY_S = 5.0
+UNTRAINABLE_WARN_SHARE = 0.02  # of the SFT samples read: more than noise (a few answerless chats) at this share
+EVAL_REMOVED_WARN_SHARE = 0.1  # of the --eval_dataset documents: the evaluation no longer measures the set given
 
 
 class Progress:
@@ -38,6 +44,7 @@ class Progress:
         self.docs = self.kept = self.bytes = self.tokens = 0
         self.removed = 0  # duplicates (exact as chunks arrive; near once decided, at the end of encoding)
         self.stage = "encode"
+        self._printed = None  # (stage, docs, bytes) of the last line printed
 
     def update(self, docs: int, kept: int, nbytes: int, tokens: int, removed: int = 0) -> None:
         self.docs += docs
@@ -68,6 +75,14 @@ class Progress:
 
     def report(self) -> None:
         snap = self.snapshot()
+        if self.on_progress:
+            self.on_progress(snap)
+        # The first update prints at once, and the end of a stage prints again: with nothing read in
+        # between (a small corpus, one chunk) that is the same line twice.
+        printed = (self.stage, self.docs, self.bytes, self.removed)
+        if printed == self._printed:
+            return
+        self._printed = printed
         kept = 100 * self.kept / self.docs if self.docs else 100.0
         eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
         done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
@@ -75,8 +90,6 @@ class Progress:
         print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
               f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%{duplicates}, "
               f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)
-        if self.on_progress:
-            self.on_progress(snap)
 
 
 @dataclass
@@ -156,7 +169,7 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
     stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "near_duplicate",
-                                              "in_eval_dataset")
+                                              "in_eval_dataset", "no_trainable_tokens")
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
@@ -168,7 +181,33 @@ def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shard
             "tokens": sum(s.validation_tokens for s in stats) - tail_tokens, "sequences": sequences, "shards": shards,
             "tail_tokens_dropped": tail_tokens, "truncated": sum(s.validation_truncated for s in stats),
             "percentage": plan.source_config.validation_split_percentage,
-            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN}
+            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN,
+            "eval_dataset_documents": eval_dataset_counts(stats)}
+
+
+def eval_dataset_counts(stats: list[SourceStats]) -> dict | None:
+    """What became of the --eval_dataset documents: read, held out, removed on the way (reason → count). The
+    quality filter and dedup apply to them as to training data; unsaid, a filtered eval set looks whole."""
+    evaluation = [s for s in stats if s.evaluation]
+    if not evaluation:
+        return None
+    removed = Counter()
+    for stat in evaluation:
+        removed.update({reason: count for reason, count in stat.dropped.items() if count and "(kept)" not in reason})
+    return {"read": sum(s.docs_in for s in evaluation), "held_out": sum(s.validation_documents for s in evaluation),
+            "removed": dict(removed.most_common())}
+
+
+def _reasons(removed: dict, limit: int = 4) -> str:
+    shown = [f"{reason}: {count:,}" for reason, count in list(removed.items())[:limit]]
+    return ", ".join(shown + ([f"{len(removed) - limit} more reasons"] if len(removed) > limit else []))
+
+
+def _removal_cause(removed: dict) -> str:
+    known = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
+             "near_duplicate": "duplicates", "no_trainable_tokens": "SFT samples without an answer"}
+    causes = sorted({known.get(reason, "the quality filter") for reason in removed})
+    return " and ".join(causes)
 
 
 def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None:
@@ -180,6 +219,13 @@ def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None
         return
     held = sum(s.validation_documents for s in stats)
     training = sum(s.docs_kept for s in stats) - held
+    evaluation = eval_dataset_counts(stats)
+    if held == 0 and evaluation and evaluation["read"]:
+        specs = " ".join(plan.source_config.eval_dataset)
+        return (f"validation: all {evaluation['read']:,} documents of --eval_dataset {specs} were removed "
+                f"({_reasons(evaluation['removed'])}) by {_removal_cause(evaluation['removed'])}; nothing is left to "
+                "evaluate on: give an eval set that passes (--quality_filter applies to it too), or leave "
+                "--eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
     if held == 0:
         raise RankzeroError(f"validation: no document was held out ({validation_flags}, {training:,} documents kept); "
                             "raise --validation_split_percentage or give --eval_dataset")
@@ -220,6 +266,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "max_seq_length": plan.packing.max_seq_length,
         "packing": plan.packing.packing,
         "mode": plan.stage.mode,
+        "chat_rendering": chat_rendering(tokenizer.chat_template) if plan.with_labels else None,
         "columns": plan.columns,
         "tail_tokens_dropped": tail_tokens,
         "truncated": sum(s.truncated for s in stats),
@@ -254,6 +301,23 @@ def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
     return entry
 
 
+def mixing_lines(sources: list[dict]) -> list[str]:
+    """One line per weighted source that the mix subsamples or repeats: what a weight costs in data."""
+    lines = []
+    for source in sources:
+        if source["evaluation"] or abs(source["ratio"] - 1) < 1e-6:
+            continue
+        available = source["docs_kept"] - source["validation_documents"]
+        used = source["documents_out"]
+        if source["ratio"] < 1:
+            lines.append(f"{source['spec']}: {used:,} of its {available:,} documents used, {available - used:,} left "
+                         f"out (ratio {source['ratio']:.2f})")
+        else:
+            lines.append(f"{source['spec']}: its {available:,} documents repeated {source['ratio']:.2f}x "
+                         f"({used:,} in the output)")
+    return lines
+
+
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -277,10 +341,45 @@ def print_summary(manifest: dict, final: Path) -> None:
     if validation:
         lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
                      f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
+    evaluation = (validation or {}).get("eval_dataset_documents")
+    if evaluation and evaluation["removed"]:
+        specs = " ".join(validation["eval_dataset"])
+        lines.append(f"  eval set   {specs}: {evaluation['read']:,} documents read, {evaluation['held_out']:,} held out, "
+                     f"{sum(evaluation['removed'].values()):,} removed ({_reasons(evaluation['removed'])})")
+    if manifest.get("chat_rendering"):
+        lines.append(f"  chats      rendered with {manifest['chat_rendering']}")
     if manifest.get("truncated"):
         lines.append(f"  truncated  {manifest['truncated']:>12,}   samples longer than a row, cut at their end")
     for reason, count in manifest["dropped"].items():
         lines.append(f"  dropped {reason:<28} {count:>10,}")
+    lines += [f"  mixing     {line}" for line in mixing_lines(manifest["sources"])]
     lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
     lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
     print("\n".join(lines), file=sys.stderr, flush=True)
+    for warning in (untrainable_warning(manifest), eval_removed_warning(manifest)):
+        if warning:
+            logger.warning(warning)
+
+
+def eval_removed_warning(manifest: dict) -> str | None:
+    """A warning when the prepare took a large share out of --eval_dataset: the evaluation then measures
+    another set than the one given."""
+    validation = manifest.get("validation") or {}
+    evaluation = validation.get("eval_dataset_documents")
+    removed = sum(evaluation["removed"].values()) if evaluation else 0
+    if not removed or removed / evaluation["read"] < EVAL_REMOVED_WARN_SHARE:
+        return None
+    return (f"--eval_dataset {' '.join(validation['eval_dataset'])}: the prepare removed {removed:,} of its "
+            f"{evaluation['read']:,} documents ({removed / evaluation['read']:.0%}: {_reasons(evaluation['removed'])}), "
+            f"by {_removal_cause(evaluation['removed'])}; the evaluation runs on the other {evaluation['held_out']:,}")
+
+
+def untrainable_warning(manifest: dict) -> str | None:
+    """A warning when many SFT samples had nothing to train on: a --max_seq_length too short for the prompts,
+    or chats without answers, usually a mistake rather than noise."""
+    count, docs_in = manifest["dropped"].get("no_trainable_tokens", 0), manifest["docs_in"]
+    if not docs_in or count / docs_in < UNTRAINABLE_WARN_SHARE:
+        return None
+    return (f"{count:,} of {docs_in:,} SFT samples ({count / docs_in:.1%}) had no token to train on and were dropped "
+            f"(no_trainable_tokens): a prompt that fills --max_seq_length {manifest['max_seq_length']} and cuts the "
+            "answer off, or a chat with no (or an empty) assistant turn; raise --max_seq_length or check the data")

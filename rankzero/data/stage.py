@@ -12,8 +12,10 @@ fastokens' Rayon pool), and a Ray actor on another machine has nothing to inheri
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
 of its text: the engine removes exact duplicates across chunks (dedup/exact.py, first one wins) and picks
 the held-out documents by it (split.py) before packing. With `--dedup near` it also carries its MinHash
-signature (dedup/minhash.py), from which the engine decides the near-copies over the whole corpus (dedup/near.py). In SFT (`truncate_to`) a sample longer than a row
-is cut at its end here, so both engines and both splits count the same cut samples (`truncated`).
+signature (dedup/minhash.py), from which the engine decides the near-copies over the whole corpus
+(dedup/near.py). In SFT (`truncate_to`) a sample longer than a row is cut at its end here, so both engines and
+both splits count the same cut samples (`truncated`); a sample left with no token to train on (no answer, or
+an answer cut off) is dropped here and counted (`no_trainable_tokens`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ import numpy as np
 import xxhash
 
 from rankzero.config import StageConfig
-from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
 from rankzero.data.dedup.minhash import minhash_signatures
-from rankzero.data.pack import truncate_documents
+from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.pack import select_documents, truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 
 
@@ -90,6 +92,18 @@ def text_hash(text: str) -> int:
     """A document's identity for exact dedup: xxh3-64 of its UTF-8 bytes (a few times cheaper than blake2b
     here, and the stage hashes every document)."""
     return xxhash.xxh3_64_intdigest(text.encode())
+
+
+def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | None) -> np.ndarray:
+    """Per SFT sample: whether any of its own tokens is trained on. The EOS every whole sample ends with is
+    always labelled; on its own (a chat with no answer, a prompt that fills the row and cut the answer off)
+    it would teach the model to stop after a prompt, and a row of such samples gives loss 0/0."""
+    if len(lengths) == 0:
+        return np.ones(0, dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    trained = np.add.reduceat((labels != IGNORE_INDEX).astype(np.int64), starts)
+    ends_with_eos = np.ones(len(lengths), dtype=bool) if truncated is None else ~truncated
+    return trained - ends_with_eos > 0
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,13 @@ class Stage:
         truncated = None
         if spec.truncate_to is not None:
             ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, spec.truncate_to)
+        if labels is not None:
+            keep = has_answer(lengths, labels, truncated)
+            if not keep.all():
+                dropped["no_trainable_tokens"] = int((~keep).sum())
+                ids, lengths, labels = select_documents(ids, lengths, labels, keep)
+                hashes, signatures, shingles, truncated = (None if values is None else values[keep] for values in
+                                                           (hashes, signatures, shingles, truncated))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,

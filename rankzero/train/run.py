@@ -9,7 +9,8 @@ rank holds the prepared data. The output dir ends up with the model, tokenizer a
 resolved configuration), `recipe.yaml` (the flags given, for an exact resume with pretrain_cont.sh)
 and `data_manifest.json` (the prepared data's manifest).
 
-SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
+A run whose gradients stop being finite (divergence.py) stops, saves no model and ends with an error
+naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
 run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
 checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
@@ -32,6 +33,7 @@ import torch
 import yaml
 
 from rankzero.config import CONFIGS, Args
+from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -43,11 +45,13 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
 
     from rankzero.train.checkpoints import data_record, resolve_resume
     from rankzero.train.collator import BlockCollator
+    from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
+    from rankzero.train.sharding import fsdp_defaults
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
@@ -56,6 +60,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     hf_logging.disable_progress_bar()  # a bar per shard at every checkpoint save; the Trainer's own bar stays
     prepared_dir = Path(prepared_dir)
     tokenizer = AutoTokenizer.from_pretrained(args.stage.tokenizer_path)
+    if args.stage.mode == "sft":
+        use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
     data = data_record(prepared_dir)
@@ -71,8 +77,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
+    training, sharding = fsdp_defaults(training, model)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **learning}
+    defaults = {**args.defaults, **defaults, **learning, **sharding}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -87,6 +94,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
+    guard = DivergenceGuard()
     set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
@@ -98,6 +106,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         meter=meter,
         preemption=preemption,
         data_record=data,
+        guard=guard,
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
@@ -111,19 +120,25 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         with preemption.handling_signals():
             started = time.perf_counter()
             trainer.train(resume_from_checkpoint=resume)
-            if preemption.stopped_at is None:
+            finished = preemption.stopped_at is None and not guard.failed  # a diverged model is not saved
+            if finished:
                 evaluate_at_end(trainer)
                 save_final(trainer, model, output_dir, prepared_dir)
+            elif guard.failed:
+                trainer.save_state()  # trainer_state.json: the log history, NaN included, without the weights
             elif trainer.is_world_process_zero():
                 print(resume_hint(preemption, trainer, output_dir), flush=True)
             tokens = meter.tokens_trained(training)  # a collective: every rank
             if trainer.is_world_process_zero():
                 CurvesCallback(output_dir).on_train_end(training, trainer.state, None)  # with the last evaluation
                 print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
-                              tokens=tokens, steps=trainer.state.global_step, saved=preemption.stopped_at is None,
-                              tensorboard="tensorboard" in training.report_to),
+                              tokens=tokens, steps=trainer.state.global_step, saved=finished,
+                              tensorboard="tensorboard" in training.report_to, tokens_before=meter.tokens_at_start,
+                              steps_before=meter.step_at_start, diverged=guard.failed),
                       flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
+        if guard.failed:  # every rank alike: the gradient norm it judged is the same on all of them
+            raise RankzeroError(guard.message(output_dir, training.learning_rate))
     finally:
         # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
         # reference. Otherwise the group dies inside the Reducer's dealloc, which holds the GIL while it
@@ -132,6 +147,18 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         gc.collect()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def use_chat_rendering(tokenizer, runtime: Runtime) -> None:
+    """Say how the SFT samples were rendered, and make it the saved tokenizer's chat template: the model is
+    then prompted as it was trained (apply_chat_template, scripts/generate.py --chat)."""
+    from rankzero.data.records import PLAIN_CHAT_TEMPLATE, chat_rendering
+
+    if runtime.is_main:
+        print(f"chat rendering: {chat_rendering(tokenizer.chat_template)}"
+              + ("" if tokenizer.chat_template else "; saved as the model's tokenizer's chat_template"), flush=True)
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = PLAIN_CHAT_TEMPLATE
 
 
 def evaluate_at_end(trainer) -> None:
@@ -224,10 +251,16 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
 
     from rankzero.train.model import attention_cost
 
+    from rankzero.train.sharding import describe_sharding
+
     accelerator = trainer.accelerator
     kind, processes = accelerator.distributed_type, accelerator.num_processes
+    if trainer.args.fsdp and kind != DistributedType.FSDP:  # sharding.shard_on_cpu refuses this earlier
+        raise AssertionError(f"--fsdp requested, accelerate set up {kind.value}")
     # accelerate wraps in DDP on CPU whenever it runs distributed (even alone), on GPUs with 2+ processes.
-    if kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
+    if kind == DistributedType.FSDP:
+        parallel = describe_sharding(accelerator)
+    elif kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
         handler = accelerator.ddp_handler
         unused = handler.find_unused_parameters if handler is not None else False
         parallel = f"DDP over {processes} process(es), find_unused_parameters={unused}"

@@ -5,14 +5,20 @@
 
 Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter;
+- `_get_grad_norm` hands each step's gradient norm to the divergence guard (divergence.py), and
+  `_maybe_log_save_evaluate` zeroes the loss sum after a log (the Trainer's own reset keeps a NaN);
 - `log` merges the meter's metrics into each training log, and `perplexity` into each evaluation log,
   *before* the Trainer stores it, so they land in `trainer_state.json`'s log_history and every
   `--report_to` integration (a callback's `on_log` runs after the history is written and cannot add to it);
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
   dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
   and `--resume_from_checkpoint auto` never picks one a kill cut short; each one also records the data
-  it was trained on (checkpoints.py), and a save that fails on any rank (a full disk: said so, with
+  it was trained on (checkpoints.py) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
   the free space) removes the staged checkpoint and stops every rank with the same error;
+- `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
+  reduced in fp32 under bf16, and sharding on CPU too;
+- `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
+  never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
   each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
   stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
@@ -36,10 +42,19 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         write_data_record)
+from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.preemption import PreemptionCallback
+from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
+from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
 STAGING_DIR = ".checkpoint-staging"  # hidden: neither `checkpoint-*` globs nor get_last_checkpoint see it
+
+
+def perplexity(loss: float) -> float:
+    """exp of the mean token loss: inf past ~700 (no longer a float), NaN for a NaN loss (not inf: nothing
+    was measured)."""
+    return float("inf") if loss >= 700 else round(math.exp(loss), 4)
 
 
 class QuietProgressCallback(ProgressCallback):
@@ -49,15 +64,20 @@ class QuietProgressCallback(ProgressCallback):
 
 class RankzeroTrainer(Trainer):
     def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None,
-                 data_record: dict | None = None, **kwargs):
+                 data_record: dict | None = None, guard: DivergenceGuard | None = None, **kwargs):
         self._staging = False
         self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
         super().__init__(*args, **kwargs)
         self.meter = meter
-        # Order matters: callbacks run in the order added, and the meter must see a save the preemption
-        # callback asks for at the same step (it leaves the save out of the throughput).
+        self.guard = guard
+        # Order matters: callbacks run in the order added. The guard cancels any save asked for at a
+        # non-finite step (the preemption callback's too), and the meter must see the saves that remain
+        # (it leaves them out of the throughput).
         if preemption is not None:
             self.add_callback(preemption)
+        if guard is not None:
+            guard.step_was_skipped = lambda: self.accelerator.optimizer_step_was_skipped
+            self.add_callback(guard)
         self.add_callback(meter)
         for noisy in (PrinterCallback, ProgressCallback):
             if self.pop_callback(noisy) is not None and noisy is ProgressCallback:
@@ -67,7 +87,18 @@ class RankzeroTrainer(Trainer):
         args = super()._build_accelerator_args(**kwargs)
         if self.args.torch_compile and args.get("dynamo_plugin") is not None:
             args["dynamo_plugin"].use_regional_compilation = True
+        self._fsdp_plugin = args.get("fsdp_plugin")
+        if self._fsdp_plugin is not None:
+            self._fsdp_plugin.mixed_precision_policy = mixed_precision_policy(self.args)
         return args
+
+    def create_accelerator_and_postprocess(self):
+        super().create_accelerator_and_postprocess()
+        if self.args.fsdp and not self.is_fsdp_enabled:  # a CPU run (sharding.py says why), or an error
+            shard_on_cpu(self.accelerator, self._fsdp_plugin)
+            self.is_fsdp_enabled = True
+        if self.is_fsdp_enabled:
+            quiet_checkpoint_logs()
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.meter.add_tokens(inputs.pop("num_tokens", 0))
@@ -78,12 +109,34 @@ class RankzeroTrainer(Trainer):
         inputs.pop("num_tokens", None)  # evaluation batches: the model takes no such argument
         return inputs
 
+    def _get_grad_norm(self, model, grad_norm=None):
+        grad_norm = super()._get_grad_norm(model, grad_norm)
+        if self.guard is not None:
+            self.guard.observe_grad_norm(grad_norm)
+        return grad_norm
+
+    def _maybe_log_save_evaluate(self, tr_loss, *args, **kwargs):
+        super()._maybe_log_save_evaluate(tr_loss, *args, **kwargs)
+        if self._globalstep_last_logged == self.state.global_step:
+            # Logged: the Trainer resets the sum with `tr_loss -= tr_loss`, which leaves NaN after an inf
+            # (inf - inf) and would log every later, finite loss as NaN.
+            tr_loss.zero_()
+
     def log(self, logs, start_time=None):
         if "loss" in logs and "train_runtime" not in logs:  # a training log, reached on every rank
             logs.update(self.meter.metrics(self.args))
-        if "eval_loss" in logs:  # exp of the mean token loss; past ~700 it is no longer a float
-            logs["perplexity"] = round(math.exp(logs["eval_loss"]), 4) if logs["eval_loss"] < 700 else float("inf")
+        if "eval_loss" in logs:
+            logs["perplexity"] = perplexity(logs["eval_loss"])
         super().log(logs, start_time)
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        # transformers 5 forgives missing keys only when they are `_keys_to_ignore_on_save`, so every resume of a
+        # model with tied embeddings warned that `lm_head.weight` was missing: the tied copy is never saved.
+        tied = set(getattr(self.accelerator.unwrap_model(self.model), "all_tied_weights_keys", None) or ())
+        if load_result.missing_keys and set(load_result.missing_keys) <= tied:
+            self.model.tie_weights()
+            load_result = load_result._replace(missing_keys=[])
+        super()._issue_warnings_after_load(load_result)
 
     def _get_output_dir(self, trial) -> str:
         run_dir = super()._get_output_dir(trial)
@@ -103,6 +156,8 @@ class RankzeroTrainer(Trainer):
             super()._save_checkpoint(model, trial)  # every rank writes its part (RNG state, shards) into `staged`
             if self.args.should_save and self.data_record is not None:
                 write_data_record(staged, self.data_record)
+            if self.args.should_save and self.is_fsdp_enabled:
+                save_model_files(staged, self.model, self.processing_class)
         except Exception as caught:  # told to every rank below, so that none waits for it in a barrier
             error = caught
         finally:
@@ -122,6 +177,16 @@ class RankzeroTrainer(Trainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
         self.accelerator.wait_for_everyone()
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        if self.is_fsdp_enabled and not _internal_call:
+            # The finished model as one plain HF dir: the Trainer writes nothing for a sharded state dict, and a
+            # checkpoint's own save (_internal_call) keeps its DCP shards (sharded_checkpoints.py).
+            state_dict = gathered_state_dict(self.model)  # every rank takes part; rank 0 gets the weights
+            if self.args.should_save:
+                self._save(output_dir or self.args.output_dir, state_dict=state_dict)
+            return
+        super().save_model(output_dir, _internal_call)
 
     def _save_error(self, failures, error, run_dir: str, name: str, free: int | None) -> BaseException:
         if any(full for _, full, _ in failures):

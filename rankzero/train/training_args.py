@@ -31,6 +31,11 @@ class TrainingArguments(transformers.TrainingArguments):
     __doc__ = transformers.TrainingArguments.__doc__
 
     def __post_init__(self):
+        from rankzero.train.sharding import fsdp_words_to_config
+
+        # `--fsdp full_shard` (the form torchtitan-era docs and recipes use) into `fsdp=True` + fsdp_config, as
+        # transformers itself does, without its deprecation warning for the string form.
+        self.fsdp, self.fsdp_config = fsdp_words_to_config(self.fsdp, self.fsdp_config)
         self.__dict__["_defer_devices"] = True
         try:
             super().__post_init__()
@@ -42,6 +47,14 @@ class TrainingArguments(transformers.TrainingArguments):
         if self.__dict__.get("_defer_devices"):
             return None  # __post_init__'s only use of it is to trigger the set-up we defer
         return transformers.TrainingArguments.device.fget(self)
+
+    @property
+    def world_size(self):
+        if self.__dict__.get("_defer_devices"):
+            # transformers' DeepSpeed config reads it in __post_init__ (train_batch_size = world × micro-batch ×
+            # accumulation). The process group that set-up would create spans the launcher's world (runtime.py).
+            return Runtime.from_env().world_size
+        return transformers.TrainingArguments.world_size.fget(self)
 
     def __getattr__(self, name):
         # Only reached for attributes the deferred set-up would have created (read by e.g. `.should_log`).
@@ -59,7 +72,13 @@ def set_up_devices(training: TrainingArguments, runtime: Runtime):
     size: gradient buckets copied and all-reduced with nobody every step. So LOCAL_RANK is hidden from that one
     read. On CUDA accelerate already skips DDP for one process, and hiding it there would be wrong: without
     LOCAL_RANK the Trainer spreads one process over every visible GPU with nn.DataParallel.
+    --fsdp in a single process gets a process group of one (sharding.one_process_group), never an unsharded run.
     """
+    if training.fsdp and not runtime.is_distributed:
+        from rankzero.train.sharding import one_process_group
+
+        one_process_group()
+        return training.device
     if runtime.is_distributed or not training.use_cpu or "LOCAL_RANK" not in os.environ:
         return training.device
     local_rank = os.environ.pop("LOCAL_RANK")
@@ -91,7 +110,7 @@ def apply_fast_defaults(
 
     if not cuda:
         # Without it accelerate sees no device to distribute over: the ranks would train separately.
-        default("use_cpu", True, "no CUDA device: train on CPU (DDP over gloo with 2+ ranks)")
+        default("use_cpu", True, "no CUDA device: train on CPU (gloo between 2+ ranks)")
         if runtime.is_distributed:
             default("ddp_backend", "gloo", "CPU process group")
     else:
@@ -135,6 +154,15 @@ def apply_fast_defaults(
         if training.dataloader_persistent_workers:
             warnings.append("--dataloader_persistent_workers is ignored: it needs --dataloader_num_workers > 0")
             changes["dataloader_persistent_workers"] = False
+
+    if training.logging_nan_inf_filter:
+        # It logs the mean of the earlier losses in place of a NaN or inf one: a diverged run would show a loss
+        # falling to 0. Non-finite values are logged as they are and stop the run (divergence.py).
+        if "logging_nan_inf_filter" in given:
+            warnings.append("--logging_nan_inf_filter is ignored: a NaN or inf loss is logged as it is, and a run "
+                            "whose gradients stay non-finite stops")
+        changes["logging_nan_inf_filter"] = False
+        reasons.setdefault("logging_nan_inf_filter", "False (NaN and inf losses are logged as they are)")
 
     if training.remove_unused_columns:
         if "remove_unused_columns" in given:

@@ -1,0 +1,298 @@
+"""Benchmark decontamination: training documents that contain an evaluation item are found and dropped.
+
+    items = read_benchmarks(["kmmlu/", "click.json"])         # KMMLU CSV, KoBEST/LogicKor JSONL, CLIcK JSON, ...
+    index = ContaminationIndex(items)                        # once per process that filters
+    found = index.find(texts)                                # per document: the indices of the items it holds
+    identity = benchmark_identity(paths)                     # what the prepared data's fingerprint hashes
+
+An item is *found* in a document by either of two rules, both on normalised text (NFKC, lower case,
+punctuation folded to spaces: `normalize`):
+
+- word n-grams (N = 8: Korean words carry their particles, so 8 of them are about as specific as
+  GPT-3's 13 English words; docs/data.md has the measurement): the document holds at least half of the
+  n-grams of the item's question (the choices' n-grams count towards it too). One shared sentence is
+  not enough, and an n-gram that occurs in COMMON_ITEMS or more items (an exam's boilerplate, a poem
+  quoted by several questions) is not indexed at all;
+- the whole question, spacing ignored (reposts re-space Korean freely), for question parts of at least
+  MIN_HANGUL Hangul syllables; a question text shared by COMMON_ITEMS or more items is a template and
+  is not indexed.
+
+Both are lookups in sorted numpy arrays of 64-bit hashes, batched over a chunk of documents: the n-grams
+of every word position, and fixed-width windows of the spaceless text at every WINDOW_STEP-th position
+(each indexed question part is indexed at every position, so one of the document's sampled windows
+falls inside it), then each candidate is verified by a substring test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from rankzero.errors import RankzeroError
+
+N = 8
+COMMON_ITEMS = 5
+MIN_SHARE = 0.5
+MIN_HANGUL = 20
+WINDOW, WINDOW_STEP = 12, 8  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
+SUFFIXES = (".csv", ".jsonl", ".json")
+
+_PUNCTUATION = re.compile(r"[^\w\s]|_")
+_SPACE = re.compile(r"\s+")
+_HANGUL = re.compile(r"[가-힣]")
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the rolling combination is a bijection per position
+# Fields that hold an item's question text, in reading order, and its choices, across the formats above.
+QUESTION_FIELDS = ("paragraph", "passage", "context", "premise", "sentence", "question", "questions", "query",
+                   "instruction", "prompt", "text")
+CHOICE_FIELDS = ("choices", "options", "A", "B", "C", "D", "E", "alternative_1", "alternative_2", "ending_1",
+                 "ending_2", "ending_3", "ending_4")
+
+
+@dataclass(frozen=True)
+class Item:
+    benchmark: str
+    id: str
+    parts: tuple[str, ...]  # the question's texts (a passage, the question proper)
+    choices: tuple[str, ...]
+
+
+def normalize(text: str) -> str:
+    """NFKC, lower case, punctuation as spaces, runs of spaces as one."""
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return _SPACE.sub(" ", _PUNCTUATION.sub(" ", text.lower())).strip()
+
+
+def _hash(text: str) -> int:
+    return xxhash.xxh3_64_intdigest(text.encode())
+
+
+def gram_hashes(words: list[str]) -> np.ndarray:
+    """One uint64 per word N-gram (none when there are fewer than N words)."""
+    if len(words) < N:
+        return np.empty(0, dtype=np.uint64)
+    hashes = np.fromiter(map(_hash, words), dtype=np.uint64, count=len(words))
+    count = len(words) - N + 1
+    combined = hashes[:count].copy()
+    for k in range(1, N):
+        combined = combined * _MULTIPLIER + hashes[k:k + count]  # wraps mod 2**64, as meant
+    return combined
+
+
+def _windows(spaceless: str, step: int) -> list[int]:
+    return [_hash(spaceless[p:p + WINDOW]) for p in range(0, len(spaceless) - WINDOW + 1, step)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading benchmark files
+
+
+def benchmark_files(paths) -> list[Path]:
+    """Every benchmark file under `paths` (a directory is read whole), sorted; RankzeroError for a path
+    that is missing or holds none."""
+    files = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+            if not found:
+                raise RankzeroError(f"--decontaminate {raw}: no {', '.join(SUFFIXES)} file in this directory")
+            files += found
+        elif path.is_file():
+            if path.suffix.lower() not in SUFFIXES:
+                raise RankzeroError(f"--decontaminate {raw}: not a benchmark file; give {', '.join(SUFFIXES)} "
+                                    "files or a directory of them")
+            files.append(path)
+        else:
+            raise RankzeroError(f"--decontaminate {raw}: no such file or directory")
+    return files
+
+
+def benchmark_identity(paths) -> dict:
+    """What the fingerprint hashes: each file's path and the xxh3-64 of all its bytes."""
+    digests = []
+    for path in benchmark_files(paths):
+        digest = xxhash.xxh3_64()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digests.append({"path": str(path), "xxh3_64": digest.hexdigest()})
+    return {"files": digests, "rules": {"n": N, "common_items": COMMON_ITEMS, "min_share": MIN_SHARE,
+                                        "min_hangul": MIN_HANGUL}}
+
+
+def read_benchmarks(paths) -> list[Item]:
+    """The items of every benchmark file under `paths`; a file's benchmark is its record's `benchmark`
+    field, else the directory named on the command line, else the file's name."""
+    items = []
+    for raw in paths:
+        root = Path(raw).expanduser()
+        for path in benchmark_files([raw]):
+            default = root.name if root.is_dir() else path.stem
+            items += _read_file(path, default)
+    return items
+
+
+def _read_file(path: Path, benchmark: str) -> list[Item]:
+    suffix = path.suffix.lower()
+    try:
+        with open(path, encoding="utf-8-sig", newline="" if suffix == ".csv" else None) as handle:
+            if suffix == ".csv":
+                records = ((number, row) for number, row in enumerate(csv.DictReader(handle), start=2))
+                return [_item(record, benchmark, path, number) for number, record in records]
+            if suffix == ".jsonl":
+                items = []
+                for number, line in enumerate(handle, start=1):
+                    if line.strip():
+                        items.append(_item(_json(line, path, number), benchmark, path, number))
+                return items
+            data = _json(handle.read(), path, None)
+    except UnicodeDecodeError as error:
+        raise RankzeroError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except csv.Error as error:
+        raise RankzeroError(f"{path}: not a readable CSV file ({error})") from None
+    if isinstance(data, dict):  # {"data": [...]} or {"split": [...]}
+        data = next((value for value in data.values() if isinstance(value, list)), None)
+    if not isinstance(data, list):
+        raise RankzeroError(f"{path}: expected a JSON list of items (or an object holding one)")
+    return [_item(record, benchmark, path, number) for number, record in enumerate(data)]
+
+
+def _json(text: str, path: Path, line: int | None):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        where = f"{path}:{line}" if line is not None else f"{path}:{error.lineno}"
+        raise RankzeroError(f"{where}: not valid JSON ({error.msg}); fix or remove this file from --decontaminate") from None
+
+
+def _texts(value) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        return [text for element in value for text in _texts(element)]
+    if isinstance(value, dict):  # {"text": [...], "label": [...]}
+        return _texts(value.get("text", []))
+    return []
+
+
+def _item(record, benchmark: str, path: Path, number: int) -> Item:
+    where = f"{path}:{number}" if path.suffix.lower() != ".json" else f"{path} item {number}"
+    if not isinstance(record, dict):
+        raise RankzeroError(f"{where}: expected an object with a question or a text, got {type(record).__name__}")
+    parts = tuple(text for name in QUESTION_FIELDS for text in _texts(record.get(name)))
+    if not parts:
+        raise RankzeroError(f"{where}: no question text (looked for {', '.join(QUESTION_FIELDS)})")
+    choices = tuple(text for name in CHOICE_FIELDS for text in _texts(record.get(name)))
+    identifier = record.get("id", record.get("idx", f"{path.stem}:{number}"))
+    return Item(str(record.get("benchmark") or benchmark), str(identifier), parts, choices)
+
+
+# ---------------------------------------------------------------------------------------------
+# The index
+
+
+def _sorted_pairs(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    keys = np.fromiter((key for key, _ in pairs), dtype=np.uint64, count=len(pairs))
+    owners = np.fromiter((owner for _, owner in pairs), dtype=np.int64, count=len(pairs))
+    order = np.argsort(keys, kind="stable")
+    return keys[order], owners[order]
+
+
+def _lookup(keys: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(query index, owner) for every indexed key equal to a query."""
+    left = np.searchsorted(keys, queries, "left")
+    right = np.searchsorted(keys, queries, "right")
+    hits = np.flatnonzero(right > left)
+    query_of = np.repeat(hits, right[hits] - left[hits])
+    positions = np.concatenate([np.arange(left[i], right[i]) for i in hits]) if len(hits) else np.empty(0, np.int64)
+    return query_of, owners[positions]
+
+
+class ContaminationIndex:
+    """The n-grams and whole questions of a set of items; `find` says which items each document holds."""
+
+    def __init__(self, items: list[Item]):
+        self.items = items
+        grams_of = []
+        owners_of_gram: dict[int, set[int]] = {}
+        for number, item in enumerate(items):
+            question = normalize(" ".join(item.parts)).split()
+            whole = question + normalize(" ".join(item.choices)).split()
+            grams = set(gram_hashes(whole).tolist())
+            grams_of.append((grams, len(set(gram_hashes(question).tolist())) or len(grams)))
+            for gram in grams:
+                owners_of_gram.setdefault(gram, set()).add(number)
+        common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
+        pairs, self.need = [], np.zeros(len(items), dtype=np.int64)
+        for number, (grams, question_grams) in enumerate(grams_of):
+            kept = grams - common
+            if kept:
+                self.need[number] = max(1, math.ceil(question_grams * MIN_SHARE))
+                pairs += ((gram, number) for gram in kept)
+        self.gram_keys, self.gram_items = _sorted_pairs(pairs)
+
+        keys_of: dict[str, set[int]] = {}
+        for number, item in enumerate(items):
+            for part in item.parts:
+                spaceless = normalize(part).replace(" ", "")
+                if len(_HANGUL.findall(spaceless)) >= MIN_HANGUL:
+                    keys_of.setdefault(spaceless, set()).add(number)
+        self.questions = [key for key, owners in keys_of.items() if len(owners) < COMMON_ITEMS]
+        self.question_items = [sorted(keys_of[key]) for key in self.questions]
+        window_pairs = [(window, number) for number, key in enumerate(self.questions) for window in _windows(key, 1)]
+        self.window_keys, self.window_questions = _sorted_pairs(window_pairs)
+        self.templates = len(keys_of) - len(self.questions) + len(common)
+        self.indexed = np.zeros(len(items), dtype=bool)
+        self.indexed[self.need > 0] = True
+        for owners in self.question_items:
+            self.indexed[owners] = True
+
+    def describe(self) -> dict:
+        per_benchmark = Counter(item.benchmark for item in self.items)
+        indexed = Counter(item.benchmark for item, ok in zip(self.items, self.indexed) if ok)
+        return {name: {"items": per_benchmark[name], "items_indexed": indexed[name]} for name in sorted(per_benchmark)}
+
+    def find(self, texts: list[str]) -> list[list[int]]:
+        """For each text, the sorted indices of the items it contains (most lists are empty)."""
+        found: list[set[int]] = [set() for _ in texts]
+        normalized = [normalize(text) for text in texts]
+        if len(self.gram_keys):
+            per_document = [gram_hashes(text.split()) for text in normalized]
+            if any(len(grams) for grams in per_document):
+                grams = np.concatenate(per_document)
+                document_of = np.repeat(np.arange(len(texts)), [len(g) for g in per_document])
+                query, owner = _lookup(self.gram_keys, self.gram_items, grams)
+                # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
+                matched = Counter(set(zip(document_of[query].tolist(), owner.tolist(), grams[query].tolist())))
+                per_pair = Counter((document, item) for document, item, _ in matched)
+                for (document, item), count in per_pair.items():
+                    if count >= self.need[item]:
+                        found[document].add(item)
+        if len(self.window_keys):
+            spaceless = [text.replace(" ", "") for text in normalized]
+            per_document = [_windows(text, WINDOW_STEP) for text in spaceless]
+            windows = np.fromiter((w for ws in per_document for w in ws), dtype=np.uint64,
+                                  count=sum(map(len, per_document)))
+            document_of = np.repeat(np.arange(len(texts)), [len(ws) for ws in per_document])
+            query, question = _lookup(self.window_keys, self.window_questions, windows)
+            for document, number in set(zip(document_of[query].tolist(), question.tolist())):
+                if self.questions[number] in spaceless[document]:
+                    found[document].update(self.question_items[number])
+        return [sorted(items) for items in found]
+
+
+def eval_items(texts, name: str = "eval_overlap") -> list[Item]:
+    """Evaluation documents as items: a training document holding most of one's n-grams is a near-copy of
+    it, or contains it."""
+    return [Item(name, str(number), (text,), ()) for number, text in enumerate(texts)]
+

@@ -1,0 +1,350 @@
+"""Personal information in Korean text: found by regex, confirmed by validators, replaced by placeholders.
+
+    masker = PiiMasker()
+    result = masker.mask("문의kim@naver.com, 010-1234-5678")     # "문의|||EMAIL_ADDRESS|||, |||PHONE_NUMBER|||"
+    result.text, result.masked, result.public, result.rejected     # counts per detector / (detector, reason)
+    counts = PiiCounts(); counts.add(result, result.drop)          # what the manifest reports, per source
+
+What is masked and why is in docs/data.md. In short: the identifiers Korea's Personal Information
+Protection Act names or that reach one person — resident and foreigner registration numbers, phone
+numbers, e-mail addresses, card, account, passport and driver's licence numbers, public IP addresses.
+Business registration numbers and 15xx/16xx/18xx business lines are published by law: they are counted,
+never masked. Numbers that identify no one only by their shape (accounts, passports, licences, bare card
+numbers) are masked only next to a word that says what they are.
+
+How it stays fast (docs/data.md has the figures): one regex finds the *clusters* — runs of digits and
+separators with 7 or more characters, which every number detector needs; most of a Korean page has none.
+Each detector's pattern then runs only inside a cluster, and its validator only on a match. E-mails are
+found from their '@' outwards, IPv6 and passports only where a ':' or a context word occurs.
+A placeholder holds no digit, '@' or ':', so masking a masked text changes nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rankzero.data.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, luhn_ok, public_ip,
+                                      registration_check_ok, registration_date_ok)
+
+PLACEHOLDERS = {
+    "email": "|||EMAIL_ADDRESS|||",
+    "phone": "|||PHONE_NUMBER|||",
+    "resident_registration": "|||RESIDENT_REGISTRATION_NUMBER|||",
+    "foreigner_registration": "|||FOREIGNER_REGISTRATION_NUMBER|||",
+    "card": "|||CARD_NUMBER|||",
+    "account": "|||ACCOUNT_NUMBER|||",
+    "passport": "|||PASSPORT_NUMBER|||",
+    "driver_license": "|||DRIVER_LICENSE_NUMBER|||",
+    "ip_address": "|||IP_ADDRESS|||",
+}
+PUBLIC = ("business_registration", "business_phone")  # counted, left in the text
+SPECIAL_TOKENS = tuple(sorted(set(PLACEHOLDERS.values())))  # reserved by scripts/train_tokenizer.py
+
+# A page this dense with personal data is a dump (a leaked member list, a contact directory): masking
+# leaves a page of placeholders, so it is dropped whole. News pages with a reporter's e-mail per article
+# stay far below both bounds.
+DUMP_MIN_SPANS = 10
+DUMP_MAX_CHARS_PER_SPAN = 1000
+
+CONTEXT_BEFORE, CONTEXT_AFTER = 40, 20  # characters around a number searched for its context word
+CONTEXT = {
+    "registration": re.compile(r"주민|생년월일|외국인\s?등록|등록번호"),
+    "card": re.compile(r"카드|(?i:card)|신용|결제"),
+    "account": re.compile(r"계좌|입금|예금주|송금|이체|은행|뱅크|농협|신협|수협|새마을금고|우체국|(?:KB|NH|IBK|SC)\s|(?i:account)"),
+    "passport": re.compile(r"여권|(?i:passport)"),
+    "driver_license": re.compile(r"운전\s?면허|면허\s?번호|(?i:driver)"),
+    "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
+}
+
+# Runs of digits and separators at least 7 characters long: where every number detector looks.
+_CLUSTER = re.compile(r"[\d+(][\d\-.() ]{5,}\d")
+_NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
+_AREA = r"(?:1[016789]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|70|50[2-8]|80)"  # mobile, Seoul, provinces, VoIP, safe, free
+_PHONE = re.compile(
+    r"(?<![\d\-+])(?:\+\s?82[\s\-.]?(?:\(0\)\s?)?0?" + _AREA + r"|\(0" + _AREA + r"\)|0" + _AREA + r")"
+    r"(?:[\-.]|\s|\)\s?)?\d{3,4}[\-. ]?\d{4}" + _NOT_AFTER)
+_BUSINESS_PHONE = re.compile(_NOT_BEFORE + r"1[568]\d\d[\-. ]\d{4}(?![\d\-]|\s?년)")
+_REGISTRATION = re.compile(_NOT_BEFORE + r"(\d{6})(?:\s?[\-–]\s?)(\d{7})" + _NOT_AFTER)
+_REGISTRATION_BARE = re.compile(_NOT_BEFORE + r"\d{13}" + _NOT_AFTER)
+_CARD = re.compile(_NOT_BEFORE + r"(?:\d{4}([\- ])\d{4}\1\d{4}\1\d{4}|3[47]\d\d([\- ])\d{6}\2\d{5})" + _NOT_AFTER)
+_CARD_BARE = re.compile(_NOT_BEFORE + r"\d{15,16}" + _NOT_AFTER)
+_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|\d{10,14})" + _NOT_AFTER)
+_DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
+_BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
+_IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
+_IPV6 = re.compile(r"(?<![A-Za-z0-9:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:]{3,39}(?![A-Za-z0-9:])")
+_PASSPORT = re.compile(r"(?<![A-Za-z0-9])[MSRODG](?:\d{8}|\d{3}[A-Z]\d{4})(?![A-Za-z0-9])")
+_EMAIL_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
+_EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![A-Za-z0-9\-])")
+_FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico"})  # icon@2x.png
+_DIGIT = re.compile(r"\d")
+_SAMPLE_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+(?=@)")
+
+
+def digits_of(text: str) -> str:
+    return "".join(_DIGIT.findall(text))
+
+
+def _near(text: str, start: int, end: int, context: str) -> bool:
+    return CONTEXT[context].search(text, max(0, start - CONTEXT_BEFORE), end + CONTEXT_AFTER) is not None
+
+
+# A check takes (text, match) and returns (detector, None) to mask or count it, or (detector, reason) to
+# reject it; the detector can differ from the pattern's (resident or foreigner numbers share one pattern).
+Check = Callable[[str, re.Match], tuple[str, str | None]]
+
+
+def _phone(text, match):
+    return "phone", None
+
+
+def _registration(text, match):
+    digits = match.group(1) + match.group(2)
+    name = "foreigner_registration" if digits[6] in FOREIGNER_DIGITS else "resident_registration"
+    # The check digit does not decide: numbers issued since October 2020 end in random digits.
+    return name, None if registration_date_ok(digits) else "bad_date"
+
+
+def _registration_bare(text, match):
+    digits = match.group()
+    name = "foreigner_registration" if digits[6] in FOREIGNER_DIGITS else "resident_registration"
+    if not registration_date_ok(digits):
+        return name, "bad_date"
+    # Thirteen bare digits with a date are common (order and tracking numbers): only the old check digit
+    # or a word that says "registration number" makes one personal.
+    if registration_check_ok(digits) or _near(text, match.start(), match.end(), "registration"):
+        return name, None
+    return name, "bad_check_digit"
+
+
+def _card(text, match, needs_context=False):
+    digits = digits_of(match.group())
+    if needs_context and not _near(text, match.start(), match.end(), "card"):
+        return "card", "no_context"
+    if not luhn_ok(digits):
+        return "card", "bad_check_digit"
+    return "card", None if card_issuer(digits) else "unknown_issuer"
+
+
+def _with_context(name: str, context: str, digits: tuple[int, int] | None = None) -> Check:
+    def check(text, match):
+        if digits and not digits[0] <= len(digits_of(match.group())) <= digits[1]:
+            return name, ""
+        return name, None if _near(text, match.start(), match.end(), context) else "no_context"
+    return check
+
+
+def _business_number(text, match):
+    return "business_registration", None if business_number_ok(digits_of(match.group())) else "bad_check_digit"
+
+
+def _business_phone(text, match):
+    first, second = int(match.group()[:4]), int(match.group()[5:])
+    return "business_phone", "year_range" if first < second <= 2100 else None
+
+
+def _ipv4(text, match):
+    value = match.group()
+    if not public_ip(value):
+        return "ip_address", "not_public"
+    # 1.2.3.4 or a line opening "12.2.1.1.": a section number, not a host.
+    if all(len(octet) == 1 for octet in value.split(".")) or match.start() == 0 or text[match.start() - 1] == "\n":
+        return "ip_address", "section_number"
+    if CONTEXT["version"].search(text, max(0, match.start() - 12), match.start()):
+        return "ip_address", "version"
+    return "ip_address", None
+
+
+def _ipv6(text, match):
+    return "ip_address", None if public_ip(match.group()) else "not_public"
+
+
+# In priority order: where two accepted spans overlap, the earlier detector here wins.
+_NUMBER_DETECTORS: tuple[tuple[re.Pattern, Check], ...] = (
+    (_REGISTRATION, _registration),
+    (_CARD, _card),
+    (_PHONE, _phone),
+    (_REGISTRATION_BARE, _registration_bare),
+    (_CARD_BARE, lambda text, match: _card(text, match, needs_context=True)),
+    (_DRIVER, _with_context("driver_license", "driver_license")),
+    (_ACCOUNT, _with_context("account", "account", digits=(10, 14))),
+    (_BUSINESS_NUMBER, _business_number),
+    (_BUSINESS_PHONE, _business_phone),
+    (_IPV4, _ipv4),
+)
+_PRIORITY = {name: rank for rank, name in enumerate((
+    "resident_registration", "foreigner_registration", "card", "phone", "driver_license", "account",
+    "business_registration", "business_phone", "ip_address", "passport", "email"))}
+
+
+@dataclass
+class MaskResult:
+    text: str
+    masked: Counter = field(default_factory=Counter)  # detector -> spans replaced
+    public: Counter = field(default_factory=Counter)  # detector -> spans counted and kept
+    rejected: Counter = field(default_factory=Counter)  # (detector, reason) -> candidates left alone
+    samples: list = field(default_factory=list)  # (detector, context) with digits and e-mail users blanked
+
+    @property
+    def spans(self) -> int:
+        return sum(self.masked.values())
+
+
+class PiiMasker:
+    """Finds and masks personal information; stateless, safe to share between threads."""
+
+    def __init__(self, samples_per_document: int = 1):
+        self.samples_per_document = samples_per_document
+
+    def find(self, text: str) -> tuple[list[tuple[int, int, str, bool]], Counter]:
+        """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts."""
+        found: list[tuple[int, int, str, bool]] = []
+        rejections: list[tuple[int, int, str, str]] = []
+
+        def judge(match: re.Match, check: Check) -> None:
+            name, reason = check(text, match)
+            if reason is None:
+                found.append((match.start(), match.end(), name, name not in PUBLIC))
+            elif reason:  # "": not a candidate of this detector at all
+                rejections.append((match.start(), match.end(), name, reason))
+
+        for cluster in _CLUSTER.finditer(text):
+            # One character past the cluster lets a pattern's lookahead see what ends it.
+            start, end = cluster.start(), cluster.end() + 1
+            for pattern, check in _NUMBER_DETECTORS:
+                for match in pattern.finditer(text, start, end):
+                    judge(match, check)
+        if ":" in text:
+            for match in _IPV6.finditer(text):
+                judge(match, _ipv6)
+        if "여권" in text or "assport" in text:
+            for match in _PASSPORT.finditer(text):
+                judge(match, _with_context("passport", "passport"))
+        if "@" in text:
+            self._emails(text, found, rejections)
+        spans = _without_overlaps(found)
+        # A candidate another detector accepted (a phone number is also an account-shaped number) is no
+        # rejection.
+        rejected = Counter((name, reason) for start, end, name, reason in rejections
+                           if not _overlaps(spans, start, end))
+        return spans, rejected
+
+    @staticmethod
+    def _emails(text: str, found: list, rejections: list) -> None:
+        at = text.find("@")
+        while at >= 0:
+            user = _EMAIL_USER.search(text, max(0, at - 64), at)
+            domain = _EMAIL_DOMAIN.match(text, at + 1)
+            if user and domain:
+                span = (user.start(), domain.end(), "email")
+                if domain.group(1).lower() in _FILE_SUFFIXES:
+                    rejections.append((*span, "file_name"))
+                else:
+                    found.append((*span, True))
+            at = text.find("@", at + 1)
+
+    def mask(self, text: str) -> MaskResult:
+        spans, rejected = self.find(text)
+        result = MaskResult(text, rejected=rejected)
+        if not spans:
+            return result
+        pieces, last = [], 0
+        for start, end, name, masked in spans:
+            if masked:
+                pieces += (text[last:start], PLACEHOLDERS[name])
+                last = end
+                result.masked[name] += 1
+            else:
+                result.public[name] += 1
+        result.text = "".join(pieces) + text[last:] if pieces else text
+        if result.masked and self.samples_per_document:
+            result.samples = _samples(result.text, self.samples_per_document)
+        return result
+
+
+def is_dump(spans: int, characters: int) -> bool:
+    """The dump rule: at least DUMP_MIN_SPANS masked spans and fewer than DUMP_MAX_CHARS_PER_SPAN characters
+    of text for each."""
+    return spans >= DUMP_MIN_SPANS and characters < spans * DUMP_MAX_CHARS_PER_SPAN
+
+
+def _without_overlaps(found: list) -> list:
+    """Keep the better of overlapping spans (earlier in _PRIORITY, then longer); return them in text order."""
+    kept: list = []  # sorted by start, never overlapping
+    for span in sorted(found, key=lambda s: (_PRIORITY[s[2]], s[0] - s[1], s[0])):
+        at = bisect.bisect_left(kept, span)
+        if (at == 0 or kept[at - 1][1] <= span[0]) and (at == len(kept) or span[1] <= kept[at][0]):
+            kept.insert(at, span)
+    return kept
+
+
+def _overlaps(spans: list, start: int, end: int) -> bool:
+    at = bisect.bisect_left(spans, (end,))
+    return at > 0 and spans[at - 1][1] > start
+
+
+def blank(text: str) -> str:
+    """What a written sample may show: every digit '#', every e-mail's user part '***'."""
+    return _DIGIT.sub("#", _SAMPLE_EMAIL.sub("***", text))
+
+
+def _samples(masked_text: str, limit: int, width: int = 40) -> list[tuple[str, str]]:
+    out = []
+    for name, placeholder in PLACEHOLDERS.items():
+        at = masked_text.find(placeholder)
+        if at >= 0 and len(out) < limit:
+            context = masked_text[max(0, at - width): at + len(placeholder) + width]
+            out.append((name, blank(context.replace("\n", " "))))
+    return out
+
+
+@dataclass
+class PiiCounts:
+    """What one source's documents gave: per detector spans masked (or counted, for public numbers),
+    documents touched, candidates rejected by reason; documents dropped as dumps; a few blanked samples."""
+
+    masked: Counter = field(default_factory=Counter)
+    public: Counter = field(default_factory=Counter)
+    documents: Counter = field(default_factory=Counter)  # detector -> documents with at least one span
+    rejected: Counter = field(default_factory=Counter)  # "detector:reason" -> candidates
+    dropped_documents: int = 0
+    dropped_spans: Counter = field(default_factory=Counter)  # detector -> spans in the dropped dumps
+    samples: list = field(default_factory=list)
+
+    SAMPLES_PER_DETECTOR = 3
+
+    def add(self, result: MaskResult, dropped: bool) -> None:
+        for (name, reason), count in result.rejected.items():
+            self.rejected[f"{name}:{reason}"] += count
+        if dropped:
+            self.dropped_documents += 1
+            self.dropped_spans.update(result.masked)
+            return
+        self.masked.update(result.masked)
+        self.public.update(result.public)
+        self.documents.update(result.masked.keys() | result.public.keys())
+        for name, context in result.samples:
+            if sum(1 for sample in self.samples if sample["detector"] == name) < self.SAMPLES_PER_DETECTOR:
+                self.samples.append({"detector": name, "context": context})
+
+    def merge(self, other: "PiiCounts") -> None:
+        for name in ("masked", "public", "documents", "rejected", "dropped_spans"):
+            getattr(self, name).update(getattr(other, name))
+        self.dropped_documents += other.dropped_documents
+        for sample in other.samples:
+            if sum(1 for s in self.samples if s["detector"] == sample["detector"]) < self.SAMPLES_PER_DETECTOR:
+                self.samples.append(sample)
+
+    def describe(self) -> dict:
+        """The manifest's entry (samples go to pii_samples.jsonl)."""
+        detectors = sorted(self.masked.keys() | self.public.keys() | self.dropped_spans.keys())
+        return {"spans_masked": {name: self.masked[name] for name in detectors if name not in PUBLIC},
+                "spans_public_kept": {name: self.public[name] for name in PUBLIC if self.public[name]},
+                "documents_touched": {name: self.documents[name] for name in detectors if self.documents[name]},
+                "documents_dropped_as_dumps": self.dropped_documents,
+                "spans_in_dropped_documents": dict(sorted(self.dropped_spans.items())),
+                "candidates_rejected": dict(sorted(self.rejected.items()))}

@@ -1,0 +1,125 @@
+"""FSDP checkpoints: verified before a resume like the others, and exported as one plain HF directory.
+
+    problems = fsdp_checkpoint_problems(path, names)   # checkpoints.verify_checkpoint, for FSDP's own files
+    state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
+    save_model_files(checkpoint_dir, model, tokenizer)   # rank 0: config and tokenizer beside the shards
+    export_checkpoint(checkpoint_dir, output_dir)        # scripts/export_checkpoint.py: DCP shards → HF dir
+
+Under FSDP a checkpoint holds the model and the optimizer as DCP folders (`pytorch_model_fsdp_0/`,
+`optimizer_0/`: each rank writes its own `__<rank>_0.distcp`, and the coordinator writes `.metadata`
+last, once every rank has written its part), or with `state_dict_type FULL_STATE_DICT` one
+`pytorch_model_fsdp.bin` and `optimizer.bin` gathered on rank 0. What a kill or a full disk breaks is
+checked as for the other formats, without loading a tensor: `.metadata` is there and unpickles, and
+every file it names holds the bytes it says (offset + length). The `.bin` files are torch zips
+(checkpoints.py's check).
+
+The finished run is one plain HF directory (safetensors, config, tokenizer) that
+`AutoModelForCausalLM.from_pretrained` loads: the shards are gathered once, at the end, onto rank 0 (in
+host memory, one parameter at a time on the device) and saved with `save_pretrained`, which writes
+tied weights once. A checkpoint's shards are exported the same way by one process, no process group.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+FSDP_MODEL = "pytorch_model_fsdp"
+DCP_METADATA = ".metadata"
+
+
+def is_fsdp_checkpoint(names: set[str]) -> bool:
+    return any(name.startswith(FSDP_MODEL) for name in names)
+
+
+def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
+    """What is wrong with FSDP's files in the checkpoint dir `path` ([] when they are whole, or there are none)."""
+    from rankzero.train.checkpoints import _torch_problems
+
+    problems = []
+    for name in sorted(names):
+        if (path / name).is_dir() and name.startswith((FSDP_MODEL, "optimizer_")):
+            problems += dcp_problems(path / name)
+        elif name.startswith(FSDP_MODEL) and name.endswith(".bin") or name.startswith("optimizer") and name.endswith(".bin"):
+            problems += _torch_problems(path / name)
+    if is_fsdp_checkpoint(names) and not any(name.startswith("optimizer") for name in names):
+        problems.append("no optimizer state (optimizer_0/ or optimizer.bin): the save did not finish")
+    return problems
+
+
+def dcp_problems(directory: Path) -> list[str]:
+    """A DCP folder: its metadata reads, and every file it names holds the bytes the metadata places there."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    if not (directory / DCP_METADATA).is_file():
+        return [f"{directory.name}/{DCP_METADATA} is missing (written last, once every rank has saved its shard: "
+                "the save did not finish)"]
+    try:
+        metadata = FileSystemReader(str(directory)).read_metadata()
+    except Exception as error:  # a cut pickle raises EOFError, UnpicklingError, ValueError, …
+        return [f"{directory.name}/{DCP_METADATA} does not load ({type(error).__name__}: {error}): cut short"]
+    ends: dict[str, int] = {}
+    for info in (metadata.storage_data or {}).values():
+        ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
+    problems = []
+    for name, end in sorted(ends.items()):
+        file = directory / name
+        if not file.is_file():
+            problems.append(f"{directory.name}/{name} is missing (named by {DCP_METADATA})")
+        elif file.stat().st_size < end:
+            problems.append(f"{directory.name}/{name} is {file.stat().st_size:,} bytes, its tensors end at {end:,} "
+                            "(cut short)")
+    return problems
+
+
+def gathered_state_dict(model) -> dict:
+    """The full, unsharded state dict on rank 0 (host memory), {} on the other ranks. A collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state_dict = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    # Tied weights (input and output embeddings) come back as separate copies under both names, and
+    # save_pretrained would write both: keep the first name of each parameter, as the model's own state dict does.
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    for shared in names.values():
+        for name in shared[1:]:
+            state_dict.pop(name, None)
+    return state_dict
+
+
+def save_model_files(directory: str | os.PathLike, model, tokenizer) -> None:
+    """config.json (and generation_config.json) and the tokenizer beside a checkpoint's shards, so that the
+    checkpoint alone is enough to export it."""
+    model.config.save_pretrained(directory)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(directory)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+
+
+def export_checkpoint(checkpoint: str | os.PathLike, output_dir: str | os.PathLike) -> Path:
+    """A checkpoint (FSDP's DCP shards, or any HF weights) as one plain HF directory in `output_dir`."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    checkpoint, output_dir = Path(checkpoint), Path(output_dir)
+    shards = checkpoint / f"{FSDP_MODEL}_0"
+    if shards.is_dir():
+        config = AutoConfig.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        state = {"model": model.state_dict()}
+        # Tied weights are one tensor under two names; the shards may hold it under one only.
+        dcp.load(state, storage_reader=dcp.FileSystemReader(str(shards)),
+                 planner=DefaultLoadPlanner(allow_partial_load=True), no_dist=True)
+        model.load_state_dict(state["model"])
+        model.tie_weights()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir)
+    if (checkpoint / "tokenizer_config.json").is_file():
+        AutoTokenizer.from_pretrained(checkpoint).save_pretrained(output_dir)
+    return output_dir

@@ -1,0 +1,178 @@
+"""Sharded training: FSDP2 and DeepSpeed through the HF Trainer and accelerate, checked and set up here.
+
+    problems = deepspeed_problems(training_argv)       # args.py, before TrainingArguments is built
+    problems = fsdp_problems(training)                 # checks.py, with the other argument checks
+    training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
+    one_process_group()                                # training_args.set_up_devices: --fsdp in one process
+    policy = mixed_precision_policy(training)          # trainer.py, into accelerate's FSDP plugin
+    shard_on_cpu(accelerator, plugin)                  # trainer.py: a CPU run shards too (see below)
+    text = describe_sharding(accelerator)              # run.py: the `data_parallel = …` line
+
+FSDP means FSDP2 (torch's `fully_shard`, accelerate's `fsdp_version` 2): every decoder layer is one unit
+whose parameters are DTensor shards, gathered for its forward and backward only. `--fsdp full_shard` is
+enough; what it leaves open is filled in (each printed as a default, each overridable in `--fsdp_config`):
+the unit is the model's own decoder-layer class (transformers' `_no_split_modules`), checkpoints are
+sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are loaded once
+(rank 0) and broadcast into the shards, the other ranks holding the model on the meta device until then.
+Under bf16 the parameters are cast to bf16 for compute while the fp32 master weights stay sharded, and
+gradients are reduced in fp32 (torch's MixedPrecisionPolicy; accelerate's own default reduces in bf16).
+
+A requested sharding never silently becomes DDP: a Trainer that did not end up with FSDP stops the run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+
+from rankzero.errors import RankzeroError
+
+# What --fsdp full_shard alone leaves open: key → (value, why). The decoder-layer class is the model's.
+FSDP_DEFAULTS = {
+    "version": (2, "FSDP2: per-parameter DTensor shards (torch fully_shard)"),
+    "auto_wrap_policy": ("TRANSFORMER_BASED_WRAP", "one FSDP unit per decoder layer"),
+    "state_dict_type": ("SHARDED_STATE_DICT", "checkpoints in DCP shards: each rank writes its own, no gather"),
+    "cpu_ram_efficient_loading": (True, "weights loaded by rank 0 only and broadcast into the shards"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument time
+
+
+def deepspeed_problems(training_argv: list[str]) -> list[str]:
+    """--deepspeed without the package: transformers would stop with a metadata traceback in TrainingArguments."""
+    given = any(arg == "--deepspeed" or arg.startswith("--deepspeed=") for arg in training_argv)
+    if given and importlib.util.find_spec("deepspeed") is None:
+        return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed, on a machine with "
+                "CUDA), or shard with --fsdp full_shard instead"]
+    return []
+
+
+def fsdp_problems(training) -> list[str]:
+    if not training.fsdp:
+        return []
+    config = training.fsdp_config or {}
+    if int(config.get("version", 2)) != 2:
+        return [f"--fsdp_config version {config['version']}: rankzero shards with FSDP2 only (FSDP1 is deprecated in "
+                "transformers and does not run on CPU); drop the key or set it to 2"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up
+
+
+def fsdp_words_to_config(fsdp, config):
+    """(fsdp, fsdp_config) with the FSDP2 words of `--fsdp full_shard|shard_grad_op [auto_wrap] [offload]` moved
+    into fsdp_config; any other value is left for transformers to judge (and an FSDP1-only word to refuse)."""
+    if not isinstance(fsdp, str) or fsdp.strip().lower() in ("", "true", "false", "1", "0"):
+        return fsdp, config
+    words = fsdp.split()
+    if not set(words) <= {"full_shard", "shard_grad_op", "auto_wrap", "offload"}:
+        return fsdp, config
+    if isinstance(config, str):  # JSON text (--fsdp_config '{…}') or a JSON file's path
+        import json
+
+        try:
+            if config.lstrip().startswith("{"):
+                config = json.loads(config)
+            else:
+                with open(config, encoding="utf-8") as handle:
+                    config = json.load(handle)
+        except (OSError, ValueError) as error:  # args.py reports a ValueError as an argument problem
+            raise ValueError(f"--fsdp_config {config}: {error}") from None
+    config = dict(config or {})
+    if "full_shard" in words or "shard_grad_op" in words:
+        config.setdefault("reshard_after_forward", "full_shard" in words)
+    if "offload" in words:
+        config.setdefault("cpu_offload", True)
+    return True, config
+
+
+def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
+    """Fill in what `--fsdp full_shard` leaves open (FSDP_DEFAULTS, the model's decoder layer); keys given in
+    --fsdp_config win. Returns (new args, {"fsdp_config": "key value (why); …"} for the keys filled in)."""
+    import dataclasses
+
+    if not training.fsdp:
+        return training, {}
+    config = dict(training.fsdp_config or {})
+    layers = list(getattr(model, "_no_split_modules", None) or [])
+    wanted = {**FSDP_DEFAULTS}
+    if layers:
+        wanted["transformer_layer_cls_to_wrap"] = (layers, f"{type(model).__name__}'s decoder layer")
+    filled = []
+    for key, (value, why) in wanted.items():
+        if key not in config:
+            config[key] = value
+            filled.append(f"{key} {value!r} ({why})")
+    return dataclasses.replace(training, fsdp_config=config), ({"fsdp_config": "; ".join(filled)} if filled else {})
+
+
+def one_process_group() -> None:
+    """--fsdp in a single process (`python train.py`, one GPU): a world of one, so that accelerate shards rather
+    than train the model unwrapped (it sets FSDP up only for a distributed run)."""
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+
+
+def mixed_precision_policy(training):
+    """bf16 (or fp16) compute over fp32 master weights, gradients reduced in fp32; None for fp32 training.
+
+    accelerate's FSDP plugin would derive param_dtype = reduce_dtype = bf16 from --bf16: gradients summed over
+    hundreds of ranks in bf16 lose their low bits. torchtitan and OLMo-core reduce in fp32, as here."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if training.bf16 or training.fp16:
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16 if training.bf16 else torch.float16,
+                                    reduce_dtype=torch.float32)
+    return None
+
+
+def shard_on_cpu(accelerator, plugin) -> None:
+    """Turn FSDP on for a CPU run over gloo, where accelerate would train the model under DDP instead.
+
+    accelerate (1.15, AcceleratorState) sets FSDP up only for accelerator device types (CUDA, XPU, NPU, …); on
+    CPU a requested FSDP plugin is dropped and the run trains under DDP. torch's fully_shard itself runs on CPU
+    over gloo, and a CPU-only test suite must exercise the sharded path, so for a MULTI_CPU run only the state
+    that accelerate shares between its objects is switched to FSDP with the plugin the Trainer built. A GPU run
+    never comes here: accelerate has set FSDP up itself."""
+    from accelerate.utils import DistributedType
+
+    state = accelerator.state
+    if state.distributed_type == DistributedType.FSDP:
+        return
+    if state.distributed_type != DistributedType.MULTI_CPU or plugin is None:
+        raise RankzeroError(f"--fsdp was requested but accelerate set this run up as {state.distributed_type.value} "
+                            f"on {state.device}: refusing to train unsharded (launch with torchrun, one process per "
+                            "device, or drop --fsdp)")
+    state.distributed_type = DistributedType.FSDP
+    state.fsdp_plugin = plugin
+    if state.mixed_precision != "no":
+        plugin.set_mixed_precision(state.mixed_precision)  # keeps a policy already set (mixed_precision_policy)
+
+
+def quiet_checkpoint_logs() -> None:
+    """accelerate logs four INFO lines per checkpoint under FSDP ("Saving model to …"); rankzero says it once."""
+    import logging
+
+    logging.getLogger("accelerate.utils.fsdp_utils").setLevel(logging.WARNING)
+
+
+def describe_sharding(accelerator) -> str:
+    plugin = accelerator.state.fsdp_plugin
+    policy = plugin.mixed_precision_policy
+    precision = ("fp32 throughout" if policy is None else
+                 f"parameters {str(policy.param_dtype).removeprefix('torch.')} for compute over fp32 shards, "
+                 f"gradients reduced in {str(policy.reduce_dtype).removeprefix('torch.')}")
+    layers = ", ".join(plugin.transformer_cls_names_to_wrap or []) or "the whole model"
+    mode = "full_shard" if plugin.reshard_after_forward else "shard_grad_op"
+    return (f"FSDP{plugin.fsdp_version} {mode} over {accelerator.num_processes} process(es), one unit per {layers}; "
+            f"{precision}; {str(plugin.state_dict_type).rsplit('.', 1)[-1]} checkpoints")

@@ -1,0 +1,133 @@
+"""Benchmark decontamination (rankzero/data/decontaminate.py): every input format, the three ways an item
+is planted, the rules that keep common n-grams and short overlaps from dropping documents, user errors."""
+
+import csv
+import json
+
+import pytest
+
+from rankzero.data.decontaminate import (COMMON_ITEMS, ContaminationIndex, Item, benchmark_identity, eval_items,
+                                         normalize, read_benchmarks)
+from rankzero.errors import RankzeroError
+
+QUESTIONS = [
+    "다음 중 대한민국 헌법상 국회의 권한에 속하지 않는 것으로 가장 적절한 것은 무엇인가?",
+    "조선 시대 세종대왕이 집현전 학자들과 함께 창제한 훈민정음의 창제 목적으로 옳지 않은 것은?",
+    "광합성 과정에서 빛에너지를 화학에너지로 전환하는 엽록체 내부 구조의 이름으로 옳은 것은?",
+    "회계에서 자산의 취득원가를 내용연수에 걸쳐 체계적으로 배분하는 절차를 무엇이라고 하는가?",
+]
+CHOICES = [("예산안 심의", "조약 체결 동의", "대법원장 임명", "국정감사")] * 4
+PAGE = ("오늘은 공부한 내용을 정리해 보려고 한다. 어제 도서관에서 친구와 함께 기출 문제를 풀었는데 생각보다 어려웠다. "
+        "{} 이 문제를 보고 한참을 고민했다. 다음에는 더 열심히 준비해야겠다고 다짐하며 집으로 돌아왔다.")
+
+
+def write_kmmlu(path, questions=QUESTIONS):
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question", "answer", "A", "B", "C", "D", "Category", "Human Accuracy"])
+        for question, choices in zip(questions, CHOICES):
+            writer.writerow([question, 2, *choices, "Law", 0.5])
+
+
+@pytest.fixture
+def index(tmp_path):
+    write_kmmlu(tmp_path / "law-test.csv")
+    return ContaminationIndex(read_benchmarks([tmp_path / "law-test.csv"]))
+
+
+def test_formats(tmp_path):
+    directory = tmp_path / "kmmlu"
+    directory.mkdir()
+    write_kmmlu(directory / "Law-test.csv")
+    (tmp_path / "logickor.jsonl").write_text(json.dumps(
+        {"id": 7, "category": "추론", "questions": ["첫 질문입니다", "둘째 질문입니다"], "references": [None, None]},
+        ensure_ascii=False) + "\n\n", encoding="utf-8")
+    (tmp_path / "click.json").write_text(json.dumps([
+        {"id": "KIIP_1", "paragraph": "지문입니다", "question": "물음입니다", "choices": ["가", "나"], "answer": "가"}],
+        ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "kobest.jsonl").write_text(json.dumps(
+        {"premise": "전제", "question": "결과", "alternative_1": "하나", "alternative_2": "둘", "label": 0},
+        ensure_ascii=False) + "\n", encoding="utf-8")
+    (tmp_path / "normalised.jsonl").write_text(
+        json.dumps({"benchmark": "haerae", "id": "h1", "question": "질문", "choices": ["a", "b"], "answer": "a"}) + "\n"
+        + json.dumps({"text": "그냥 글"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    items = read_benchmarks([directory, tmp_path / "logickor.jsonl", tmp_path / "click.json",
+                             tmp_path / "kobest.jsonl", tmp_path / "normalised.jsonl"])
+    assert [item.benchmark for item in items] == ["kmmlu"] * 4 + ["logickor", "click", "kobest", "haerae", "normalised"]
+    assert items[0] == Item("kmmlu", "Law-test:2", (QUESTIONS[0],), CHOICES[0])
+    assert items[4] == Item("logickor", "7", ("첫 질문입니다", "둘째 질문입니다"), ())
+    assert items[5] == Item("click", "KIIP_1", ("지문입니다", "물음입니다"), ("가", "나"))
+    assert items[6] == Item("kobest", "kobest:1", ("전제", "결과"), ("하나", "둘"))
+    assert items[7].id == "h1" and items[8] == Item("normalised", "normalised:2", ("그냥 글",), ())
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("bad.jsonl", '{"question": "q"}\n{"question": \n', "bad.jsonl:2: not valid JSON"),
+    ("bad.json", '{"data": 3}', "expected a JSON list"),
+    ("empty.jsonl", '{"answer": "a"}\n', "empty.jsonl:1: no question text"),
+    ("latin.csv", None, "not UTF-8"),
+    ("notes.txt", "x", "not a benchmark file"),
+])
+def test_user_errors_name_the_file_and_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is None:
+        path.write_bytes("question,A\n".encode() + "질문".encode("euc-kr") + b",a\n")
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(RankzeroError, match=message):
+        read_benchmarks([path])
+    with pytest.raises(RankzeroError, match="no such file"):
+        read_benchmarks([tmp_path / "missing.csv"])
+
+
+def test_normalize():
+    assert normalize("ＡＢＣ，  다음 중「옳은」 것은?\n①") == "abc 다음 중 옳은 것은 1"
+
+
+def test_items_planted_three_ways_are_found(index):
+    question, choices = QUESTIONS[1], CHOICES[1]
+    whole = f"{question}\n① {choices[0]} ② {choices[1]} ③ {choices[2]} ④ {choices[3]}\n정답: ②"
+    respaced = question.replace(" ", "").replace("세종대왕이", "세종 대왕이").replace("훈민정음의", "훈민 정음의")
+    for document in (whole, PAGE.format(question), PAGE.format(respaced)):
+        assert index.find([PAGE.format("무관한 문장"), document]) == [[], [1]]
+
+
+def test_partial_copies_are_found_by_ngrams_alone(index):
+    # A question with one word changed is no longer a whole-question match, but most n-grams remain.
+    long_question = QUESTIONS[0] + " 단, 헌법재판소의 결정례와 국회법의 관련 조항을 함께 고려하여 판단하시오."
+    index = ContaminationIndex([Item("b", "1", (long_question,), ())])
+    edited = long_question.replace("관련 조항을", "관계 조항을")
+    assert index.find([PAGE.format(edited)]) == [[0]]
+
+
+def test_one_shared_sentence_or_a_template_does_not_drop(tmp_path):
+    template = "다음 글을 읽고 물음에 답하시오 글쓴이의 주장으로 가장 적절한 것을 보기에서 고르시오"
+    items = [Item("exam", str(i), (f"{template} 보기 {i}",), ()) for i in range(COMMON_ITEMS)]
+    index = ContaminationIndex(items)
+    assert index.find([PAGE.format(template)]) == [[]]  # the template is in every item: not indexed
+    poem = "죽는 날까지 하늘을 우러러 한 점 부끄럼이 없기를 잎새에 이는 바람에도 나는 괴로워했다"
+    long_item = Item("exam", "p", (f"{poem} 위 시에 대한 설명으로 {QUESTIONS[0]} {QUESTIONS[2]} {QUESTIONS[3]}",), ())
+    index = ContaminationIndex([long_item])
+    assert index.find([PAGE.format(poem)]) == [[]]  # one quoted verse is far less than half the item
+
+
+def test_short_items_are_not_indexed_and_say_so():
+    index = ContaminationIndex([Item("b", "1", ("수도는?",), ("서울", "부산")), Item("b", "2", (QUESTIONS[0],), ())])
+    assert index.describe() == {"b": {"items": 2, "items_indexed": 1}}
+    assert index.find(["수도는? 서울 부산"]) == [[]]
+
+
+def test_eval_documents_as_items_catch_near_copies():
+    words = " ".join(f"{QUESTIONS[i % 4]}" for i in range(6)).split()
+    evaluation = " ".join(words)
+    near_copy = " ".join(word if i % 40 else "바뀐말" for i, word in enumerate(words))
+    index = ContaminationIndex(eval_items([evaluation]))
+    assert index.find([near_copy, PAGE.format(evaluation), PAGE.format("")]) == [[0], [0], []]
+
+
+def test_identity_follows_content(tmp_path):
+    path = tmp_path / "law-test.csv"
+    write_kmmlu(path)
+    before = benchmark_identity([tmp_path])
+    write_kmmlu(path, QUESTIONS[::-1])
+    assert benchmark_identity([tmp_path]) != before

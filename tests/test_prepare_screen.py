@@ -1,0 +1,49 @@
+"""What a prepare prints: each progress line once, and what weighted mixing does to every source's data."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import korean_documents, prepare_cli, prepared_dir, write_jsonl
+
+
+def test_a_small_corpus_prints_its_encode_line_once(tmp_path, tokenizer_dir, corpus):
+    result = prepare_cli("--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "cache")
+    lines = result.stderr.splitlines()
+    encode = [line for line in lines if line.startswith("[prepare] encode:")]
+    assert len(encode) == 1, result.stderr
+    assert len(lines) == len(set(lines)), result.stderr
+
+
+def test_mixing_that_subsamples_or_repeats_says_so_per_source(tmp_path, tokenizer_dir):
+    news = write_jsonl(tmp_path / "news.jsonl", [{"text": t} for t in korean_documents(260, seed=1)])
+    dialogue = write_jsonl(tmp_path / "dialogue.jsonl", [{"text": t} for t in korean_documents(100, seed=2)])
+    result = prepare_cli("--dataset", f"{news}@0.5", f"{dialogue}@0.5", "--tokenizer_path", tokenizer_dir,
+                         "--cache_dir", tmp_path / "cache")
+    sources = json.loads((prepared_dir(result.stdout) / "manifest.json").read_text())["sources"]
+    mixing = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("mixing ")]
+    assert len(mixing) == 2, result.stderr
+    news_line, dialogue_line = mixing
+    left_out = sources[0]["docs_kept"] - sources[0]["documents_out"]
+    assert 0 < left_out and sources[1]["ratio"] > 1
+    assert (f"{news}@0.5: {sources[0]['documents_out']} of its 260 documents used, {left_out} left out "
+            f"(ratio {sources[0]['ratio']:.2f})") in news_line
+    assert (f"{dialogue}@0.5: its 100 documents repeated {sources[1]['ratio']:.2f}x "
+            f"({sources[1]['documents_out']} in the output)") in dialogue_line
+    # without weights nothing is mixed, and nothing is said
+    plain = prepare_cli("--dataset", news, dialogue, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "c2")
+    assert "  mixing " not in plain.stderr
+
+
+def test_a_hub_name_without_network_fails_at_once_in_one_line(tmp_path, tokenizer_dir):
+    from helpers import free_port
+
+    # A hub that refuses connections stands for no network (the same on a machine that has one).
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    result = prepare_cli("--dataset", "someorg/news_ko", "--tokenizer_path", tokenizer_dir,
+                         "--cache_dir", tmp_path / "cache", env={"HF_ENDPOINT": endpoint}, check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: --dataset someorg/news_ko: names a hub dataset, and {endpoint} cannot be reached from here "
+        f"(ConnectError: [Errno 111] Connection refused); give a local file or directory (no someorg/news_ko here), a "
+        "dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier"], result.stderr

@@ -1,0 +1,140 @@
+"""Sharded training: FSDP2 on CPU over gloo (real shards, DDP's losses), DeepSpeed's arguments build (or say
+in one line that the package is missing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import REPO, TINY, free_port, losses, quiet_env, run
+from helpers import train_flags as run_flags
+from rankzero.args import parse_args
+from rankzero.errors import ConfigError
+
+DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+def zero_config(tmp_path, stage: int):
+    path = tmp_path / f"ds_zero{stage}.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": stage}, "train_micro_batch_size_per_gpu": "auto",
+                                "train_batch_size": "auto", "gradient_accumulation_steps": "auto",
+                                "bf16": {"enabled": "auto"}}))
+    return path
+
+
+def train_flags(tokenizer_dir, tmp_path, *more):
+    return ["--dataset", "x.jsonl", "--tokenizer_path", str(tokenizer_dir), "--model_config", str(TINY),
+            "--output_dir", str(tmp_path / "run"), *more]
+
+
+@pytest.mark.skipif(not DEEPSPEED, reason="deepspeed is not installed")
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_arguments_build_under_a_launcher(tokenizer_dir, tmp_path, monkeypatch, stage):
+    """transformers fills the JSON's "auto" values in TrainingArguments.__post_init__, reading world_size before
+    any process group exists: it comes from the launcher's environment."""
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    args = parse_args(train_flags(tokenizer_dir, tmp_path, "--deepspeed", str(zero_config(tmp_path, stage)),
+                                  "--per_device_train_batch_size", "3", "--gradient_accumulation_steps", "2"))
+    config = args.training.hf_deepspeed_config.config
+    assert config["zero_optimization"]["stage"] == stage
+    assert (config["train_micro_batch_size_per_gpu"], config["train_batch_size"]) == (3, 4 * 3 * 2)
+    assert not torch.distributed.is_initialized()
+
+
+@pytest.mark.skipif(DEEPSPEED, reason="deepspeed is installed: the arguments build")
+def test_deepspeed_without_the_package_is_one_line(tokenizer_dir, tmp_path):
+    with pytest.raises(ConfigError) as error:
+        parse_args(train_flags(tokenizer_dir, tmp_path, "--deepspeed", str(zero_config(tmp_path, 2))))
+    assert error.value.problems == ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed, "
+                                    "on a machine with CUDA), or shard with --fsdp full_shard instead"]
+    result = subprocess.run([sys.executable, REPO / "train.py",
+                             *train_flags(tokenizer_dir, tmp_path, "--deepspeed", str(zero_config(tmp_path, 2)))],
+                            capture_output=True, text=True, env=quiet_env(), timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--deepspeed: the deepspeed package is not installed here" in result.stderr
+
+
+# A rank of train.py that also records, at its first step, what each parameter of the model it trains is.
+RECORDING_RANK = """
+import json, os, sys
+sys.path.insert(0, {repo!r})
+import train
+from rankzero.train.trainer import RankzeroTrainer
+
+step = RankzeroTrainer.training_step
+
+def recording_step(self, model, inputs, num_items_in_batch=None):
+    if self.state.global_step == 0 and not hasattr(self, "recorded"):
+        from torch.distributed.tensor import DTensor
+        self.recorded = {{name: {{"dtensor": isinstance(p, DTensor), "local": p.to_local().numel()
+                                 if isinstance(p, DTensor) else p.numel(), "global": p.numel()}}
+                         for name, p in model.named_parameters()}}
+        with open(os.path.join({out!r}, f"parameters-{{os.environ['RANK']}}.json"), "w") as handle:
+            json.dump(self.recorded, handle)
+    return step(self, model, inputs, num_items_in_batch)
+
+save = RankzeroTrainer.save_model
+
+def recording_save(self, output_dir=None, _internal_call=False):
+    save(self, output_dir, _internal_call)
+    if not _internal_call:  # the finished model: the sharded model's logits on fixed ids, every rank computing
+        import torch
+        self.model.eval()
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.arange(1, 33).unsqueeze(0)).logits
+        if os.environ["RANK"] == "0":
+            torch.save(logits, os.path.join({out!r}, "trained-logits.pt"))
+
+RankzeroTrainer.training_step = recording_step
+RankzeroTrainer.save_model = recording_save
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
+def torchrun(script, flags, processes=2):
+    return run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", processes, "--master_port",
+                free_port(), script, *flags], timeout=600)
+
+
+def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tokenizer_dir):
+    """--fsdp full_shard on CPU, 2 gloo processes: each rank holds half of every parameter (DTensor shards), the
+    log says FSDP, and the fp32 losses are DDP's over 20 steps."""
+    common = dict(max_steps=20, logging_steps=1, seed=3, save_strategy="steps", save_steps=20)
+    ddp = tmp_path / "ddp"
+    run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+         REPO / "train.py", *run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", ddp, **common)], timeout=600)
+    sharded = tmp_path / "fsdp"
+    sharded.mkdir()
+    script = tmp_path / "recording_rank.py"
+    script.write_text(RECORDING_RANK.format(repo=str(REPO), out=str(sharded)))
+    result = torchrun(script, run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", sharded, fsdp="full_shard",
+                                        **common))
+    assert "data_parallel = FSDP2 full_shard over 2 process(es), one unit per LlamaDecoderLayer" in result.stdout
+    assert "data_parallel = DDP" not in result.stdout
+    for rank in (0, 1):
+        parameters = json.loads((sharded / f"parameters-{rank}.json").read_text())
+        assert parameters and all(p["dtensor"] for p in parameters.values())
+        assert sum(p["local"] for p in parameters.values()) * 2 == sum(p["global"] for p in parameters.values())
+        assert all(p["local"] == -(-p["global"] // 2) or p["local"] == p["global"] // 2 for p in parameters.values())
+    expected, got = losses(ddp), losses(sharded)
+    assert sorted(got) == list(range(1, 21)) and sorted(expected) == sorted(got)
+    for step in expected:
+        assert got[step] == pytest.approx(expected[step], rel=1e-4), (step, got[step], expected[step])
+
+    # The finished run is one plain HF dir: weights once (the tied embedding under one name), the trained logits.
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    with safe_open(sharded / "model.safetensors", "pt") as weights:
+        names = set(weights.keys())
+    assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names
+    model = AutoModelForCausalLM.from_pretrained(sharded).eval()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    with torch.no_grad():
+        logits = model(input_ids=torch.arange(1, 33).unsqueeze(0)).logits
+    torch.testing.assert_close(logits, torch.load(sharded / "trained-logits.pt"), rtol=0, atol=1e-5)
