@@ -169,7 +169,7 @@ def test_ray_holds_out_the_same_documents(tmp_path, tokenizer_dir, ray_cluster, 
     corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts + texts[:30]])  # repeats, other tasks
     local, ray_built, local_manifest, ray_manifest = _both_engines(
         tmp_path, tokenizer_dir, corpus, validation_split_percentage=20, dedup=dedup, packing=False,
-        max_seq_length=512)
+        max_seq_length=2048)
     assert ray_manifest["prep_engine"]["passes"] == (1 if dedup == "none" else 2)
     held, trained = _documents(validation_dir(ray_built)), _documents(ray_built)
     assert held == _documents(validation_dir(local)) and trained == _documents(local)
