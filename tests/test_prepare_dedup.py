@@ -165,3 +165,22 @@ def test_a_dedup_memory_budget_that_cannot_work_is_one_line_naming_the_variable(
     monkeypatch.setenv("RANKZERO_DEDUP_MEMORY_MB", "64")
     assert plan_of(data_args(tokenizer_dir, tmp_path, [corpus])).dedup_memory_bytes == 64 << 20
     assert data_args(tokenizer_dir, tmp_path, [corpus], dedup_memory_mb=2).workers.dedup_memory_mb == 2  # flag wins
+
+
+def test_exact_copies_are_neither_signed_nor_tokenized(tmp_path, tokenizer_dir, monkeypatch):
+    """Near dedup's cost is paid once per distinct text: a repeat of an earlier chunk's text (or of its own
+    chunk's) is dropped before the signature and the tokenizer, and counted as exact dedup counts it."""
+    import rankzero.data.stage as stage
+
+    texts = distinct_texts(120, words=40, seed=3)
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts + texts[::2] + texts[:10]])
+    signed, encoded = [], []
+    signatures, encode = stage.minhash_signatures, stage.DocumentEncoder.encode
+    monkeypatch.setattr(stage, "minhash_signatures", lambda texts: signed.extend(texts) or signatures(texts))
+    monkeypatch.setattr(stage.DocumentEncoder, "encode",
+                        lambda self, documents, labels: encoded.extend(documents) or encode(self, documents, labels))
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "once", dataset_num_proc=1, dataset_batch_size=25)
+    assert manifest["dropped"] == {"exact_duplicate": 70} and manifest["docs_kept"] == 120
+    # Only the chunks in flight (2 x workers) before an earlier chunk is consumed may still sign a repeat.
+    assert set(signed) == set(texts) and len(signed) == len(encoded) <= 120 + 2 * 25 < 250
+    assert sum(documents(out).values()) == 120

@@ -319,18 +319,20 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
-        progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
+        progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
     pool, stage = _start_pool(plan, engine, workers)
-    # Threads run the builder's own stage; worker processes their own (_worker_init).
-    run = stage if stage is not None else _run_in_worker
+    # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
+    # source order, so those are earlier); worker processes run their own (_worker_init).
+    seen = holdout.duplicates.seen if holdout.duplicates is not None else None
+    run = (lambda chunk: stage(chunk, seen)) if stage is not None else _run_in_worker
     in_flight: deque = deque()
     try:
         for chunk in chunks:
-            in_flight.append(pool.submit(run, chunk) if pool else _Ready(stage(chunk)))
+            in_flight.append(pool.submit(run, chunk) if pool else _Ready(run(chunk)))
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:

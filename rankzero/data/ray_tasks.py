@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
+from rankzero.data.dedup.exact import ExactDuplicates
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
@@ -201,9 +202,13 @@ class TaskRunner:
                                       None if task.end < 0 else task.end, job.max_document_bytes)
         documents, dropped, seconds = [], Counter(), Counter()
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
+        # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned).
+        earlier = ExactDuplicates() if job.stage.drop_repeats else None
         for chunk in chunks:
             try:
-                result = self.stage(chunk)
+                result = self.stage(chunk, earlier.seen if earlier is not None else None)
+                if earlier is not None:
+                    earlier.keep(result.hashes)
             except RankzeroError:
                 if task.start > 0:  # say where in the file, not where in the task's range
                     chunk.first_line += lines_before(task.path, task.start)

@@ -117,10 +117,17 @@ class StageSpec:
     hashes: bool  # each kept document's text hash: exact dedup and the validation split
     signatures: bool  # each kept document's MinHash signature: --dedup near
     truncate_to: int | None  # SFT: a sample longer than a row is cut at its end
+    drop_repeats: bool = False  # exact dedup: a repeat is dropped here, before it is signed and tokenized
 
     @classmethod
     def of(cls, plan, engine: str) -> StageSpec:
-        return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to)
+        # A repeat of an earlier text is dropped whatever else happens to it, and counted as the engine's exact
+        # dedup would (`exact_duplicate`), so the stage drops it before the costly part. Not with --eval_dataset
+        # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
+        # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
+        drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
+        return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
+                   drop_repeats)
 
 
 class Stage:
@@ -145,7 +152,9 @@ class Stage:
             quality_filter = QualityFilter(spec.quality, threads=threads)
         return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
-    def __call__(self, chunk) -> ChunkResult:
+    def __call__(self, chunk, seen=None) -> ChunkResult:
+        """Process one chunk. `seen(hashes)`: which texts an earlier chunk (in source order) already had, for
+        `drop_repeats`; only the chunk's own repeats are dropped without it."""
         spec = self.spec
         config = spec.config
         started = time.perf_counter()
@@ -166,6 +175,16 @@ class Stage:
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
+        if spec.drop_repeats and len(hashes):
+            first = np.zeros(len(hashes), dtype=bool)
+            first[np.unique(hashes, return_index=True)[1]] = True
+            if seen is not None:
+                first &= ~seen(hashes)
+            if not first.all():
+                dropped["exact_duplicate"] += int((~first).sum())
+                documents = [d for d, keep in zip(documents, first) if keep]
+                texts = [t for t, keep in zip(texts, first) if keep]
+                hashes = hashes[first]
         filtered = time.perf_counter()
         signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
