@@ -91,3 +91,53 @@ def test_two_ranks_stop_at_the_same_step_and_both_exit_1(tmp_path, train_corpus,
         errors.append(line)
     assert errors[0] == errors[1]  # the same steps and checkpoint on both ranks: they judged the same norm
     assert not (out / "model.safetensors").exists()
+
+
+def test_the_nan_filter_is_off_and_giving_it_says_it_is_ignored(tmp_path):
+    from rankzero.runtime import Runtime
+    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+
+    runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname="h")
+    args, applied, warnings = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime)
+    assert args.logging_nan_inf_filter is False and "logging_nan_inf_filter" in applied
+    assert not [w for w in warnings if "nan_inf" in w]  # not given: nothing ignored
+    given = TrainingArguments(output_dir=str(tmp_path), logging_nan_inf_filter=True)
+    args, _, warnings = apply_fast_defaults(given, frozenset({"logging_nan_inf_filter"}), runtime)
+    assert args.logging_nan_inf_filter is False
+    assert any(w.startswith("--logging_nan_inf_filter is ignored: a NaN or inf loss is logged") for w in warnings)
+
+
+def test_an_inf_loss_with_finite_gradients_is_logged_once_and_training_goes_on(tmp_path, tokenizer_dir):
+    """One impossible token makes the loss inf and leaves the gradients finite: logged as inf at its step, the
+    next log finite again (the Trainer's `tr_loss -= tr_loss` would keep inf - inf = NaN for good), no stop."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from test_train_units import runtime_of, tiny_model
+
+    from rankzero.train.collator import BlockCollator
+    from rankzero.train.divergence import DivergenceGuard
+    from rankzero.train.throughput import ThroughputCallback
+    from rankzero.train.trainer import RankzeroTrainer
+    from rankzero.train.training_args import TrainingArguments, set_up_devices
+
+    class OneInfLoss(RankzeroTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            # + a constant: the gradient is the loss's own, finite
+            return loss + (torch.inf if self.state.global_step == 2 else 0.0)
+
+    model = tiny_model().train()
+    dataset = Dataset.from_dict({"input_ids": [list(range(10, 26))] * 16}).with_format("numpy")
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=5, logging_steps=1, save_strategy="no",
+                             per_device_train_batch_size=2, use_cpu=True, report_to="none", disable_tqdm=True,
+                             remove_unused_columns=False, logging_nan_inf_filter=False)
+    set_up_devices(args, runtime_of(1))
+    guard = DivergenceGuard()
+    trainer = OneInfLoss(model=model, args=args, train_dataset=dataset, data_collator=BlockCollator(),
+                         processing_class=AutoTokenizer.from_pretrained(tokenizer_dir),
+                         meter=ThroughputCallback(model, seq_length=16), guard=guard)
+    trainer.train()
+    losses = {entry["step"]: entry["loss"] for entry in trainer.state.log_history if "loss" in entry}
+    assert losses[3] == math.inf and all(math.isfinite(losses[step]) for step in (1, 2, 4, 5)), losses
+    assert not guard.failed and trainer.state.global_step == 5

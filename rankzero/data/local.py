@@ -112,17 +112,22 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
                   if plan.near_dedup else None)
+        quality_samples: list[list[dict]] = []  # per chunk, in source order
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger)
+                            seconds, ledger, quality_samples)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
+        if plan.quality is not None:
+            from rankzero.data.quality.samples import write_quality_samples
+
+            write_quality_samples(out_dir / "quality_samples.jsonl", quality_samples)
         if ledger is not None:
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
@@ -290,7 +295,7 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None) -> None:
+                    ledger: NearLedger | None = None, quality_samples: list | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     workers = plan.workers.dataset_num_proc
@@ -319,6 +324,8 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
+        if result.quality_samples and quality_samples is not None:
+            quality_samples.append(result.quality_samples)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)

@@ -113,6 +113,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     check_counts(stats, validation_flags(plan))
+    if plan.quality is not None:
+        from rankzero.data.quality.samples import write_quality_samples
+
+        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)

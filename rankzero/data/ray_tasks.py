@@ -201,7 +201,8 @@ class TaskRunner:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
                                       None if task.end < 0 else task.end, job.max_document_bytes)
         documents, dropped, seconds = [], Counter(), Counter()
-        meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
+        meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
+                "quality_samples": []}
         # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned).
         earlier = ExactDuplicates() if job.stage.drop_repeats else None
         for chunk in chunks:
@@ -221,6 +222,11 @@ class TaskRunner:
             meta["docs_in"] += result.docs_in
             meta["bytes_in"] += result.bytes_in
             meta["replaced_lines"] += result.replaced_lines
+            meta["quality_samples"] += result.quality_samples
+        if meta["quality_samples"] and task.start > 0:  # the file's line numbers, not the task range's
+            before = lines_before(task.path, task.start)
+            for sample in meta["quality_samples"]:
+                sample["line"] += before
         meta.update(dropped=dict(dropped), seconds=dict(seconds))
         return documents, meta
 

@@ -224,6 +224,7 @@ def record_to_segments(record: dict, schema: str, renderer: ChatRenderer, with_m
 @dataclass
 class ChunkDocuments:
     documents: list[Segments] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)  # each document's line (record number for records)
     bad_records: int = 0
     empty: int = 0
     replaced_lines: int = 0
@@ -364,4 +365,5 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
             out.empty += 1
             continue
         out.documents.append(segments)
+        out.numbers.append(number)
     return out

@@ -278,6 +278,8 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "tokenizer_engine": engine.describe(),
         "quality_filter": plan.stage.quality_filter,
         "quality_settings": plan.quality.to_dict() if plan.quality else None,
+        "quality_samples": ("quality_samples.jsonl (the first documents each rule dropped: file, line, text, the values "
+                            "the rule read against its thresholds)") if plan.quality else None,
         "dedup": plan.dedup.dedup,
         "near_dedup": None,  # the engine's ledger says how near dedup went (in `extra`)
         "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,

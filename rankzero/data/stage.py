@@ -25,7 +25,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import xxhash
@@ -52,6 +52,7 @@ class ChunkResult:
     dropped: Counter
     replaced_lines: int
     seconds: dict
+    quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -138,6 +139,11 @@ class Stage:
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
+        self.sample_taker = None
+        if quality_filter is not None:
+            from rankzero.data.quality.samples import SampleTaker
+
+            self.sample_taker = SampleTaker(quality_filter)
 
     @classmethod
     def in_worker(cls, spec: StageSpec, threads: int, rust_threads: int | None = None) -> Stage:
@@ -164,11 +170,13 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
+        samples = []
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
             self.quality_filter is not None or spec.hashes or spec.signatures) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
+            samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
@@ -203,4 +211,4 @@ class Stage:
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed})
+                            "tokenize": done - signed}, samples)
