@@ -56,6 +56,8 @@ print(json.dumps({"cpu_s": cpu, "dropped": manifest["dropped"], "docs_kept": man
 def write_corpora(real_dir: Path, work: Path, seed: int) -> dict[str, Path]:
     texts = [json.loads(line)["text"] for path in sorted(real_dir.glob("*.jsonl"))
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not texts:
+        raise SystemExit(f"--real_dir {real_dir}: no *.jsonl documents there")
     copies = texts * 4
     random.Random(seed).shuffle(copies)
     corpora = {}
@@ -68,13 +70,15 @@ def write_corpora(real_dir: Path, work: Path, seed: int) -> dict[str, Path]:
 
 def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, num_proc: int) -> dict:
     result = subprocess.run([sys.executable, "-c", MEASURE, str(corpus), str(tokenizer), dedup, str(num_proc)],
-                            cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(repo)})
+                            cwd=repo, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    if result.returncode:
+        raise SystemExit(f"the build failed ({repo}, --dedup {dedup}):\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--real_dir", type=Path, default=REPO.parent / "shared" / "corpora" / "ko_real_dev")
+    parser.add_argument("--real_dir", type=Path, required=True, help="a directory of real Korean JSONL (text field)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num_proc", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)

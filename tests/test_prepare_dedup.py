@@ -184,3 +184,20 @@ def test_exact_copies_are_neither_signed_nor_tokenized(tmp_path, tokenizer_dir, 
     # Only the chunks in flight (2 x workers) before an earlier chunk is consumed may still sign a repeat.
     assert set(signed) == set(texts) and len(signed) == len(encoded) <= 120 + 2 * 25 < 250
     assert sum(documents(out).values()) == 120
+
+
+def test_sft_takes_exact_dedup_unless_given_and_says_so(tmp_path, tokenizer_dir, corpus):
+    """The rule lives with the other flags set because the user did not (args.derived_defaults) and is printed."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    sft = data_args(tokenizer_dir, tmp_path, [corpus], mode="sft")
+    assert sft.dedup.dedup == "exact" and sft.defaults["dedup"].startswith("exact (--mode sft")
+    given = data_args(tokenizer_dir, tmp_path, [corpus], mode="sft", dedup="near")
+    assert given.dedup.dedup == "near" and "dedup" not in given.defaults
+    result = subprocess.run([sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--mode", "sft",
+                             "--tokenizer_path", str(tokenizer_dir), "--cache_dir", str(tmp_path / "c"),
+                             "--max_seq_length", "64"], cwd=REPO, capture_output=True, text=True)
+    assert "[prepare] --dedup exact (--mode sft" in result.stderr, result.stderr[-2000:]
