@@ -212,9 +212,8 @@ class WorkersConfig(_Config):
         problems = []
         for f in fields(self):
             if f.name in defaults and getattr(self, f.name) is None:
-                read = _env_float if isinstance(defaults[f.name], float) else _env_int
                 try:
-                    self._set(f.name, read(f.metadata["env"], defaults[f.name]))
+                    self._set(f.name, _env_number(f.metadata["env"], defaults[f.name]))
                 except ValueError as error:
                     problems.append(str(error))
         if problems:
@@ -308,21 +307,13 @@ class Args:
     defaults: dict[str, str] = field(default_factory=dict)
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_number(name: str, default: int | float) -> int | float:
+    """The environment variable `name` read as a number of `default`'s type, or `default` when unset."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return float(raw)
+        return type(default)(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r}: expected a number") from None
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r}: expected a whole number") from None
+        expected = "a whole number" if isinstance(default, int) else "a number"
+        raise ValueError(f"environment variable {name}={raw!r}: expected {expected}") from None
