@@ -151,27 +151,3 @@ def test_a_copy_is_found_behind_a_template_sibling(tmp_path):
     near.add(np.stack([sibling, page, copy]), np.full(3, 100))
     decision = near.decide()
     assert decision.removed.tolist() == [False, False, True] and decision.pairs == [(2, 1)]
-
-
-def test_the_fast_normalisation_gives_unicodedatas_shingles_for_every_code_point(monkeypatch):
-    """Texts without a character that composes, reorders, expands or lower-cases by context skip NFKC: their
-    characters go through one table (minhash._fast_table). Every code point, alone, doubled, beside Hangul,
-    Latin and digits, and every canonical pair (a letter and its combining mark, Hangul jamo, compatibility
-    jamo, final sigma) gives the shingles of NFKC + lower-case through unicodedata."""
-    import re
-    import unicodedata
-
-    pairs = []
-    for code in range(0x110000):
-        parts = unicodedata.decomposition(chr(code)).split()
-        if len(parts) == 2 and not parts[0].startswith("<"):
-            pairs.append(chr(int(parts[0], 16)) + chr(int(parts[1], 16)))
-    pairs += ["ᄀ" + "ᅡ" + "ᆨ", "가" + "ᆨ", "ㄱㅏ", "ㄱ" + "ᅡ", "ﾡ" + "ﾂ", "ΑΣ Σ", "İi", "½", "ﬁ", "ǅ"]
-    characters = [chr(code) for code in range(0x110000) if not 0xD800 <= code < 0xE000 and code % 7 in (0, 3)
-                  or code < 0x10000 and not 0xD800 <= code < 0xE000]
-    texts = [f"가 {c}나 다{c} 라 Ab 3{c}{c} 사 마" for c in characters] + [f"앞 글 {p} 뒤 {p}말 끝 말" for p in pairs]
-    fast = minhash.shingle_hashes(texts)
-    table = minhash._fast_table()[0]
-    monkeypatch.setattr(minhash, "_fast_table", lambda: (table, re.compile(".", re.DOTALL)))  # every text: unicodedata
-    slow = minhash.shingle_hashes(texts)
-    assert np.array_equal(fast[1], slow[1]) and np.array_equal(fast[0], slow[0])

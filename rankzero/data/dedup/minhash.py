@@ -9,8 +9,7 @@ categories P* and S*, and "_") folded to a word break like whitespace, invisible
 characters dropped. A shingle is 5 consecutive
 words of that text; a text of fewer than 5 words has no shingle and no signature (it is never a near-copy).
 
-The Python work is one regular-expression scan per document (and NFKC + lower for the few texts whose
-characters compose or expand: `_fast_table`); everything per character or per word
+The Python work is a few C-level calls per document (NFKC, lower); everything per character or per word
 runs in numpy over the whole batch at once: the text as UTF-32 code points, a lookup table for the folding,
 a polynomial hash per word (mod 2**64), a mixed hash per 5-gram. The MinHash itself is rensa's
 `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle hashes: bench/minhash_bench.py
@@ -21,7 +20,6 @@ permutations are drawn from `SEED`, so every process, engine and run computes th
 from __future__ import annotations
 
 import itertools
-import re
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -83,42 +81,6 @@ def _fold_table() -> np.ndarray:
     return np.array([_fold(code) for code in range(0x10000)], dtype=np.uint32)
 
 
-_SLOW = np.uint32(0xFFFFFFFE)  # in the fast table: this character needs unicodedata (the text takes the slow path)
-
-
-@lru_cache(maxsize=1)
-def _fast_table() -> tuple[np.ndarray, re.Pattern]:
-    """Code point → fold(NFKC(c).lower()), for the Basic Multilingual Plane, where that is a property of the
-    character alone; _SLOW where it is not, and a pattern that finds any such character in a text.
-
-    NFKC of a text is the NFKC of each character concatenated unless characters compose or reorder: a
-    combining mark (ccc > 0), a character that is the second of a canonical pair (in the decomposition data,
-    or a conjoining Hangul vowel or final), or one that NFKC maps onto such. Those, every character whose NFKC
-    or lower-casing is longer than one code point, the capital sigma (lower-cased by its context: final ς) and
-    everything outside the plane (emoji, rare scripts) send their text through unicodedata (how many texts of
-    real Korean do: bench/RESULTS.md); tests/test_neardup.py holds the two paths equal on every code point."""
-    seconds = {0x03A3}
-    for code in range(0x10000):
-        decomposition = unicodedata.decomposition(chr(code))
-        if decomposition and not decomposition.startswith("<") and len(decomposition.split()) == 2:
-            seconds.add(int(decomposition.split()[1], 16))
-    seconds.update(range(0x1100, 0x1200), range(0xA960, 0xA980), range(0xD7B0, 0xD800))  # conjoining jamo
-    table = np.empty(0x10000, dtype=np.uint32)
-    for code in range(0x10000):
-        char = chr(code)
-        normal = unicodedata.normalize("NFKC", char) if not 0xD800 <= code < 0xE000 else char
-        lower = normal.lower()
-        simple = (len(normal) == 1 and len(lower) == 1 and code not in seconds and ord(normal) not in seconds
-                  and ord(lower) not in seconds and not unicodedata.combining(char)
-                  and not unicodedata.combining(normal) and not 0xD800 <= code < 0xE000)
-        table[code] = _fold(ord(lower)) if simple else _SLOW
-    slow = np.flatnonzero(table == _SLOW)
-    edges = np.flatnonzero(np.diff(slow) != 1)
-    ranges = zip(slow[np.concatenate(([0], edges + 1))], slow[np.concatenate((edges, [len(slow) - 1]))])
-    pattern = "[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges) + "\\U00010000-\\U0010ffff]"
-    return table, re.compile(pattern)
-
-
 @lru_cache(maxsize=1)
 def _powers() -> tuple[np.ndarray, np.ndarray]:
     """B**i and B**-i mod 2**64 for i < PIECE_CHARS (4 MB, made once per process)."""
@@ -146,32 +108,28 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     the longest document beyond its shingles (8 bytes each)."""
     shingles, per_text = [], np.zeros(len(texts), np.int64)
     carry = (np.empty(0, np.uint64), np.empty(0, np.int32))
-    piece, piece_owners, piece_slow, size = [], [], [], 0
-    needs_unicodedata = _fast_table()[1].search
+    piece, piece_owners, size = [], [], 0
     for index, text in enumerate(texts):
-        slow = needs_unicodedata(text) is not None
         for segment in (text,) if len(text) <= PIECE_CHARS else _segments(text):
             # NFKC per segment: no composition crosses a space, and a whole long text would be decomposed at
             # once into a buffer of 4 bytes per code point (Hangul: 2-3 jamo per syllable).
-            if slow:
-                segment = unicodedata.normalize("NFKC", segment).lower()
+            segment = unicodedata.normalize("NFKC", segment).lower()
             if piece and size + len(segment) > PIECE_CHARS:
-                carry = _piece_shingles(piece, piece_owners, piece_slow, carry, shingles, per_text)
-                piece, piece_owners, piece_slow, size = [], [], [], 0
+                carry = _piece_shingles(piece, piece_owners, carry, shingles, per_text)
+                piece, piece_owners, size = [], [], 0
             piece.append(segment)
             piece_owners.append(index)
-            piece_slow.append(slow)
             size += len(segment) + 1
     if piece:
-        _piece_shingles(piece, piece_owners, piece_slow, carry, shingles, per_text)
+        _piece_shingles(piece, piece_owners, carry, shingles, per_text)
     return (np.concatenate(shingles) if shingles else np.empty(0, np.uint64)), per_text
 
 
-def _piece_shingles(segments: list[str], segment_owners: list[int], segment_slow: list[bool], carry: tuple,
-                    shingles: list, per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _piece_shingles(segments: list[str], segment_owners: list[int], carry: tuple, shingles: list,
+                    per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Append the 5-grams ending in these segments' words to `shingles` (counted in `per_text`); `carry` is the
     previous piece's last words and their texts. Returns this piece's carry."""
-    words, owners = _piece_words(segments, segment_owners, segment_slow)
+    words, owners = _piece_words(segments, segment_owners)
     words, owners = np.concatenate([carry[0], words]), np.concatenate([carry[1], owners])
     count = len(words) - SHINGLE_WORDS + 1
     if count > 0:
@@ -198,20 +156,14 @@ def _segments(text: str):
     yield text[start:]
 
 
-def _piece_words(segments: list[str], segment_owners: list[int],
-                 segment_slow: list[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The word hashes of these segments (joined: at most PIECE_CHARS characters) and the index of the text each
-    word is in. A slow segment was normalised by unicodedata (its characters are folded alone); the others are
-    normalised and folded in one lookup (_fast_table)."""
+def _piece_words(segments: list[str], segment_owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The word hashes of these normalised segments (joined: at most PIECE_CHARS characters) and the index of
+    the text each word is in."""
     # One space between segments: no word spans two of them.
     codes = np.frombuffer(" ".join(segments).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     starts = np.zeros(len(segments), dtype=np.int64)
     np.cumsum([len(segment) + 1 for segment in segments[:-1]], out=starts[1:])
-    slow = None if segment_slow is None else np.repeat(np.asarray(segment_slow, dtype=bool),
-                                                       [len(segment) + 1 for segment in segments])[:len(codes)]
-    if slow is not None and not slow.any():
-        folded = _fast_table()[0][codes]
-    elif len(codes) and codes.max() < 0x10000:
+    if len(codes) and codes.max() < 0x10000:
         folded = _fold_table()[codes]
     else:  # emoji and rarer scripts: a few distinct characters, folded one by one
         folded = np.empty_like(codes)
@@ -219,8 +171,6 @@ def _piece_words(segments: list[str], segment_owners: list[int],
         folded[basic] = _fold_table()[codes[basic]]
         unique, inverse = np.unique(codes[~basic], return_inverse=True)
         folded[~basic] = np.array([_fold(int(code)) for code in unique], dtype=np.uint32)[inverse]
-    if slow is not None and slow.any() and not slow.all():  # the fast segments' characters, unnormalised
-        folded[~slow] = _fast_table()[0][codes[~slow]]
     kept = folded != _DELETE
     if not kept.all():
         starts = np.cumsum(np.concatenate(([0], kept)))[starts]  # the segments' starts once deletions are made
