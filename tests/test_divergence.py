@@ -56,15 +56,15 @@ def test_a_diverged_run_stops_with_an_error_naming_its_last_good_checkpoint(dive
     assert all(math.isnan(norms[step]) for step in range(first, last + 1))
     assert math.isnan(losses[last]) and "loss 0.0000" not in result.stdout
     assert f"step {last}/40 | loss nan" in result.stdout
-    assert "final train loss nan" in result.stdout and "continue:" not in result.stdout
+    assert "last train loss nan" in result.stdout and "continue:" not in result.stdout
     assert (out / "training_curves.png").stat().st_size > 0
 
 
 def test_the_curves_leave_a_gap_where_the_loss_was_not_finite():
     history = [{"step": step, "loss": loss, "tokens_seen": 100 * step, "learning_rate": 1e-3}
                for step, loss in [(1, 7.0), (2, 6.5), (3, math.nan), (4, math.inf), (5, math.nan)]]
-    series = _series(history)
-    tokens, values = series["loss"]
+    _, series = _series(history)
+    tokens, values = series["train loss"]
     assert tokens == [100, 200, 300, 400, 500] and values[:2] == [7.0, 6.5]
     assert all(math.isnan(value) for value in values[2:])  # a gap, not a line falling to 0
     assert series["loss not finite"][0] == [300, 400, 500]

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios, passes, subsample
 from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
@@ -48,6 +49,7 @@ from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import (Progress, SourceStats, build_manifest, check_counts, validation_flags,
                                   validation_manifest)
+from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
@@ -113,13 +115,16 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
                   if plan.near_dedup else None)
         quality_samples: list[list[dict]] = []  # per chunk, in source order
+        screened = ScreenTotals(plan)
+        staging.mkdir(parents=True, exist_ok=True)
+        overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger, quality_samples)
+                            seconds, ledger, quality_samples, screened, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -176,7 +181,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
-                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe()} if ledger else {})})
+                          extra={"builder_threads": threads, **screened.finish(stats, out_dir),
+                                 **({"near_dedup": ledger.describe()} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -253,7 +259,7 @@ def _run_in_worker(chunk) -> ChunkResult:
     return _WORKER_STAGE(chunk)
 
 
-def _start_pool(plan: Plan, engine, workers: int):
+def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
     chunk goes to a worker process).
 
@@ -267,7 +273,7 @@ def _start_pool(plan: Plan, engine, workers: int):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    spec = StageSpec.of(plan, engine.name)
+    spec = StageSpec.of(plan, engine.name, overlap)
     if plan.quality is None:
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, Stage(spec, plan.tokenizer, engine)
@@ -295,7 +301,8 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None, quality_samples: list | None = None) -> None:
+                    ledger: NearLedger | None = None, quality_samples: list | None = None,
+                    screened: ScreenTotals | None = None, overlap: dict | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     workers = plan.workers.dataset_num_proc
@@ -304,6 +311,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
+        stat.add_file(result.path, result.docs_in, result.bytes_in, result.dropped)  # the stage's drops only
         decision = holdout(result.source_index, result.hashes, len(result.lengths))
         result.dropped.update(decision.dropped)
         ids, lengths, labels = _select(result, decision.train)
@@ -326,12 +334,14 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
         seconds.update(result.seconds)
         if result.quality_samples and quality_samples is not None:
             quality_samples.append(result.quality_samples)
+        if screened is not None:
+            screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
-    pool, stage = _start_pool(plan, engine, workers)
+    pool, stage = _start_pool(plan, engine, workers, overlap)
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None

@@ -42,6 +42,7 @@ from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source, compression_of, text_bytes
+from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
 from rankzero.data.stage import Stage, StageSpec
 from rankzero.errors import RankzeroError
@@ -200,9 +201,9 @@ class TaskRunner:
         else:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
                                       None if task.end < 0 else task.end, job.max_document_bytes)
-        documents, dropped, seconds = [], Counter(), Counter()
+        documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
-                "quality_samples": []}
+                "quality_samples": [], "path": task.path}
         # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned).
         earlier = ExactDuplicates() if job.stage.drop_repeats else None
         for chunk in chunks:
@@ -219,6 +220,7 @@ class TaskRunner:
                               (result.signatures, result.shingles)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
+            screened.append(result.screen)
             meta["docs_in"] += result.docs_in
             meta["bytes_in"] += result.bytes_in
             meta["replaced_lines"] += result.replaced_lines
@@ -227,7 +229,7 @@ class TaskRunner:
             before = lines_before(task.path, task.start)
             for sample in meta["quality_samples"]:
                 sample["line"] += before
-        meta.update(dropped=dict(dropped), seconds=dict(seconds))
+        meta.update(dropped=dict(dropped), seconds=dict(seconds), screen=combine(screened))
         return documents, meta
 
     def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:

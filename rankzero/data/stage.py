@@ -35,6 +35,7 @@ from rankzero.data.dedup.minhash import minhash_signatures
 from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
 from rankzero.data.pack import select_documents, truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.screen import Screen
 
 
 @dataclass
@@ -50,9 +51,11 @@ class ChunkResult:
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
+    screen: dict | None  # what --pii and --decontaminate found (screen.py), None with neither
     replaced_lines: int
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
+    path: str = ""  # the chunk's file (or dataset)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -91,7 +94,7 @@ def rust_threads(threads: int) -> Iterator[dict[str, str]]:
 
 def text_hash(text: str) -> int:
     """A document's identity for exact dedup: xxh3-64 of its UTF-8 bytes (a few times cheaper than blake2b
-    here, and the stage hashes every document)."""
+    here, and the stage hashes every document). eval_overlap.text_hash is the same function."""
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
@@ -119,16 +122,17 @@ class StageSpec:
     signatures: bool  # each kept document's MinHash signature: --dedup near
     truncate_to: int | None  # SFT: a sample longer than a row is cut at its end
     drop_repeats: bool = False  # exact dedup: a repeat is dropped here, before it is signed and tokenized
+    eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
 
     @classmethod
-    def of(cls, plan, engine: str) -> StageSpec:
+    def of(cls, plan, engine: str, eval_overlap: dict | None = None) -> StageSpec:
         # A repeat of an earlier text is dropped whatever else happens to it, and counted as the engine's exact
         # dedup would (`exact_duplicate`), so the stage drops it before the costly part. Not with --eval_dataset
         # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
         # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
         drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
         return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
-                   drop_repeats)
+                   drop_repeats, eval_overlap)
 
 
 class Stage:
@@ -144,6 +148,7 @@ class Stage:
             from rankzero.data.quality.samples import SampleTaker
 
             self.sample_taker = SampleTaker(quality_filter)
+        self.screen = Screen.of(spec.config, spec.eval_overlap)
 
     @classmethod
     def in_worker(cls, spec: StageSpec, threads: int, rust_threads: int | None = None) -> Stage:
@@ -172,7 +177,7 @@ class Stage:
         converted = time.perf_counter()
         samples = []
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or spec.hashes or spec.signatures) else None
+            self.quality_filter is not None or spec.hashes or spec.signatures or self.screen) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
@@ -182,6 +187,14 @@ class Stage:
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
+        filtered = time.perf_counter()
+        report = None
+        if self.screen is not None:
+            keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
+            dropped.update(report.pop("dropped"))
+            # Dedup and the split decide from the text as read: masking never changes which copy is kept.
+            texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
+        screened = time.perf_counter()
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
         if spec.drop_repeats and len(hashes):
             first = np.zeros(len(hashes), dtype=bool)
@@ -193,7 +206,6 @@ class Stage:
                 documents = [d for d, keep in zip(documents, first) if keep]
                 texts = [t for t, keep in zip(texts, first) if keep]
                 hashes = hashes[first]
-        filtered = time.perf_counter()
         signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
@@ -209,6 +221,12 @@ class Stage:
                                                            (hashes, signatures, shingles, truncated))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
-                           shingles, truncated, +dropped, parsed.replaced_lines,
-                           {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed}, samples)
+                           shingles, truncated, +dropped, report, parsed.replaced_lines,
+                           {"convert": converted - started, "quality": filtered - converted,
+                            "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
+                           samples, chunk.path)
+
+    def _count_tokens(self, documents: list) -> list[int]:
+        _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)
+        return lengths.tolist()
+

@@ -5,6 +5,12 @@
                                                            # (None: --tokenize_only, nothing held)
         ...
     keep_earlier_run_files(output_dir)                     # before run_config.json / recipe.yaml are rewritten
+    move_earlier_run(output_dir)                           # --overwrite_output_dir: the whole earlier run
+
+One run per output dir: a run started from scratch in a dir holding checkpoints would mix them with its
+own, and `--resume_from_checkpoint auto` would later pick the newest, whichever run wrote it. So that
+is an argument error (`used_output_dir_problems`) unless --overwrite_output_dir moves the earlier run
+into run_history/<time>/ first.
 
 Two jobs given one `--output_dir` (a re-submitted Slurm job, a typo) both write
 `.checkpoint-staging/checkpoint-N` and rename it into place: checkpoints mixing the files of two runs.
@@ -65,6 +71,20 @@ class OutputDirBusy(RankzeroError):
 
 # ---------------------------------------------------------------------------------------------
 # Argument time
+
+
+def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
+    """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
+    from rankzero.train.checkpoints import checkpoints_in
+
+    found = checkpoints_in(output_dir) if output_dir and not resume else []
+    if not found or overwrite:
+        return []
+    names = ", ".join(path.name for path in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return [f"--output_dir {output_dir} holds an earlier run's checkpoints ({names}): continue it with "
+            f"--resume_from_checkpoint auto (RESUME=1 ./pretrain_cont.sh {output_dir}), or start over with "
+            f"--overwrite_output_dir (the earlier run moves to {Path(output_dir) / HISTORY_DIR}/<time>/), or choose "
+            "another --output_dir"]
 
 
 def output_dir_problems(output_dir: str | os.PathLike | None) -> list[str]:
@@ -312,7 +332,67 @@ def _shown(value, limit: int = 80) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# The run a dir holds: run_config.json names it, every checkpoint names the run that wrote it
+
+
+def run_id_of(output_dir: str | os.PathLike) -> str | None:
+    """The id of the run an output dir holds (its run_config.json's), or None (none yet, or an older rankzero)."""
+    from rankzero.files import read_json
+
+    record = read_json(Path(output_dir) / RUN_FILES[0])
+    return record.get("run_id") if isinstance(record, dict) and isinstance(record.get("run_id"), str) else None
+
+
+def new_run_id() -> str:
+    import uuid
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.rpartition("-")[2])
+
+
+def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
+    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
+    from rankzero.files import read_json
+    from rankzero.train.checkpoints import DATA_RECORD
+
+    if max_steps > 0 and step_of(checkpoint) > max_steps:
+        # The Trainer would restore the step, train nothing and save those weights as this run's model.
+        return f"step {step_of(checkpoint)} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
+    record = read_json(checkpoint / DATA_RECORD)
+    written_by = record.get("run_id") if isinstance(record, dict) else None
+    if run_id and isinstance(written_by, str) and written_by != run_id:
+        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # History
+
+
+def _stamp(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def move_earlier_run(output_dir: Path) -> Path | None:
+    """--overwrite_output_dir: everything an earlier run left in output_dir (checkpoints, model, logs, run
+    files) into run_history/<time it was written>/, so the new run starts in an empty dir and nothing is lost."""
+    entries = [path for path in Path(output_dir).iterdir()
+               if path.name != HISTORY_DIR and not path.name.startswith(".")] if Path(output_dir).is_dir() else []
+    if not entries:
+        return None
+    record = next((Path(output_dir) / name for name in RUN_FILES if (Path(output_dir) / name).is_file()), entries[0])
+    history = Path(output_dir) / HISTORY_DIR
+    stamp, count = _stamp(record), 1
+    while (history / stamp).exists():
+        count += 1
+        stamp = f"{_stamp(record)}.{count}"
+    (history / stamp).mkdir(parents=True)
+    for path in entries:
+        os.replace(path, history / stamp / path.name)
+    return history / stamp
 
 
 def keep_earlier_run_files(output_dir: Path) -> Path | None:
@@ -321,7 +401,7 @@ def keep_earlier_run_files(output_dir: Path) -> Path | None:
     files = [output_dir / name for name in RUN_FILES if (output_dir / name).is_file()]
     if not files:
         return None
-    written = datetime.fromtimestamp(files[0].stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    written = _stamp(files[0])
     history = output_dir / HISTORY_DIR
     history.mkdir(exist_ok=True)
     stamp, count = written, 1

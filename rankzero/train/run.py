@@ -6,7 +6,8 @@
 Called with no process group: `set_up_devices` creates it (gloo on CPU, NCCL on GPUs) once every
 rank holds the prepared data. The output dir ends up with the model, tokenizer and config
 (`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`, `run_config.json` (the
-resolved configuration), `recipe.yaml` (the flags given, for an exact resume with pretrain_cont.sh)
+resolved configuration and the run's id), `recipe.yaml` (the effective run, rankzero/recipe.py: replayed by
+pretrain_cont.sh)
 and `data_manifest.json` (the prepared data's manifest).
 
 A run whose gradients stop being finite (divergence.py) stops, saves no model and ends with an error
@@ -44,6 +45,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     from rankzero.train.checkpoints import data_record, resolve_resume
+    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.model import build_model, resolve_attention
@@ -52,7 +54,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.sharding import fsdp_defaults
-    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
+    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -67,22 +70,31 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     data = data_record(prepared_dir)
     # Before the model is built: a damaged checkpoint or other data stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
-                            args.model.allow_data_change, report=runtime.is_main)
+                            args.model.allow_data_change, report=runtime.is_main, max_steps=args.training.max_steps)
+    # A resume continues the dir's run; a start from scratch is a new one (only rank 0's id is ever written).
+    run_id = (resume and run_id_of(args.training.output_dir)) or new_run_id()
+    data = {**data, "run_id": run_id}  # into every checkpoint: `auto` takes only this run's
 
     documents = args.model.mask_across_documents and args.packing.packing
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
-    model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
+    model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume)
+    first_new_row = stage_start(args.model, tokenizer, extension)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
     training, sharding = fsdp_defaults(training, model)
+    training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
+                                                                                              runtime))
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **learning, **sharding}
+    defaults = {**args.defaults, **defaults, **learning, **sharding, **logging}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
+    if args.model.train_new_embeddings_steps and first_new_row is None:
+        notes.append(f"--train_new_embeddings_steps {args.model.train_new_embeddings_steps} is ignored: the tokenizer "
+                     f"has no token that --pretrained_model {args.model.pretrained_model} lacks")
     for note in notes:
         warnings.warn(note, stacklevel=1)
 
@@ -91,6 +103,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         mask_across_documents=documents,
         flatten=attention == "flash_attention_2",
         pad_to_multiple_of=args.model.pad_to_multiple_of,
+        vocab_size=len(tokenizer),
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
@@ -110,9 +123,13 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
+    if args.model.train_new_embeddings_steps and first_new_row is not None:
+        trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
     if trainer.is_world_process_zero():
-        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
-                                 describe_setup(trainer, attention, documents))
+        setup = describe_setup(trainer, attention, documents)
+        if extension is not None:
+            setup["vocabulary"] = extension.describe(f"--pretrained_model {args.model.pretrained_model}")
+        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id)
         write_run_files(output_dir, config, args, training)
         print_config(config, defaults)
     try:
@@ -196,9 +213,9 @@ def resume_hint(preemption, trainer, output_dir: Path) -> str:
 def load_prepared(prepared_dir: Path, mode: str):
     import datasets
 
-    from rankzero.data.published import check_loaded_rows
+    from rankzero.data.published import check_loaded_rows, load_published
 
-    dataset = datasets.load_from_disk(str(prepared_dir))
+    dataset = load_published(prepared_dir, prepared_dir)
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset["train"]
     check_loaded_rows(prepared_dir, len(dataset))
@@ -214,20 +231,26 @@ def load_prepared(prepared_dir: Path, mode: str):
 
 def load_validation(prepared_dir: Path, mode: str):
     """The validation split prepared with the data (--validation_split_percentage, --eval_dataset), or None."""
-    import datasets
-
-    from rankzero.data.published import check_loaded_rows, validation_dir
+    from rankzero.data.published import check_loaded_rows, load_published, validation_dir
 
     directory = validation_dir(prepared_dir)
     if directory is None:
         return None
-    dataset = datasets.load_from_disk(str(directory))
+    dataset = load_published(directory, prepared_dir)
     check_loaded_rows(prepared_dir, len(dataset), validation=True)
     if len(dataset) == 0:
         raise ValueError(f"{directory}: the validation split holds no full row: raise --validation_split_percentage, "
                          "or give a larger --eval_dataset")
     columns = ["input_ids"] + [c for c in ("document_lengths", "labels") if c in dataset.column_names]
     return dataset.with_format("numpy", columns=columns)
+
+
+def steps_per_epoch(dataset, training, runtime: Runtime) -> int:
+    """Optimizer steps in one pass over the data, as the Trainer counts them (each rank its share of the rows)."""
+    import math
+
+    batches = math.ceil(math.ceil(len(dataset) / max(1, runtime.world_size)) / training.per_device_train_batch_size)
+    return max(1, batches // training.gradient_accumulation_steps)
 
 
 def sample_max_token_id(dataset, rows: int = 1000) -> int:
@@ -274,12 +297,13 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
             "data_parallel": parallel, "torch_compile": compiled}
 
 
-def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup) -> dict:
+def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id) -> dict:
     import transformers
 
     from rankzero.train.throughput import full_numel
 
     return {
+        "run_id": run_id,
         "given": sorted(args.given),
         "defaults_applied": defaults,
         "warnings": notes,
@@ -296,21 +320,24 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
 
 
 def write_run_files(output_dir: Path, config: dict, args: Args, training) -> None:
-    from rankzero.train.output_dir import keep_earlier_run_files
+    from rankzero.recipe import effective_recipe, write_recipe
+    from rankzero.train.output_dir import keep_earlier_run_files, move_earlier_run
 
     output_dir.mkdir(parents=True, exist_ok=True)
+    if args.overwrite_output_dir and not training.resume_from_checkpoint:
+        moved = move_earlier_run(output_dir)  # checks.py let a run from scratch in only with this flag
+        if moved is not None:
+            print(f"--overwrite_output_dir: the earlier run in {output_dir} moved to {moved}", flush=True)
     keep_earlier_run_files(output_dir)  # the earlier run's record of its data and settings, into run_history/
     (output_dir / "run_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False, default=str) + "\n")
-    # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
-    values = {**{k: v for group in CONFIGS for k, v in dataclasses.asdict(getattr(args, group)).items()},
-              "seed": args.seed, **training.to_dict()}
-    once = ("resume_from_checkpoint", "allow_data_change")  # decisions for this start only, never replayed
-    recipe = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
-              for name in sorted(args.given) if name in values and name not in once}
-    if recipe.get("report_to") == []:
-        recipe["report_to"] = "none"  # an empty list would become a bare flag
-    recipe = {name: value for name, value in recipe.items() if value != []}
-    (output_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True, sort_keys=False))
+    # The effective run, replayable from anywhere: `train.py recipe.yaml --resume_from_checkpoint auto`.
+    write_recipe(output_dir / "recipe.yaml", effective_recipe(args, training))
+
+
+# The optimizer and schedule a run trains with, printed whoever set them (the user, a recipe, our defaults or
+# Hugging Face's): what a continued run inherits or not is the first thing to check.
+ALWAYS_PRINTED = ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
+                  "adam_beta1", "adam_beta2")
 
 
 def print_config(config: dict, defaults: dict[str, str]) -> None:
@@ -320,12 +347,17 @@ def print_config(config: dict, defaults: dict[str, str]) -> None:
     for section, cls in (*CONFIGS.items(), ("training", TrainingArguments)):
         for f in dataclasses.fields(cls):
             value = config[section].get(f.name)
-            if section == "training" and f.name not in config["given"] and f.name not in defaults:
+            if section == "training" and f.name not in config["given"] and f.name not in defaults \
+                    and f.name not in ALWAYS_PRINTED:
                 continue  # Hugging Face's own default: see run_config.json for all of them
             mark = "  (default: " + defaults[f.name] + ")" if f.name in defaults else ""
+            if section == "training" and not mark and f.name not in config["given"]:
+                mark = "  (Hugging Face's default)"
             lines.append(f"  {section}.{f.name} = {value!r}{mark}")
     lines.append(f"  attn_implementation = {config['attn_implementation']}  ({config['attention']})")
     lines.append(f"  data_parallel = {config['data_parallel']}")
     lines.append(f"  torch_compile = {config['torch_compile']}")
+    if "vocabulary" in config:
+        lines.append(f"  vocabulary = {config['vocabulary']}")
     lines.append(f"  model_parameters = {config['model_parameters']:,}")
     print("\n".join(lines), flush=True)

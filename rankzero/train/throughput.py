@@ -190,8 +190,8 @@ class ThroughputCallback(TrainerCallback):
             return
         if "eval_loss" in logs:
             parts = [f"eval step {state.global_step}/{state.max_steps}", f"eval_loss {logs['eval_loss']:.4f}"]
-            if "perplexity" in logs:
-                parts.append(f"perplexity {logs['perplexity']:,.2f}")
+            if "eval_perplexity" in logs:
+                parts.append(f"perplexity {logs['eval_perplexity']:,.2f}")
             tqdm.write(" | ".join(parts), file=sys.stdout)
             sys.stdout.flush()
             return
