@@ -53,6 +53,7 @@ class ChunkResult:
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
+    lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -149,13 +150,14 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
-        samples = []
+        samples, numbers = [], parsed.numbers
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
             self.quality_filter is not None or self.hashes or self.signatures) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
+            numbers = [n for n, reason in zip(numbers, verdicts) if reason is None]
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
@@ -180,4 +182,5 @@ class Stage:
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed}, samples, chunk.path)
+                            "tokenize": done - signed}, samples, chunk.path,
+                           np.asarray(numbers, dtype=np.int64) if self.signatures else None)
