@@ -140,9 +140,18 @@ class StageConfig(_Config):
     skip_bad_records: bool = flag(False, "count and skip malformed records, not stop at file:line")
     on_decode_error: str = flag("error", "bad UTF-8: stop at file:offset, or replace and count",
                                 choices=("error", "replace"))
+    pii: str = flag("mask", "mask: personal information (phones, e-mails, resident numbers, cards, ...) becomes "
+                            "placeholders such as |||PHONE_NUMBER||| (docs/data.md)", choices=("mask", "off"))
+    decontaminate: tuple[str, ...] = flag((), "benchmark files or directories (KMMLU CSV, KoBEST/LogicKor JSONL, "
+                                              "CLIcK JSON): drop documents holding one of their items")
+
+    def __post_init__(self) -> None:
+        self._set("decontaminate", tuple(self.decontaminate))
+        super().__post_init__()
 
     def problems(self) -> list[str]:
-        problems = []
+        problems = [f"--decontaminate {path}: no such file or directory" for path in self.decontaminate
+                    if not os.path.exists(os.path.expanduser(path))]
         if not self.tokenizer_path:
             problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
         elif not Path(self.tokenizer_path).is_dir():

@@ -237,6 +237,60 @@ def validation_dir(prepared_dir: str | os.PathLike) -> Path | None:
     return path
 
 
+def damaged_message(prepared_dir: str | os.PathLike, what: str) -> str:
+    return (f"{prepared_dir}: the prepared data is damaged ({what}): changed on disk after it was built. Run again with "
+            "--verify_data, which checks every byte against manifest.json and rebuilds a damaged dataset (or remove "
+            "the directory and run again)")
+
+
+def load_published(directory: str | os.PathLike, prepared_dir: str | os.PathLike):
+    """`datasets.load_from_disk` of a published dataset (or of its validation/ split), its rows' structure checked:
+    Arrow's full validation (every offset in bounds) and, in every row, as many labels as ids and document lengths
+    that add up to the row. That reads offsets and document lengths, O(rows + documents), never the tokens: a byte
+    changed among the tokens is for --verify_data's checksums, or for the collator's id check when it makes an id
+    outside the vocabulary."""
+    import datasets
+    import pyarrow as pa
+
+    try:
+        dataset = datasets.load_from_disk(str(directory))
+        table = dataset.data.table if isinstance(dataset, datasets.Dataset) else None
+        if table is not None:
+            table.validate(full=True)
+    except (pa.ArrowException, OSError, ValueError, IndexError) as error:  # what a byte changed in a shard raises
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RankzeroError(damaged_message(prepared_dir, reason)) from None
+    if table is not None and "input_ids" in table.column_names:
+        problem = _row_problem(table)
+        if problem:
+            raise RankzeroError(damaged_message(prepared_dir, problem))
+    return dataset
+
+
+def _row_problem(table) -> str | None:
+    import numpy as np
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy()
+    if "labels" in table.column_names:
+        bad = np.flatnonzero(pc.list_value_length(table.column("labels")).to_numpy() != lengths)
+        if len(bad):
+            return f"row {bad[0]:,} has {lengths[bad[0]]:,} ids and a different number of labels"
+    if "document_lengths" in table.column_names:
+        start = 0
+        for chunk in table.column("document_lengths").chunks:
+            offsets = chunk.offsets.to_numpy()
+            sums = np.concatenate([[0], np.cumsum(chunk.values.to_numpy(), dtype=np.int64)])
+            totals = sums[offsets[1:]] - sums[offsets[:-1]]
+            rows = lengths[start:start + len(chunk)]
+            bad = np.flatnonzero(totals != rows)
+            if len(bad):
+                row = start + bad[0]
+                return f"row {row:,} has {lengths[row]:,} ids and document lengths adding up to {totals[bad[0]]:,}"
+            start += len(chunk)
+    return None
+
+
 def check_loaded_rows(prepared_dir: str | os.PathLike, rows: int, validation: bool = False) -> None:
     """After loading: as many rows as the manifest promises (a shard cut at a record-batch boundary still loads),
     for the training split or, with `validation`, the validation split."""

@@ -98,6 +98,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         mask_across_documents=documents,
         flatten=attention == "flash_attention_2",
         pad_to_multiple_of=args.model.pad_to_multiple_of,
+        vocab_size=len(tokenizer),
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
@@ -203,9 +204,9 @@ def resume_hint(preemption, trainer, output_dir: Path) -> str:
 def load_prepared(prepared_dir: Path, mode: str):
     import datasets
 
-    from rankzero.data.published import check_loaded_rows
+    from rankzero.data.published import check_loaded_rows, load_published
 
-    dataset = datasets.load_from_disk(str(prepared_dir))
+    dataset = load_published(prepared_dir, prepared_dir)
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset["train"]
     check_loaded_rows(prepared_dir, len(dataset))
@@ -221,14 +222,12 @@ def load_prepared(prepared_dir: Path, mode: str):
 
 def load_validation(prepared_dir: Path, mode: str):
     """The validation split prepared with the data (--validation_split_percentage, --eval_dataset), or None."""
-    import datasets
-
-    from rankzero.data.published import check_loaded_rows, validation_dir
+    from rankzero.data.published import check_loaded_rows, load_published, validation_dir
 
     directory = validation_dir(prepared_dir)
     if directory is None:
         return None
-    dataset = datasets.load_from_disk(str(directory))
+    dataset = load_published(directory, prepared_dir)
     check_loaded_rows(prepared_dir, len(dataset), validation=True)
     if len(dataset) == 0:
         raise ValueError(f"{directory}: the validation split holds no full row: raise --validation_split_percentage, "
