@@ -270,9 +270,16 @@ class ModelConfig(_Config):
     mask_across_documents: bool = flag(False, "stop attention at document edges in packed rows")
     pad_to_multiple_of: int = flag(8, "unpacked rows: pad batches to a multiple of this")
     allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
+    train_new_embeddings_steps: int = flag(0, "with --pretrained_model and a tokenizer it lacks tokens of: train only "
+                                              "the new embedding rows for this many steps, then everything")
 
     def problems(self) -> list[str]:
         problems = []
+        if self.train_new_embeddings_steps < 0:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: must be at least 0")
+        elif self.train_new_embeddings_steps and not self.pretrained_model:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: needs --pretrained_model "
+                            "(the rows it trains first are those a checkpoint lacks for the tokenizer)")
         # A missing --model_config is checked with the resume (checks.py): a resume takes the checkpoint's.
         if self.pretrained_model and not Path(self.pretrained_model).exists():
             problems.append(f"--pretrained_model {self.pretrained_model}: does not exist")
