@@ -181,3 +181,57 @@ def test_a_long_csv_field_is_read_and_one_past_the_limit_names_its_line(tmp_path
                          "--max_document_mb", 0.25, check=False)
     _failed_cleanly(result, f"{path}:3: malformed CSV (field larger than field limit (262144)); fix the file, or "
                             "raise --max_document_mb")
+
+
+# ------------------------------------------------------------------ damaged columnar inputs (item 8)
+
+
+def _columnar_files(directory) -> dict:
+    """The same 6,000 records as Parquet (row groups of 1,000, snappy pages), an Arrow IPC file and an Arrow stream."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"text": korean_documents(6000, seed=8)})
+    paths = {"parquet": directory / "c.parquet", "arrow file": directory / "c.arrow",
+             "arrow stream": directory / "s.arrow"}
+    pq.write_table(table, paths["parquet"], row_group_size=1000)
+    for kind, new in (("arrow file", pa.ipc.new_file), ("arrow stream", pa.ipc.new_stream)):
+        with pa.OSFile(str(paths[kind]), "wb") as sink, new(sink, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=1000):
+                writer.write_batch(batch)
+    return paths
+
+
+@pytest.mark.parametrize("damage", ["cut at half", "64 bytes inverted at half"])
+@pytest.mark.parametrize("kind", ["parquet", "arrow file", "arrow stream"])
+def test_a_damaged_parquet_or_arrow_input_is_an_error_naming_it(tmp_path, kind, damage):
+    from rankzero.data.readers import iter_texts
+    from rankzero.errors import RankzeroError
+
+    path = _columnar_files(tmp_path)[kind]
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    if damage == "cut at half":
+        del data[middle:]
+    else:
+        data[middle:middle + 64] = bytes(byte ^ 0xFF for byte in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+    label = "Parquet" if kind == "parquet" else "Arrow"
+    try:
+        texts = list(iter_texts([str(path)]))
+    except RankzeroError as error:
+        assert str(error).startswith(f"{path}: cannot be read as {label} ("), error
+        assert str(error).endswith("file; re-download or re-write it") and "\n" not in str(error), error
+    else:  # inverted bytes that land inside one text and stay valid UTF-8 change it, and nothing can tell
+        assert damage != "cut at half" and len(texts) == 6000 and texts != korean_documents(6000, seed=8)
+
+
+def test_a_parquet_page_that_does_not_decompress_is_one_line_not_a_traceback(tmp_path, tokenizer_dir):
+    path = _columnar_files(tmp_path)["parquet"]
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(byte ^ 0xFF for byte in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+    result = prepare_cli("--dataset", path, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "cache",
+                         check=False)
+    _failed_cleanly(result, f"{path}: cannot be read as Parquet (Corrupt snappy compressed data.)")

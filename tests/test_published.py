@@ -172,17 +172,17 @@ def test_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monkeypa
     import errno
 
     from rankzero import files
-    from rankzero.data import published
+    from rankzero.data import space
     from rankzero.errors import RankzeroError
 
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr(published.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
     with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
-        published.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+        space.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
     with caplog.at_level("WARNING"):
-        assert published.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+        assert space.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
     assert "it may not fit" in caplog.text
-    assert published.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+    assert space.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
 
     assert files.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
     assert files.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message

@@ -17,7 +17,7 @@ def test_every_rule_names_what_it_measures():
     assert set(MEASURES) == set(REASONS)
 
 
-def test_samples_name_file_and_line_and_show_each_rule_crossing_its_threshold(tmp_path, tokenizer_dir):
+def test_samples_name_file_and_line_and_each_rule_crossing_its_threshold_and_each_file_is_counted(tmp_path, tokenizer_dir):
     sample = [json.loads(line) for line in (REPO / "data" / "quality_sample.jsonl").read_text().splitlines()]
     half = len(sample) // 2
     (tmp_path / "in").mkdir()
@@ -46,3 +46,14 @@ def test_samples_name_file_and_line_and_show_each_rule_crossing_its_threshold(tm
             crossed.append(COMPARE[comparison](measure["value"], float(threshold)))
         assert any(crossed), entry
     assert manifest["quality_samples"].startswith("quality_samples.jsonl")
+
+    # The glob is one source; its manifest entry counts each file on its own.
+    [source] = manifest["sources"]
+    files = source["files"]
+    assert list(files) == [str(tmp_path / "in" / "a.jsonl"), str(tmp_path / "in" / "b.jsonl")]
+    assert [files[f]["docs_in"] for f in files] == [half, len(sample) - half]
+    assert sum(files[f]["bytes_in"] for f in files) == source["bytes_in"]
+    for rule, count in dropped.items():
+        assert sum(files[f]["dropped"].get(rule, 0) for f in files) == count, rule
+    by_file = Counter(s["path"] for s in samples)
+    assert all(by_file[f] > 0 for f in files)

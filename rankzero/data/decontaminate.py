@@ -9,7 +9,7 @@ An item is *found* in a document by either of two rules, both on normalised text
 punctuation folded to spaces: `normalize`):
 
 - word n-grams (N = 8: Korean words carry their particles, so 8 of them are about as specific as
-  GPT-3's 13 English words; docs/data.md has the measurement): the document holds at least half of the
+  GPT-3's 13 English words; bench/pii_bench.py measures 5, 8 and 13): the document holds at least half of the
   n-grams of the item's question (the choices' n-grams count towards it too). One shared sentence is
   not enough, and an n-gram that occurs in COMMON_ITEMS or more items (an exam's boilerplate, a poem
   quoted by several questions) is not indexed at all;
@@ -42,12 +42,13 @@ from rankzero.errors import RankzeroError
 N = 8
 COMMON_ITEMS = 5
 MIN_SHARE = 0.5
-MIN_HANGUL = 20
-WINDOW, WINDOW_STEP = 12, 8  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
+# 12, not 20: a third of KMMLU's criminal-law questions have fewer than 20 Hangul syllables, and at 12 no
+# real document of ko_real_dev matched (bench/RESULTS.md, "Personal information and contamination").
+MIN_HANGUL = 12
+WINDOW, WINDOW_STEP = 8, 4  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
 SUFFIXES = (".csv", ".jsonl", ".json")
 
-_PUNCTUATION = re.compile(r"[^\w\s]|_")
-_SPACE = re.compile(r"\s+")
+_NOT_WORD = re.compile(r"[\W_]+")  # punctuation, symbols and spaces: one space
 _HANGUL = re.compile(r"[가-힣]")
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the rolling combination is a bijection per position
 # Fields that hold an item's question text, in reading order, and its choices, across the formats above.
@@ -69,18 +70,19 @@ def normalize(text: str) -> str:
     """NFKC, lower case, punctuation as spaces, runs of spaces as one."""
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    return _SPACE.sub(" ", _PUNCTUATION.sub(" ", text.lower())).strip()
+    return _NOT_WORD.sub(" ", text.lower()).strip()
 
 
-def _hash(text: str) -> int:
-    return xxhash.xxh3_64_intdigest(text.encode())
+# Python's own string hash: about twice as fast as xxh3 through a call, and (salted per process) only
+# ever compared within the process that built the index: every engine's worker builds its own.
+_hash = hash
 
 
 def gram_hashes(words: list[str]) -> np.ndarray:
     """One uint64 per word N-gram (none when there are fewer than N words)."""
     if len(words) < N:
         return np.empty(0, dtype=np.uint64)
-    hashes = np.fromiter(map(_hash, words), dtype=np.uint64, count=len(words))
+    hashes = np.fromiter(map(_hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
     count = len(words) - N + 1
     combined = hashes[:count].copy()
     for k in range(1, N):
@@ -89,7 +91,7 @@ def gram_hashes(words: list[str]) -> np.ndarray:
 
 
 def _windows(spaceless: str, step: int) -> list[int]:
-    return [_hash(spaceless[p:p + WINDOW]) for p in range(0, len(spaceless) - WINDOW + 1, step)]
+    return [_hash(spaceless[p:p + WINDOW]) & 0xFFFFFFFFFFFFFFFF for p in range(0, len(spaceless) - WINDOW + 1, step)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +212,20 @@ def _sorted_pairs(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]
 
 def _lookup(keys: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query index, owner) for every indexed key equal to a query."""
-    left = np.searchsorted(keys, queries, "left")
-    right = np.searchsorted(keys, queries, "right")
-    hits = np.flatnonzero(right > left)
-    query_of = np.repeat(hits, right[hits] - left[hits])
-    positions = np.concatenate([np.arange(left[i], right[i]) for i in hits]) if len(hits) else np.empty(0, np.int64)
-    return query_of, owners[positions]
+    # Sorted queries walk the keys in order (a random probe per query misses the cache on a large index).
+    order = np.argsort(queries, kind="stable")
+    ordered = queries[order]
+    left = np.searchsorted(keys, ordered, "left")
+    found = np.flatnonzero(keys[np.minimum(left, len(keys) - 1)] == ordered)
+    if not len(found):
+        return np.empty(0, np.int64), np.empty(0, owners.dtype)
+    right = np.searchsorted(keys, ordered[found], "right")
+    counts = right - left[found]
+    query_of = np.repeat(order[found], counts)
+    # Each hit's run of equal keys, flattened: start + 0, 1, ... within the run.
+    starts = np.repeat(left[found], counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return query_of, owners[starts + offsets]
 
 
 class ContaminationIndex:
@@ -229,7 +239,7 @@ class ContaminationIndex:
             question = normalize(" ".join(item.parts)).split()
             whole = question + normalize(" ".join(item.choices)).split()
             grams = set(gram_hashes(whole).tolist())
-            grams_of.append((grams, len(set(gram_hashes(question).tolist())) or len(grams)))
+            grams_of.append((grams, set(gram_hashes(question).tolist()) or grams))
             for gram in grams:
                 owners_of_gram.setdefault(gram, set()).add(number)
         common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
@@ -237,7 +247,10 @@ class ContaminationIndex:
         for number, (grams, question_grams) in enumerate(grams_of):
             kept = grams - common
             if kept:
-                self.need[number] = max(1, math.ceil(question_grams * MIN_SHARE))
+                # Half of the item's own question n-grams: boilerplate shared with other items neither
+                # counts towards it nor raises it.
+                own = len(question_grams - common) or len(kept)
+                self.need[number] = max(1, math.ceil(own * MIN_SHARE))
                 pairs += ((gram, number) for gram in kept)
         self.gram_keys, self.gram_items = _sorted_pairs(pairs)
 

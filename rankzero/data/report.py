@@ -104,6 +104,9 @@ class SourceStats:
     truncated: int = 0  # SFT samples longer than a row, cut at their end (training documents)
     validation_truncated: int = 0
     dropped: Counter = field(default_factory=Counter)
+    # Per file of a glob or directory: documents and bytes in, and what the stage dropped (records, empty,
+    # the quality rules). Dedup decides over the whole corpus, and is counted per source.
+    files: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, source) -> SourceStats:
@@ -119,6 +122,12 @@ class SourceStats:
         self.dropped.update(dropped)
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
+
+    def add_file(self, path: str, docs_in: int, bytes_in: int, dropped: dict) -> None:
+        counts = self.files.setdefault(path, {"docs_in": 0, "bytes_in": 0, "dropped": Counter()})
+        counts["docs_in"] += docs_in
+        counts["bytes_in"] += bytes_in
+        counts["dropped"].update({reason: count for reason, count in dropped.items() if count})
 
     def drop(self, dropped: dict, tokens: int) -> None:
         """Take back documents counted as kept (reason → count; duplicates found after counting) and their tokens."""
@@ -274,8 +283,11 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
 
 
 def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
-    entry = {k: v for k, v in asdict(stat).items() if k != "dropped"}
+    entry = {k: v for k, v in asdict(stat).items() if k not in ("dropped", "files")}
     entry["dropped"] = dict(stat.dropped)
+    if len(stat.files) > 1:
+        entry["files"] = {path: {**counts, "dropped": dict(sorted(counts["dropped"].items()))}
+                          for path, counts in stat.files.items()}
     entry["ratio"] = round(stat.ratio, 6)
     entry["share_of_output_tokens"] = round(stat.tokens_out / total_tokens_out, 6) if total_tokens_out else None
     return entry
