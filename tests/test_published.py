@@ -312,6 +312,38 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_a_sticky_world_writable_cache_published_under_umask_077_is_usable_by_another_user(tokenizer_dir):
+    """`chmod 1777` (like /tmp, docs/design.md): the builder (uid 12345, its own private group, umask 077) shares no
+    group with the next user (nobody): what it publishes there is readable by all."""
+    import tempfile
+
+    nobody = _as_nobody()
+    builder = ["setpriv", "--reuid", "12345", "--regid", "12345", "--clear-groups"]
+    base = Path(tempfile.mkdtemp(prefix="rankzero-sticky-"))
+    try:
+        os.chmod(base, 0o755)
+        shutil.copytree(tokenizer_dir, base / "tokenizer")
+        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
+        for path in base.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        cache = base / "cache"
+        cache.mkdir()
+        os.chmod(cache, 0o1777)
+        args = ["--dataset", base / "corpus.jsonl", "--tokenizer_path", base / "tokenizer", "--max_seq_length", 64,
+                "--cache_dir", cache]
+        built = _run(builder, args, umask=0o077)
+        assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr
+        final = prepared_dir(built.stdout)
+        for path in [final, *final.rglob("*")]:
+            info = path.stat()
+            assert info.st_uid == 12345 and info.st_mode & 0o444 == 0o444, (path, oct(info.st_mode))
+        reused = _run(nobody, args)
+        assert reused.returncode == 0, reused.stderr
+        assert prepared_dir(reused.stdout) == final and "[prepare] published" not in reused.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.mark.parametrize("craft", ["nested", "nul in a file name", "sequences not a number"])
 def test_a_crafted_manifest_is_an_error_or_a_rebuild_never_a_traceback(tmp_path, tokenizer_dir, corpus, craft):
     args = ["--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--max_seq_length", 64, "--cache_dir", tmp_path]

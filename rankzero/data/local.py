@@ -330,7 +330,8 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
         if ledger is not None:
             survivors = decision.train | decision.validation
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
-                       decision.validation[survivors], result.lengths[survivors], truncated[survivors])
+                       decision.validation[survivors], result.lengths[survivors], truncated[survivors],
+                       (result.path, result.lines[survivors]))
         seconds.update(result.seconds)
         if result.quality_samples and quality_samples is not None:
             quality_samples.append(result.quality_samples)

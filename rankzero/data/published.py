@@ -41,19 +41,25 @@ def _check_readable(final: Path, *files: Path) -> None:
     unreadable = [path for path in (final, final / "manifest.json", final / VALIDATION, *files)
                   if os.path.lexists(path) and not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))]
     if unreadable:
+        world = os.stat(final.parent).st_mode & stat.S_IWOTH
         raise UnreadableDataset(
             f"{unreadable[0]} cannot be read by {this_user()}: it belongs to {owner_text(unreadable[0])} (published "
-            f"by a rankzero that did not give a shared cache group access, or into a cache dir that is not "
-            f"group-writable); ask its owner to run `chmod -R g+rwX {final}`, or use your own --cache_dir")
+            f"by a rankzero that did not give a shared cache access, or into a cache dir that is not group-writable); "
+            f"ask its owner to run `chmod -R {'a+rX' if world else 'g+rwX'} {final}`, or use your own --cache_dir")
 
 
 def publish_modes(cache_dir: Path) -> tuple[int, int]:
     """The modes of a published dataset's dirs and files: the umask's, plus group read and write when the cache
     dir is a team's (group-writable, docs/design.md), so that one member's umask 077 cannot lock the others out
-    of the data or stop them from rebuilding a damaged copy. Dirs get the setgid bit there (the team's group)."""
+    of the data or stop them from rebuilding a damaged copy. Dirs get the setgid bit there (the team's group).
+    In a world-writable cache (1777, like /tmp) every user is a writer and no group is shared: read for all
+    instead (write would not help: the sticky bit lets only the owner replace a dataset)."""
     mask = current_umask()
     dirs, files = 0o777 & ~mask, 0o666 & ~mask
-    if os.stat(cache_dir).st_mode & stat.S_IWGRP:
+    mode = os.stat(cache_dir).st_mode
+    if mode & stat.S_IWOTH:
+        dirs, files = dirs | 0o755, files | 0o644
+    elif mode & stat.S_IWGRP:
         dirs, files = dirs | 0o070 | stat.S_ISGID, files | 0o060
     return dirs, files
 

@@ -303,8 +303,9 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
         if ledger is not None:
             survivors = ~lost
             with np.load(task_file(work, task.index, "minhash.npz")) as files:
+                lines = (task.path, files["lines"][survivors]) if "lines" in files else None  # older tasks: none
                 ledger.add(task.source_index, files["signatures"][survivors], files["shingles"][survivors],
-                           decision.validation[survivors], lengths[survivors], truncated[survivors])
+                           decision.validation[survivors], lengths[survivors], truncated[survivors], lines)
             survivors_of.append((task.index, np.flatnonzero(survivors)))
     if ledger is not None:
         if progress is not None:

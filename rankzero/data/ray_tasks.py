@@ -193,7 +193,7 @@ class TaskRunner:
 
     def _encode(self, task: Task):
         """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated, (signatures,
-        shingles)) and counts."""
+        shingles, lines)) and counts."""
         source = Source(task.path, task.kind, task.path)
         job = self.job
         if task.kind == "saved":
@@ -217,7 +217,7 @@ class TaskRunner:
                     self.stage(chunk)  # raises again, with the file's own line numbers
                 raise
             documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated,
-                              (result.signatures, result.shingles)))
+                              (result.signatures, result.shingles, result.lines)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
             screened.append(result.screen)
@@ -247,10 +247,13 @@ class TaskRunner:
         truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut, _ in documents]
         if self.job.stage.signatures:  # only signatures and counts: the driver decides the near-copies from these
             signed = [signed for *_, signed in documents]
+            # The file's line of each document (dedup_samples.jsonl), not the line within the task's range.
+            lines = np.concatenate([n for *_, n in signed]) if signed else np.empty(0, np.int64)
             write_npz_atomic(task_file(self.work, task.index, "minhash.npz"),
-                             signatures=np.concatenate([s for s, _ in signed]) if signed else
+                             lines=lines + (lines_before(task.path, task.start) if task.start > 0 else 0),
+                             signatures=np.concatenate([s for s, *_ in signed]) if signed else
                              np.empty((0, PERMUTATIONS), np.uint32),
-                             shingles=np.concatenate([c for _, c in signed]) if signed else np.empty(0, np.int64))
+                             shingles=np.concatenate([c for _, c, _ in signed]) if signed else np.empty(0, np.int64))
         write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
                          hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
                          lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64),

@@ -56,6 +56,7 @@ class ChunkResult:
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
+    lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -175,13 +176,14 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
-        samples = []
+        samples, numbers = [], parsed.numbers
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
             self.quality_filter is not None or spec.hashes or spec.signatures or self.screen) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
+            numbers = [n for n, reason in zip(numbers, verdicts) if reason is None]
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
@@ -194,7 +196,9 @@ class Stage:
             dropped.update(report.pop("dropped"))
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
+            numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
         screened = time.perf_counter()
+        lines = np.asarray(numbers, dtype=np.int64) if spec.signatures else None
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
         if spec.drop_repeats and len(hashes):
             first = np.zeros(len(hashes), dtype=bool)
@@ -206,6 +210,7 @@ class Stage:
                 documents = [d for d, keep in zip(documents, first) if keep]
                 texts = [t for t, keep in zip(texts, first) if keep]
                 hashes = hashes[first]
+                lines = None if lines is None else lines[first]
         signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
@@ -217,14 +222,15 @@ class Stage:
             if not keep.all():
                 dropped["no_trainable_tokens"] = int((~keep).sum())
                 ids, lengths, labels = select_documents(ids, lengths, labels, keep)
-                hashes, signatures, shingles, truncated = (None if values is None else values[keep] for values in
-                                                           (hashes, signatures, shingles, truncated))
+                hashes, signatures, shingles, truncated, lines = (
+                    None if values is None else values[keep] for values in (hashes, signatures, shingles, truncated,
+                                                                            lines))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples, chunk.path)
+                           samples, chunk.path, lines)
 
     def _count_tokens(self, documents: list) -> list[int]:
         _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)
