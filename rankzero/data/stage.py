@@ -183,6 +183,8 @@ class Stage:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
+            if samples and self.screen is not None and self.screen.masker is not None:
+                _mask_samples(samples, dict(zip(parsed.numbers, texts)), self.screen.masker)
             numbers = [n for n, reason in zip(numbers, verdicts) if reason is None]
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
@@ -236,3 +238,9 @@ class Stage:
         _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)
         return lengths.tolist()
 
+
+def _mask_samples(samples: list[dict], text_of_line: dict, masker) -> None:
+    """quality_samples.jsonl shows dropped documents: with --pii mask, as masked as the kept ones (the whole
+    text is masked, then cut, so no number is cut in half before it is looked at)."""
+    for sample in samples:
+        sample["text"] = masker.mask(text_of_line[sample["line"]]).text.strip()[:len(sample["text"])]
