@@ -34,8 +34,6 @@ from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
 
 logger = logging.getLogger(__name__)
 
-# The seed's flag names, kept so existing scripts keep working: alias → TrainingArguments flag.
-TRAINING_ALIASES = {"--batch_size": "--per_device_train_batch_size", "--num_epochs": "--num_train_epochs"}
 RUN_FLAGS = {"tokenize_only": "prepare the data, print 'prepared: DIR' and exit",
              "seed": f"shuffles the prepared rows and seeds training (default {DEFAULT_SEED})",
              "overwrite_output_dir": "start from scratch in an --output_dir holding an earlier run's checkpoints "
@@ -174,7 +172,7 @@ def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str]]:
         recipe, recipe_argv = argv[0], recipe_to_argv(argv[0])
         from_recipe = {arg for arg in recipe_argv if arg.startswith("--")}
         argv = recipe_argv + argv[1:]
-    return [TRAINING_ALIASES.get(arg, arg) for arg in argv], recipe, from_recipe
+    return argv, recipe, from_recipe
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,8 +47,7 @@ from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
-from rankzero.data.report import (Progress, SourceStats, build_manifest, check_counts, validation_flags,
-                                  validation_manifest)
+from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
@@ -141,7 +140,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
         t_dedup = time.perf_counter()
 
-        check_counts(stats, validation_flags(plan))
+        check_counts(stats, plan.validation_flags)
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:

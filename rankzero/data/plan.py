@@ -64,6 +64,16 @@ class Plan:
         return int(self.source_config.max_document_mb * (1 << 20))
 
     @property
+    def validation_flags(self) -> str | None:
+        """The flags that asked for a validation split, as the user gave them (None: no split)."""
+        if not self.has_validation:
+            return None
+        config = self.source_config
+        given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
+                 if config.validation_split_percentage is not None else [])
+        return ", ".join(given + ([f"--eval_dataset {' '.join(config.eval_dataset)}"] if config.eval_dataset else []))
+
+    @property
     def near_dedup(self) -> bool:
         """Whether near-copies are removed (dedup/near.py); exact copies are too, first, by their hash."""
         return self.dedup.dedup == "near"

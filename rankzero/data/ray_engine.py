@@ -48,8 +48,7 @@ from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
-from rankzero.data.report import (Progress, SourceStats, build_manifest, check_counts, validation_flags,
-                                  validation_manifest)
+from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
 from rankzero.data.split import Holdout
@@ -97,7 +96,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             if ledger is not None:
                 _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
-            check_counts(stats, validation_flags(plan))
+            check_counts(stats, plan.validation_flags)
             mixing_ratios([s for s in stats if not s.evaluation])
             progress.report()
             job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
@@ -115,7 +114,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
-    check_counts(stats, validation_flags(plan))
+    check_counts(stats, plan.validation_flags)
     if plan.quality is not None:
         from rankzero.data.quality.samples import write_quality_samples
 

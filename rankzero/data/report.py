@@ -246,16 +246,6 @@ def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None
                             "the same data as --eval_dataset")
 
 
-def validation_flags(plan) -> str | None:
-    """The flags that asked for a validation split, as the user gave them (None: no split)."""
-    if not plan.has_validation:
-        return None
-    config = plan.source_config
-    given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
-             if config.validation_split_percentage is not None else [])
-    return ", ".join(given + ([f"--eval_dataset {' '.join(config.eval_dataset)}"] if config.eval_dataset else []))
-
-
 def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
                    timings: dict, worker_seconds: Counter, extra: dict | None = None,
                    validation: dict | None = None) -> dict:
