@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -138,3 +140,66 @@ def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tok
     with torch.no_grad():
         logits = model(input_ids=torch.arange(1, 33).unsqueeze(0)).logits
     torch.testing.assert_close(logits, torch.load(sharded / "trained-logits.pt"), rtol=0, atol=1e-5)
+
+    # The last checkpoint (DCP shards, one file per rank) exported by the script: the same model.
+    assert {"__0_0.distcp", "__1_0.distcp"} <= {p.name for p in (sharded / "checkpoint-20" / "pytorch_model_fsdp_0").iterdir()}
+    assert not (sharded / "checkpoint-20" / "model.safetensors").exists()
+    run([sys.executable, REPO / "scripts" / "export_checkpoint.py", sharded / "checkpoint-20", tmp_path / "exported"])
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "exported").eval()
+    assert exported.lm_head.weight is exported.model.embed_tokens.weight
+    with torch.no_grad():
+        torch.testing.assert_close(exported(input_ids=torch.arange(1, 33).unsqueeze(0)).logits, logits, rtol=0, atol=0)
+
+
+def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path, train_corpus, tokenizer_dir):
+    """SIGTERM to torchrun mid-run under FSDP: one checkpoint of DCP shards (each rank its own file), verified
+    intact; `--resume_from_checkpoint auto` from it gives the uninterrupted run's losses. A shard cut short or a
+    missing .metadata is found, and auto falls back past it."""
+    from test_train_preemption import finish, read_until, start
+
+    from rankzero.train.checkpoints import newest_intact_checkpoint, verify_checkpoint
+
+    steps, cache = 20, tmp_path / "cache"
+    common = dict(max_steps=steps, logging_steps=1, lr_scheduler_type="constant", fsdp="full_shard")
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2]
+    whole = tmp_path / "whole"
+    run([*launcher, "--master_port", free_port(), REPO / "train.py",
+         *run_flags(train_corpus, tokenizer_dir, cache, whole, **common)], timeout=600)
+
+    out = tmp_path / "preempted"
+    job = start([*launcher, "--master_port", free_port(), REPO / "train.py",
+                 *run_flags(train_corpus, tokenizer_dir, cache, out, **common)])
+    printed = read_until(job, f"step 5/{steps}")
+    job.send_signal(signal.SIGTERM)
+    printed += finish(job, timeout=120)
+    checkpoints = [p for p in out.iterdir() if p.name.startswith("checkpoint-")]
+    assert len(checkpoints) == 1, printed[-3000:]
+    checkpoint = checkpoints[0]
+    stopped = int(checkpoint.name.split("-")[1])
+    assert 5 <= stopped < steps and not (out / "model.safetensors").exists()
+    for folder in ("pytorch_model_fsdp_0", "optimizer_0"):
+        assert {p.name for p in (checkpoint / folder).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
+    assert verify_checkpoint(checkpoint) == []
+
+    result = run([*launcher, "--master_port", free_port(), REPO / "train.py",
+                  *run_flags(train_corpus, tokenizer_dir, cache, out, resume_from_checkpoint="auto", **common)],
+                 timeout=600)
+    assert f"step {stopped + 1}/{steps}" in result.stdout and f"step {stopped}/{steps} " not in result.stdout
+    assert "damaged" not in result.stderr  # no false alarm on the intact shards
+    expected, got = losses(whole), losses(out)
+    for step in range(stopped + 1, steps + 1):
+        assert got[step] == pytest.approx(expected[step], rel=1e-4), (step, got[step], expected[step])
+
+    # Damage: a shard cut short, then a checkpoint without its .metadata (the save's last write).
+    cut = tmp_path / "damaged" / f"checkpoint-{stopped + 1}"
+    shutil.copytree(checkpoint, cut)
+    shard = cut / "optimizer_0" / "__1_0.distcp"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    assert [p for p in verify_checkpoint(cut) if "optimizer_0/__1_0.distcp" in p and "cut short" in p]
+    unfinished = tmp_path / "damaged" / f"checkpoint-{stopped + 2}"
+    shutil.copytree(checkpoint, unfinished)
+    (unfinished / "pytorch_model_fsdp_0" / ".metadata").unlink()
+    assert [p for p in verify_checkpoint(unfinished) if "pytorch_model_fsdp_0/.metadata is missing" in p]
+    shutil.copytree(checkpoint, tmp_path / "damaged" / checkpoint.name)
+    chosen, skipped = newest_intact_checkpoint(tmp_path / "damaged")
+    assert chosen.name == checkpoint.name and [p.name for p, _ in skipped] == [unfinished.name, cut.name]
