@@ -105,7 +105,8 @@ def torchrun(script, flags, processes=2):
 
 def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tokenizer_dir):
     """--fsdp full_shard on CPU, 2 gloo processes: each rank holds half of every parameter (DTensor shards), the
-    log says FSDP, and the fp32 losses are DDP's over 20 steps."""
+    log says FSDP, and the fp32 losses are DDP's over 20 steps (rank 1 built without weights, filled from rank 0's),
+    also with --gradient_checkpointing; the finished run and its last checkpoint load as the trained model."""
     common = dict(max_steps=20, logging_steps=1, seed=3, save_strategy="steps", save_steps=20)
     ddp = tmp_path / "ddp"
     run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
@@ -127,6 +128,16 @@ def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tok
     assert sorted(got) == list(range(1, 21)) and sorted(expected) == sorted(got)
     for step in expected:
         assert got[step] == pytest.approx(expected[step], rel=1e-4), (step, got[step], expected[step])
+
+    # Activation checkpointing (each decoder layer recomputed inside its FSDP unit): the same losses.
+    recomputed = tmp_path / "recomputed"
+    result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+                  REPO / "train.py", *run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", recomputed,
+                                                fsdp="full_shard", gradient_checkpointing="true", max_steps=20,
+                                                logging_steps=1, seed=3)], timeout=600)
+    assert "activations recomputed per unit" in result.stdout
+    for step, loss in losses(recomputed).items():
+        assert loss == pytest.approx(expected[step], rel=1e-4), (step, loss, expected[step])
 
     # The finished run is one plain HF dir: weights once (the tied embedding under one name), the trained logits.
     from safetensors import safe_open

@@ -93,11 +93,18 @@ def load_config(path: str | Path):
     return AutoConfig.for_model(model_type, **values)
 
 
-def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str) -> PreTrainedModel:
-    if model_args.pretrained_model:
+def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
+                load_weights: bool = True) -> PreTrainedModel:
+    """`load_weights=False`: the pretrained model's architecture without reading its weights (under FSDP the
+    ranks other than 0 build it on the meta device and receive their shards from rank 0: sharding.py)."""
+    if model_args.pretrained_model and load_weights:
         model = AutoModelForCausalLM.from_pretrained(
             model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
         )
+        source = f"--pretrained_model {model_args.pretrained_model}"
+    elif model_args.pretrained_model:
+        config = AutoConfig.from_pretrained(model_args.pretrained_model)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
         source = f"--pretrained_model {model_args.pretrained_model}"
     else:
         config = load_config(model_args.model_config)

@@ -19,6 +19,7 @@ an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -48,7 +49,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
-    from rankzero.train.sharding import fsdp_defaults
+    from rankzero.train.sharding import RankZeroWeights, build_without_weights, fsdp_defaults, rank_zero_loads
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
@@ -70,7 +71,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
-    model = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention)
+    build = functools.partial(build_model, args.model, tokenizer, sample_max_token_id(dataset), attention)
+    # Under FSDP only rank 0 reads the weights; the others get their shards from it (sharding.py).
+    model = build_without_weights(build) if rank_zero_loads(args.training, runtime) and runtime.rank else build()
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
@@ -105,6 +108,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
+    if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
+        trainer.add_callback(RankZeroWeights(model, runtime))
     if trainer.is_world_process_zero():
         config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
                                  describe_setup(trainer, attention, documents))
