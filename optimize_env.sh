@@ -10,7 +10,8 @@
 # runs DATASET_NUM_PROC workers ≤ cores, and ≤ one per ~2 GB of memory (a worker with Kiwi and the
 # tokenizer peaks near 1 GB); smaller batches when memory is tight. The data builder sizes its own
 # tokenizer threads from the cores it is given, whatever RAYON_NUM_THREADS says (it is the training ranks').
-# Knobs: NGPU (default: visible GPUs), RANKZERO_GB_PER_WORKER (2): whole numbers, checked; a bad one
+# Knobs: NGPU (training processes per node, as pretrain.sh reads it; default: visible GPUs, at least 1),
+# RANKZERO_GB_PER_WORKER (2): whole numbers, checked; a bad one
 # exports nothing and returns 2.
 # Sourced into your shell: no `set -e`, no `exit`, and only POSIX syntax (no [[ ]], (( )), arrays or
 # indirect expansion), since zsh and dash read this file too.
@@ -42,10 +43,7 @@ _rankzero_optimize_env() {
   _rankzero_memory_gb=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1048576}' /proc/meminfo 2>/dev/null)
   [ -n "$_rankzero_memory_gb" ] || _rankzero_memory_gb=4
   [ "$_rankzero_memory_gb" -ge 1 ] || _rankzero_memory_gb=1
-  if [ -n "${NGPU:-}" ]; then
-    _rankzero_whole NGPU "$NGPU" 0 || return 2
-    _rankzero_gpus=$NGPU
-  elif [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+  if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
     _rankzero_gpus=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | awk -F, '{print NF}')
   elif command -v nvidia-smi >/dev/null 2>&1; then
     _rankzero_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -55,7 +53,15 @@ _rankzero_optimize_env() {
   _rankzero_gb_per_worker=${RANKZERO_GB_PER_WORKER:-2}
   _rankzero_whole RANKZERO_GB_PER_WORKER "$_rankzero_gb_per_worker" 1 || return 2
 
+  # NGPU is the processes pretrain.sh starts (a CPU machine runs NGPU=2 as two CPU ranks); the GPUs are
+  # what is visible, whatever NGPU says.
   _rankzero_processes=$_rankzero_gpus
+  _rankzero_from="visible GPUs"
+  if [ -n "${NGPU:-}" ]; then
+    _rankzero_whole NGPU "$NGPU" 0 || return 2
+    _rankzero_processes=$NGPU
+    _rankzero_from="NGPU=$NGPU"
+  fi
   [ "$_rankzero_processes" -ge 1 ] || _rankzero_processes=1
   _rankzero_threads=$((_rankzero_cores / _rankzero_processes))
   [ "$_rankzero_threads" -ge 1 ] || _rankzero_threads=1
@@ -69,8 +75,8 @@ _rankzero_optimize_env() {
     _rankzero_why="$_rankzero_why, memory < 8 GB"
   fi
 
-  echo "optimize_env: $_rankzero_cores cores, ${_rankzero_memory_gb} GB available, $_rankzero_gpus GPU(s)" \
-    "→ $_rankzero_processes training process(es)"
+  echo "optimize_env: $_rankzero_cores cores, ${_rankzero_memory_gb} GB available, $_rankzero_gpus GPU(s) visible" \
+    "→ $_rankzero_processes training process(es) ($_rankzero_from)"
   _rankzero_set OMP_NUM_THREADS "$_rankzero_threads" "$_rankzero_cores cores / $_rankzero_processes processes"
   _rankzero_set MKL_NUM_THREADS "$_rankzero_threads" "same as OMP_NUM_THREADS"
   _rankzero_set RAYON_NUM_THREADS "$_rankzero_threads" "Rust threads per training process, same budget"
@@ -98,5 +104,5 @@ _rankzero_optimize_env
 _rankzero_status=$?
 unset -f _rankzero_optimize_env _rankzero_set _rankzero_whole
 unset _rankzero_run _rankzero_current _rankzero_cores _rankzero_memory_gb _rankzero_gpus _rankzero_gb_per_worker \
-  _rankzero_processes _rankzero_threads _rankzero_workers _rankzero_batch _rankzero_why
+  _rankzero_processes _rankzero_from _rankzero_threads _rankzero_workers _rankzero_batch _rankzero_why
 eval "unset _rankzero_status; return $_rankzero_status"

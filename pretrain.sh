@@ -39,6 +39,12 @@ visible_gpus() {
 
 NGPU=${NGPU:-$(visible_gpus)}
 NPROC=$(( NGPU > 0 ? NGPU : 1 ))
+# Thread counts planned for fewer processes (optimize_env.sh sourced with another NGPU) oversubscribe the cores.
+CORES=$(env -u OMP_NUM_THREADS nproc 2>/dev/null || echo 0)
+if [[ "${OMP_NUM_THREADS:-}" =~ ^[0-9]+$ ]] && (( CORES > 0 && OMP_NUM_THREADS * NPROC > CORES )); then
+  echo "pretrain.sh: warning: OMP_NUM_THREADS=$OMP_NUM_THREADS x $NPROC processes > $CORES cores; run" \
+    "'NGPU=$NPROC source optimize_env.sh' (or unset OMP_NUM_THREADS) before launching" >&2
+fi
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-localhost}

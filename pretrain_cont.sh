@@ -7,9 +7,9 @@
 #   RESUME=1 ./pretrain_cont.sh runs/demo/model/checkpoint-100  # exact resume: same run, optimizer, data order
 #   RESUME=1 ./pretrain_cont.sh runs/demo/model                 # exact resume from the run's newest checkpoint
 #
-# A rankzero run dir holds recipe.yaml (the flags it was started with); it is replayed, so the data,
-# tokenizer and hyper-parameters match unless overridden. Continued pretraining never writes into an
-# existing non-empty dir.
+# A rankzero run dir holds recipe.yaml (the effective run: every flag given and every default applied,
+# paths absolute); it is replayed, so the data, tokenizer and hyper-parameters match unless overridden,
+# from any directory. Continued pretraining never writes into an existing non-empty dir.
 #
 # Knobs (environment): RESUME (0), OUTPUT_DIR (default <source>-cont-<YYYYmmdd-HHMMSS>), plus pretrain.sh's.
 set -euo pipefail

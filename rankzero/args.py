@@ -15,6 +15,7 @@ Two steps, so that a mistake costs no start-up:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import logging
@@ -36,7 +37,12 @@ logger = logging.getLogger(__name__)
 # The seed's flag names, kept so existing scripts keep working: alias → TrainingArguments flag.
 TRAINING_ALIASES = {"--batch_size": "--per_device_train_batch_size", "--num_epochs": "--num_train_epochs"}
 RUN_FLAGS = {"tokenize_only": "prepare the data, print 'prepared: DIR' and exit",
-             "seed": f"shuffles the prepared rows and seeds training (default {DEFAULT_SEED})"}
+             "seed": f"shuffles the prepared rows and seeds training (default {DEFAULT_SEED})",
+             "overwrite_output_dir": "start from scratch in an --output_dir holding an earlier run's checkpoints "
+                                     "(they move to run_history/)"}
+# Trainer flags whose one value a recipe may write as a list (as TrainingArguments itself holds them):
+# flag → what joins the items into the value the flag takes.
+LIST_AS_ONE_VALUE = {"--report_to": ",", "--fsdp": " "}
 TRAINER_DOCS = "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments"
 NEGATIVE_NUMBER = re.compile(r"-\d|-\.\d")
 
@@ -77,6 +83,7 @@ def our_flags() -> dict[str, tuple[str, object, dict]]:
             flags[f.name] = (group, hints[f.name], metadata)
     flags["tokenize_only"] = ("run", bool, {"help": RUN_FLAGS["tokenize_only"]})
     flags["seed"] = ("run", int, {"help": RUN_FLAGS["seed"]})
+    flags["overwrite_output_dir"] = ("run", bool, {"help": RUN_FLAGS["overwrite_output_dir"]})
     return flags
 
 
@@ -135,14 +142,22 @@ def recipe_to_argv(path: str | Path) -> list[str]:
         flag = f"--{key}"
         if value is None:
             continue
+        kind = kinds.get(flag, LIST)
         if isinstance(value, list):
-            if kinds.get(flag, LIST) != LIST:
-                problems.append(f"recipe {path}: '{key}' takes one value, got a list {value}")
-            elif not all(isinstance(item, (str, int, float, bool)) for item in value):
+            if not all(isinstance(item, (str, int, float, bool)) for item in value):
                 problems.append(f"recipe {path}: '{key}' is a list of plain values, got {value}")
-            argv += [flag, *map(str, value)]
+            elif flag in LIST_AS_ONE_VALUE:
+                argv += [flag, LIST_AS_ONE_VALUE[flag].join(map(str, value))]
+            elif kind != LIST:
+                problems.append(f"recipe {path}: '{key}' takes one value, got a list {value}")
+            else:
+                argv += [flag, *map(str, value)]
         elif isinstance(value, dict):
             argv += [flag, json.dumps(value)]
+        elif value is True and kind == BOOL:
+            argv.append(flag)  # the bare flag: `--fsdp True` would be read as FSDP options named "True"
+        elif value is False and flag == "--fsdp":
+            continue  # off, its default (`fsdp` is `str | None` whose bare flag means True)
         else:
             argv += [flag, str(value)]
     if problems:
@@ -176,6 +191,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     given_ours = vars(namespace)
     training_argv, given_training, problems = _split_training_flags(rest, recipe, from_recipe)
     tokenize_only = bool(given_ours.pop("tokenize_only", False))
+    overwrite = bool(given_ours.pop("overwrite_output_dir", False))
     seed = given_ours.pop("seed", DEFAULT_SEED)
     defaults = model_tokenizer_default(given_ours)
     configs = {}
@@ -196,16 +212,18 @@ def parse_args(argv: list[str] | None = None) -> Args:
     if problems:
         raise ConfigError(problems)
     given = frozenset(given_ours) | frozenset(given_training) | ({"seed"} if "--seed" in argv else frozenset())
-    args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe)
+    args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe,
+                overwrite_output_dir=overwrite)
     if tokenize_only:
         return args
     from rankzero.checks import check_training_arguments, data_defaults
 
-    training = _training_arguments(training_argv + (["--seed", str(seed)] if "seed" in given else []))
+    training, as_given = _training_arguments(training_argv + (["--seed", str(seed)] if "seed" in given else []),
+                                             given_training)
     check_training_arguments(args, training)
     configs, more_defaults = data_defaults(args, training)
     return Args(**{**{name: getattr(args, name) for name in args.__dataclass_fields__}, **configs,
-                   "training": training, "defaults": {**defaults, **more_defaults}})
+                   "training": training, "training_given": as_given, "defaults": {**defaults, **more_defaults}})
 
 
 def model_tokenizer_default(given: dict) -> dict[str, str]:
@@ -276,8 +294,10 @@ def _tokenize_only_problems(given_training: dict[str, str], from_recipe: set[str
     return []
 
 
-def _training_arguments(argv: list[str]):
-    """TrainingArguments from the Trainer's flags (names already checked), via HfArgumentParser."""
+def _training_arguments(argv: list[str], given: dict[str, str]):
+    """TrainingArguments from the Trainer's flags (names already checked), via HfArgumentParser; and the
+    given ones' values as parsed, before TrainingArguments processes them (`--fsdp` becomes True, its
+    options move into `fsdp_config`): what a recipe replays."""
     from transformers import HfArgumentParser
 
     # Our subclass defers device (and process group) set-up until the Trainer needs it: the data is
@@ -293,13 +313,17 @@ def _training_arguments(argv: list[str]):
         def error(self, message: str):
             raise ConfigError([message])
 
+    # HfArgumentParser.parse_args_into_dataclasses in two steps, to see the values between them.
+    namespace, rest = Parser(TrainingArguments, allow_abbrev=False).parse_known_args(argv)
+    if rest:
+        raise ConfigError([f"unexpected arguments: {' '.join(rest)}"])
+    inputs = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainingArguments) if f.init}
     try:
-        (training,) = Parser(TrainingArguments, allow_abbrev=False).parse_args_into_dataclasses(argv)
-    except ConfigError:
-        raise
+        training = TrainingArguments(**inputs)
     except ValueError as error:  # TrainingArguments.__post_init__'s own checks
         raise ConfigError([f"training arguments: {error}"]) from None
-    return training
+    return training, {name: inputs[name] for name in [*given, "seed"] if name in inputs and
+                      (name != "seed" or "--seed" in argv)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
-from rankzero.train.checkpoints import resume_problems
-from rankzero.train.output_dir import output_dir_problems
+from rankzero.train.checkpoints import checkpoints_in, resume_problems
+from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 
@@ -39,13 +39,29 @@ def check_training_arguments(args: Args, training) -> None:
     if not args.model.model_config and not args.model.pretrained_model:
         problems.append("--model_config FILE.json (from scratch) or --pretrained_model DIR (continue): give one")
     problems += training_number_problems(training) + max_steps_problems(training)
+    problems += model_config_problems(args.model, training)
     problems += position_problems(args.packing.max_seq_length, args.model)
+    if "output_dir" not in args.given:
+        problems.append("--output_dir DIR: give the directory this run writes (the model, checkpoints, run_config.json); "
+                        "the Trainer's default, ./trainer_output, would be shared by every run started here")
     problems += output_dir_problems(training.output_dir)
+    problems += used_output_dir_problems(training.output_dir, training.resume_from_checkpoint,
+                                         args.overwrite_output_dir)
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
     problems += fsdp_problems(training)
     if problems:
         raise ConfigError(problems)
+
+
+def model_config_problems(model, training) -> list[str]:
+    """A --model_config that does not exist, unless a resume takes the architecture from its checkpoint."""
+    if not model.model_config or Path(model.model_config).exists():
+        return []
+    resume = training.resume_from_checkpoint
+    if (resume == "auto" and checkpoints_in(training.output_dir)) or (resume and resume != "auto"):
+        return []  # a checkpoint given by name that does not exist is resume_problems' to report
+    return [f"--model_config {model.model_config}: does not exist"]
 
 
 # The pip package of each --report_to backend whose name is not its package's.

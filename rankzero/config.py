@@ -84,6 +84,8 @@ class SourcesConfig(_Config):
         None, "hold out this % of the documents (by a hash of their text) as the validation split")
     eval_dataset: tuple[str, ...] = flag((), "sources held out whole as the validation split (no @WEIGHT); "
                                              "training documents repeating one are dropped")
+    max_document_mb: float = flag(64, "a longer line, paragraph, .txt document or CSV field is an error at "
+                                      "file:line (a compression bomb?); never changes the output")
 
     def __post_init__(self) -> None:
         self._set("dataset", tuple(self.dataset))
@@ -99,6 +101,8 @@ class SourcesConfig(_Config):
                 split_weight(spec)
             except ValueError as error:
                 problems.append(str(error))
+        if not (math.isfinite(self.max_document_mb) and self.max_document_mb > 0):
+            problems.append(f"--max_document_mb {self.max_document_mb:g}: must be a number of MiB above 0")
         percentage = self.validation_split_percentage
         if percentage is not None and not (math.isfinite(percentage) and 0 < percentage < 100):
             problems.append(f"--validation_split_percentage {percentage:g}: must be above 0 and below 100")
@@ -260,10 +264,9 @@ class ModelConfig(_Config):
 
     def problems(self) -> list[str]:
         problems = []
-        for name in ("model_config", "pretrained_model"):
-            path = getattr(self, name)
-            if path and not Path(path).exists():
-                problems.append(f"--{name} {path}: does not exist")
+        # A missing --model_config is checked with the resume (checks.py): a resume takes the checkpoint's.
+        if self.pretrained_model and not Path(self.pretrained_model).exists():
+            problems.append(f"--pretrained_model {self.pretrained_model}: does not exist")
         if self.model_config and self.pretrained_model:
             problems.append("--model_config and --pretrained_model: give only one")
         if self.pad_to_multiple_of < 1:
@@ -292,6 +295,10 @@ class Args:
     seed: int = DEFAULT_SEED
     given: frozenset[str] = frozenset()  # fields set on the command line or in the recipe (defaults apply elsewhere)
     recipe: str | None = None
+    overwrite_output_dir: bool = False
+    # The Trainer flags given, as parsed and before TrainingArguments processed them (rankzero/recipe.py
+    # records these): name → value.
+    training_given: dict[str, Any] = field(default_factory=dict)
     # Our flags that the parser set for this run because the user did not (checks.py: data_defaults):
     # name → "value (why)", printed with the Trainer's fast defaults.
     defaults: dict[str, str] = field(default_factory=dict)

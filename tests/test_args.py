@@ -245,7 +245,7 @@ def test_recipe_with_cli_override(tokenizer_dir, tmp_path):
     ("learning_rate: !!python/object/apply:os.system ['true']\n",
      r"r.yaml:1: not valid YAML .*no !!python tags"),
     ("max_steps: [5, 6]\n", r"r.yaml: 'max_steps' takes one value, got a list \[5, 6\]"),
-    ("report_to: [tensorboard, wandb]\n", r"r.yaml: 'report_to' takes one value"),
+    ("fsdp: [full_shard, {auto_wrap: 1}]\n", r"r.yaml: 'fsdp' is a list of plain values"),
     ("warmup_step: 10\n", r"r.yaml: unknown key 'warmup_step' \(did you mean warmup_steps\?\)"),
     ("- a\n- b\n", r"r.yaml: a recipe is a mapping of flag names to values, got list"),
 ])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -438,3 +439,23 @@ def test_max_steps_0_and_tokenize_only_with_resume_are_argument_errors(tmp_path,
     with pytest.raises(ValueError, match=r"--resume_from_checkpoint .*/nowhere: no such directory"):
         parse_args([*base, "--resume_from_checkpoint", str(tmp_path / "nowhere")])
     assert not (tmp_path / "c").exists()  # argument errors come before any work
+
+
+def test_auto_resumes_only_this_runs_checkpoints_and_none_past_max_steps(run_dir, caplog):
+    """A checkpoint of another run (left in the dir by hand, or by a rankzero before one run per dir) or one
+    past --max_steps (its step would be restored and nothing trained) is never resumed by `auto`."""
+    run_id = json.loads((run_dir / "run_config.json").read_text())["run_id"]
+    record = run_dir / "checkpoint-4" / DATA_RECORD
+    assert json.loads(record.read_text())["run_id"] == run_id  # every checkpoint names the run that wrote it
+    record.write_text(json.dumps({**json.loads(record.read_text()), "run_id": "20260101T000000Z-other"}))
+    with caplog.at_level(logging.WARNING):
+        assert resolve_resume("auto", str(run_dir), max_steps=STEPS) == str(run_dir / "checkpoint-2")
+    assert "checkpoint-4: written by another run (20260101T000000Z-other" in caplog.text
+
+    record.write_text(json.dumps({**json.loads(record.read_text()), "run_id": run_id}))
+    assert resolve_resume("auto", str(run_dir), max_steps=3) == str(run_dir / "checkpoint-2")
+    with pytest.raises(RankzeroError, match="no checkpoint in .* belongs to this run") as error:
+        resolve_resume("auto", str(run_dir), max_steps=1)
+    assert "checkpoint-2: step 2 is past --max_steps 1" in str(error.value)
+    with pytest.raises(RankzeroError, match=r"checkpoint-4: step 4 is past --max_steps 3 \(raise --max_steps"):
+        resolve_resume(str(run_dir / "checkpoint-4"), str(run_dir), max_steps=3)

@@ -73,3 +73,111 @@ def test_the_zst_frame_walk_reads_large_multi_block_frames_and_refuses_trailing_
         assert zstd_problem(str(path)), cut
     path.write_bytes(data + b"\0\0\0\0\0")
     assert zstd_problem(str(path)) == f"byte {len(data):,} of {len(data) + 5:,} starts no zstd frame"
+
+
+# ------------------------------------------------------------------ a compression bomb (item 7)
+
+
+def _gzip_bomb(path, head: list[str], line_mib: int):
+    """`head` lines, then one line of `line_mib` MiB with no line break, as a .gz of a few hundred KB: one gzip member
+    per MiB, concatenated (which gzip reads as one stream), so making it costs nothing."""
+    import gzip
+
+    member = gzip.compress(("가나다라마바사 " * 100_000).encode()[: 1 << 20], compresslevel=9)
+    path.write_bytes(gzip.compress("".join(f"{line}\n" for line in head).encode()) + member * line_mib)
+    return path
+
+
+def _peak_rss_mib(argv: list, tmp_path) -> tuple[int, str, float]:
+    """Run `train.py ARGV` under a 3 GiB address-space limit (as the issue's reporter did); its exit status, stderr
+    and peak RSS in MiB (wait4: the child's own, measured by the kernel)."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from helpers import REPO, quiet_env
+
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    with open(tmp_path / "stderr.txt", "w+") as stderr:
+        process = subprocess.Popen([sys.executable, str(REPO / "train.py"), *map(str, argv)], cwd=REPO,
+                                   env=quiet_env(RANKZERO_MALLOC="system"), stdout=subprocess.DEVNULL, stderr=stderr,
+                                   preexec_fn=limit_memory)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        return process.returncode, stderr.read(), usage.ru_maxrss / 1024
+
+
+def test_a_compression_bomb_is_an_error_at_its_line_and_memory_stays_bounded(tmp_path, tokenizer_dir):
+    """A 2.6 MB .txt.gz holding one 1 GiB line: held whole, its decoding, parsing and tokenizing would take ~20 GB
+    (a MemoryError traceback under the limit); read at most --max_document_mb (64 MiB) of it, the prepare's peak
+    stays within that of the same prepare of three short lines."""
+    head = ["서울의 아침은 조용했다.", "오늘은 비가 내렸다.", "도서관에서 책을 읽었다."]
+    bomb = _gzip_bomb(tmp_path / "bomb.txt.gz", head, 1024)
+    assert bomb.stat().st_size < 3 << 20
+    plain = tmp_path / "plain.txt"
+    plain.write_text("\n".join(head) + "\n", encoding="utf-8")
+    flags = ["--tokenizer_path", tokenizer_dir, "--max_seq_length", 8, "--dedup", "none"]
+    code, err, baseline = _peak_rss_mib(["--tokenize_only", "--dataset", plain, "--cache_dir", tmp_path / "c1", *flags],
+                                        tmp_path)
+    assert code == 0, err[-3000:]
+    code, err, peak = _peak_rss_mib(["--tokenize_only", "--dataset", bomb, "--cache_dir", tmp_path / "c2", *flags],
+                                    tmp_path)
+    assert code == 1 and "Traceback" not in err, err[-3000:]
+    assert f"error: {bomb}:4: a line is longer than 67,108,864 bytes (--max_document_mb 64): " in err, err[-3000:]
+    assert peak < baseline + 160, (baseline, peak)  # the 64 MiB read, and one copy of it
+
+
+def _chunks(path, limit: int, txt_sample_by: str = "line", start: int = 0, end=None) -> list:
+    from rankzero.data.readers import iter_file_chunks
+
+    return list(iter_file_chunks(str(path), 0, 1000, txt_sample_by, start, end, max_document_bytes=limit))
+
+
+def test_the_document_limit_is_exact_and_names_the_line_in_every_text_shape(tmp_path):
+    from rankzero.errors import RankzeroError
+
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"short\n" + b"x" * 99 + b"\n" + b"tail\n")  # line 2 is 100 bytes with its line break
+    assert b"".join(c.payload for c in _chunks(path, 100)) == path.read_bytes()
+    with pytest.raises(RankzeroError, match=rf"^{path}:2: a line is longer than 99 bytes \(--max_document_mb 9.44\d*e-05\): "):
+        _chunks(path, 99)
+    start = len(b"short\n")  # a range of the file, as a Ray task reads it: the file's own line number
+    with pytest.raises(RankzeroError, match=rf"^{path}:2: a line"):
+        _chunks(path, 99, start=start)
+    path.write_bytes(b"one\n\n" + b"abcdefghi\n" * 10 + b"\nlast\n")  # a paragraph of 100 bytes from line 3
+    assert len(_chunks(path, 100, "paragraph")) == 1
+    with pytest.raises(RankzeroError, match=rf"^{path}:3: a paragraph is longer"):
+        _chunks(path, 99, "paragraph")
+    with pytest.raises(RankzeroError, match=rf"^{path}: the file \(one document with --txt_sample_by document\) is "
+                                            "longer"):
+        _chunks(path, path.stat().st_size - 1, "document")
+    assert _chunks(path, path.stat().st_size, "document")[0].payload == path.read_bytes()
+
+
+def test_a_chunk_is_cut_by_bytes_whatever_the_batch_size(tmp_path, monkeypatch):
+    import rankzero.data.readers as readers
+
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 1000)
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(json.dumps({"text": "가" * (i % 90)}).encode() + b"\n" for i in range(500)))
+    chunks = _chunks(path, 1 << 20)
+    assert b"".join(c.payload for c in chunks) == path.read_bytes()
+    assert all(c.nbytes < 1000 + 600 for c in chunks) and len(chunks) > 10  # a line is at most ~550 bytes
+    assert [c.first_line for c in chunks] == [1] + [1 + sum(c.payload.count(b"\n") for c in chunks[:i])
+                                                    for i in range(1, len(chunks))]
+
+
+def test_a_long_csv_field_is_read_and_one_past_the_limit_names_its_line(tmp_path, tokenizer_dir):
+    """The csv module stops at 128 KiB a field with a traceback (`_csv.Error: field larger than field limit`)."""
+    long = "서울의 아침은 조용했다. " * 20_000  # ~330 KB
+    path = tmp_path / "articles.csv"
+    path.write_text(f'text\n"짧은 글"\n"{long}"\n"끝"\n', encoding="utf-8")
+    assert [r["text"] for c in _chunks(path, 1 << 20) for r in c.payload] == ["짧은 글", long, "끝"]
+    result = prepare_cli("--dataset", path, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "cache",
+                         "--max_document_mb", 0.25, check=False)
+    _failed_cleanly(result, f"{path}:3: malformed CSV (field larger than field limit (262144)); fix the file, or "
+                            "raise --max_document_mb")

@@ -27,7 +27,7 @@ def test_two_ranks_evaluate_held_out_data_and_log_eval_loss_perplexity_curves_an
     evaluations = [entry for entry in history if "eval_loss" in entry]
     assert [entry["step"] for entry in evaluations] == [3, 6]  # at --eval_steps, the last one also the end's
     for entry in evaluations:
-        assert entry["perplexity"] == pytest.approx(math.exp(entry["eval_loss"]), rel=1e-3)
+        assert entry["eval_perplexity"] == pytest.approx(math.exp(entry["eval_loss"]), rel=1e-3)
     manifest = json.loads((out / "data_manifest.json").read_text())
     assert manifest["validation"]["sequences"] > 0
     stdout = results[0][1]
@@ -92,3 +92,40 @@ def test_generate_has_help_and_chat(tmp_path):
     result = run([sys.executable, REPO / "scripts" / "generate.py", "--help"])
     for flag in ("--chat", "--temperature", "--top_p", "--top_k", "--greedy", "--seed", "--max_new_tokens"):
         assert flag in result.stdout
+
+
+def test_a_40_step_run_logs_its_loss_by_default_and_shows_it_everywhere(tmp_path, tokenizer_dir, train_corpus):
+    """No --logging_steps: about max_steps/50 (here every step), printed; the training loss then reaches the
+    log, TensorBoard (train/loss; the perplexity under eval/) and the summary."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    flags = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=40, report_to="tensorboard",
+                        validation_split_percentage=10)
+    del flags[flags.index("--logging_steps"):flags.index("--logging_steps") + 2]
+    result = run([sys.executable, REPO / "train.py", *flags], timeout=600)
+    assert "training.logging_steps = 1  (default: 1 (about 40 steps (--max_steps) / 50" in result.stdout
+    assert "training.eval_steps = 10  (default: 10 (every 10 logging steps))" in result.stdout
+    steps = losses(out)
+    assert sorted(steps) == list(range(1, 41))
+    assert f"last train loss {steps[40]:.4f} (step 40)" in result.stdout
+    [events] = out.rglob("events.out.tfevents.*")
+    tags = EventAccumulator(str(events)).Reload().Tags()["scalars"]
+    assert {"train/loss", "train/learning_rate", "eval/loss", "eval/perplexity"} <= set(tags), tags
+    assert "train/perplexity" not in tags
+
+
+def test_the_curves_plot_what_was_logged_against_tokens_or_else_steps():
+    from rankzero.train.report import panels
+
+    # HF's logging_steps 500 in a 200-step run: evaluations only, no token counts.
+    label, shown, _ = panels([{"step": 100, "eval_loss": 5.0}, {"step": 200, "eval_loss": 4.0}])
+    assert label == "optimizer steps"
+    assert [(title, [name for name, *_ in curves]) for title, _, curves in shown] == [("loss", ["eval loss"])]
+    assert shown[0][2][0][1:] == ([100.0, 200.0], [5.0, 4.0])
+
+    logged = [{"step": step, "loss": 6.0 - step / 10, "learning_rate": 1e-3, "tokens_seen": 256 * step}
+              for step in (10, 20)] + [{"step": 20, "eval_loss": 5.5}]
+    label, shown, _ = panels(logged)  # no tokens/s logged: no empty panel for it
+    assert label == "tokens trained" and [title for title, *_ in shown] == ["loss", "learning rate"]
+    assert dict((name, xs) for name, xs, _ in shown[0][2]) == {"train loss": [2560, 5120], "eval loss": [5120.0]}

@@ -116,6 +116,21 @@ def test_optimize_env_run_instead_of_sourced_says_so():
     assert done.returncode == 1 and "run 'source optimize_env.sh'" in done.stderr
 
 
+def test_optimize_env_tells_processes_from_visible_gpus():
+    done = _source("bash", "true", NGPU="2", CUDA_VISIBLE_DEVICES="")
+    assert "0 GPU(s) visible → 2 training process(es) (NGPU=2)" in done.stdout, done.stdout + done.stderr
+
+
+def test_pretrain_sh_warns_when_the_threads_were_planned_for_fewer_processes(tmp_path):
+    cores = len(os.sched_getaffinity(0))
+    done = _source("bash", f"NGPU=2 {REPO / 'pretrain.sh'} --max_steps -3 --output_dir {tmp_path / 'run'}",
+                   CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(REPO))
+    assert f"OMP_NUM_THREADS={cores} (" in done.stdout  # planned for one process ...
+    # ... and launched with two: said before anything starts
+    assert done.stderr.startswith(f"pretrain.sh: warning: OMP_NUM_THREADS={cores} x 2 processes > {cores} cores; "
+                                  "run 'NGPU=2 source optimize_env.sh'"), done.stderr
+
+
 THREAD_VARIABLES = ("RAYON_NUM_THREADS", "RAYON_RS_NUM_THREADS", "FASTOKENS_BPE_THREADS", "TOKENIZERS_PARALLELISM",
                     "DATASET_NUM_PROC", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

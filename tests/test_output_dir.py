@@ -148,3 +148,42 @@ def test_a_rank_checking_the_lock_for_a_moment_does_not_make_the_dir_busy(tmp_pa
     with hold_output_dir(out, runtime(0, 1)):
         assert json.loads((out / LOCK_NAME).read_text())["pid"] == os.getpid()
     assert time.monotonic() - started >= 0.2  # it did meet the check
+
+
+# ------------------------------------------------------------------ one run per output dir
+
+
+def test_a_run_from_scratch_into_a_used_dir_refuses_and_overwriting_moves_the_earlier_run(tmp_path, train_corpus,
+                                                                                         tokenizer_dir):
+    """A re-run into a dir holding checkpoints would leave them beside its own for `auto` to resume later
+    under the new recipe: it stops at argument time naming them and the flag that moves them aside."""
+    out = tmp_path / "run"
+
+    def train(steps: int, *extra):
+        flags = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=steps,
+                            save_strategy="steps", save_steps=2, logging_steps=1)
+        return subprocess.run([sys.executable, REPO / "train.py", *flags, *extra], capture_output=True, text=True,
+                              timeout=300, env=quiet_env(), cwd=REPO)
+
+    assert train(4).returncode == 0
+    earlier = json.loads((out / "run_config.json").read_text())["run_id"]
+    again = train(2)
+    printed = again.stdout + again.stderr
+    assert again.returncode == 2 and "Traceback" not in printed and "UserWarning" not in printed, printed[-3000:]
+    [line] = [line for line in again.stderr.splitlines() if line.startswith("  - --output_dir")]
+    assert f"--output_dir {out} holds an earlier run's checkpoints (checkpoint-4, checkpoint-2)" in line
+    assert "--resume_from_checkpoint auto" in line and f"--overwrite_output_dir (the earlier run moves to " \
+                                                       f"{out / 'run_history'}/<time>/)" in line
+    assert "[prepare]" not in printed and sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2",
+                                                                                              "checkpoint-4"]
+
+    over = train(2, "--overwrite_output_dir")
+    assert over.returncode == 0 and "UserWarning" not in over.stdout + over.stderr, over.stderr[-3000:]
+    [moved] = (out / "run_history").iterdir()
+    assert f"the earlier run in {out} moved to {moved}" in over.stdout
+    assert {"checkpoint-2", "checkpoint-4", "run_config.json", "recipe.yaml", "model.safetensors"} <= {
+        p.name for p in moved.iterdir()}
+    assert json.loads((moved / "run_config.json").read_text())["run_id"] == earlier
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    assert json.loads((out / "run_config.json").read_text())["run_id"] != earlier
+    assert "--overwrite_output_dir" not in (out / "recipe.yaml").read_text()  # a decision for that start only

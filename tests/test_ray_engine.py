@@ -120,6 +120,10 @@ def test_ray_with_the_kiwi_filter_drops_the_same_documents(tmp_path, tokenizer_d
     assert ray_built[1]["dropped"]["exact_duplicate"] >= 30
     _assert_same_content(local, ray_built, 32)
     assert ray_built[1]["prep_engine"]["passes"] == 2
+    # the same examples of each rule's drops, with the file's own line numbers from tasks that start mid-file
+    samples = [(tmp_path / f"cache-{engine}" / manifest["fingerprint"] / "quality_samples.jsonl").read_text()
+               for engine, (_, manifest) in (("local", local), ("ray", ray_built))]
+    assert samples[0] == samples[1] and samples[0]
 
 
 def test_ray_reads_compressed_files_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
@@ -233,8 +237,10 @@ def test_ray_sft_rows_hold_the_same_whole_samples(tmp_path, tokenizer_dir, ray_c
     for split in (lambda out: out, validation_dir):
         samples = _documents(split(ray_built), with_labels=True)
         assert samples == _documents(split(local), with_labels=True)
-        assert all(len(ids) <= 96 for ids, _ in samples) and sum(samples.values()) > 30
+        assert all(len(ids) <= 96 for ids, _ in samples) and sum(samples.values()) > 20
     assert ray_manifest["truncated"] == local_manifest["truncated"] > 0
+    # Prompts that fill the row leave no answer: both engines drop and count the same samples.
+    assert ray_manifest["dropped"]["no_trainable_tokens"] == local_manifest["dropped"]["no_trainable_tokens"] > 0
     assert ray_manifest["validation"]["truncated"] == local_manifest["validation"]["truncated"]
     assert ray_manifest["tail_tokens_dropped"] == 0
 
@@ -309,3 +315,15 @@ def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_
 def test_hub_sources_are_refused_with_advice(tmp_path, tokenizer_dir, ray_cluster):
     with pytest.raises(RankzeroError, match="--prep_engine ray reads files every node can see"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", ["someone/some-dataset"], prep_engine="ray"), seed=0)
+
+
+def test_a_line_past_max_document_mb_names_the_files_own_line_in_a_ray_task(tmp_path, tokenizer_dir, ray_cluster,
+                                                                          small_tasks):
+    lines = [json.dumps({"text": t}, ensure_ascii=False) for t in korean_documents(400, seed=6)]
+    lines[330] = json.dumps({"text": "가나다라 " * 3000}, ensure_ascii=False)  # ~39 KB; the others are under 3 KB
+    corpus = tmp_path / "long.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = data_args(tokenizer_dir, tmp_path / "cache", [corpus], prep_engine="ray", max_document_mb=0.01)
+    with pytest.raises(RankzeroError, match=rf"^{corpus}:331: a line is longer than 10,485 bytes \(--max_document_mb "
+                                            r"0.01\)"):
+        prepare(args, seed=0)

@@ -249,12 +249,15 @@ def test_sft_rows_hold_whole_samples_with_their_labels_and_long_ones_are_truncat
         assert len(row["input_ids"]) == len(row["labels"]) == sum(row["document_lengths"]) <= length
         edges = np.cumsum([0, *row["document_lengths"]])
         found += [(tuple(row["input_ids"][a:b]), tuple(row["labels"][a:b])) for a, b in itertools.pairwise(edges)]
-    # Every row is whole samples: the pieces are exactly the samples (the long ones cut at their end),
-    # ids and labels alike — no row starts inside a sample.
+    # Every row is whole samples: the pieces are exactly the samples (the long ones cut at their end, and
+    # dropped where the cut left no answer token), ids and labels alike — no row starts inside a sample.
     cut = [(ids[:length], labels[:length]) if len(ids) > length else (ids, labels) for ids, labels in expected]
+    answerless = [sample for sample in cut if all(label == -100 for label in sample[1])]
+    cut = [sample for sample in cut if sample not in answerless]
     assert Counter(found) == Counter(cut)
     manifest = manifest_of(out)
-    assert manifest["truncated"] == len(long) == manifest["sources"][0]["truncated"]
+    assert manifest["dropped"].get("no_trainable_tokens", 0) == len(answerless)
+    assert manifest["truncated"] == len(long) - len(answerless) == manifest["sources"][0]["truncated"]
     assert manifest["tail_tokens_dropped"] == 0 and manifest["tokens"] == sum(len(ids) for ids, _ in cut)
     assert len(rows) < len(expected)  # samples share rows
 

@@ -112,17 +112,22 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
+        quality_samples: list[list[dict]] = []  # per chunk, in source order
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger)
+                            seconds, ledger, quality_samples)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
+        if plan.quality is not None:
+            from rankzero.data.quality.samples import write_quality_samples
+
+            write_quality_samples(out_dir / "quality_samples.jsonl", quality_samples)
         if ledger is not None:
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
@@ -287,7 +292,7 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None) -> None:
+                    ledger: NearLedger | None = None, quality_samples: list | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     global _STAGE
@@ -297,6 +302,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
+        stat.add_file(result.path, result.docs_in, result.bytes_in, result.dropped)  # the stage's drops only
         decision = holdout(result.source_index, result.hashes, len(result.lengths))
         result.dropped.update(decision.dropped)
         ids, lengths, labels = _select(result, decision.train)
@@ -317,11 +323,13 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors])
         seconds.update(result.seconds)
+        if result.quality_samples and quality_samples is not None:
+            quality_samples.append(result.quality_samples)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
-                                       plan.source_config.txt_sample_by))
+                                       plan.source_config.txt_sample_by, plan.max_document_bytes))
     pool, _STAGE = _start_pool(plan, engine, workers)
     in_flight: deque = deque()
     try:

@@ -29,8 +29,8 @@ from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
 # of whole samples, the validation split; 5: input_ids stored as uint16 when the vocabulary fits; 6: --dedup near,
-# the default in pretraining).
-FORMAT_VERSION = 6
+# the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained).
+FORMAT_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class Plan:
     @property
     def has_validation(self) -> bool:
         return self.source_config.has_validation
+
+    @property
+    def max_document_bytes(self) -> int:
+        """--max_document_mb in bytes: the longest line, paragraph, .txt document or CSV field read."""
+        return int(self.source_config.max_document_mb * (1 << 20))
 
     @property
     def near_dedup(self) -> bool:
@@ -145,7 +150,7 @@ def corpus_sample(plan: Plan) -> list[str]:
     budget = max(SAMPLE_CHARS // max(len(plan.sources), 1), 16 << 10)
     sample = []
     for index, source in enumerate(plan.sources):
-        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by)
+        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by, plan.max_document_bytes)
         try:
             parsed = chunk_documents(next(chunks), plan.stage.text_column, renderer, with_masks=plan.with_labels,
                                      skip_bad_records=True, on_decode_error="replace")

@@ -80,7 +80,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                   plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
                   plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
                   plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
-                  held_out_below=threshold(percentage), signatures=plan.near_dedup)
+                  held_out_below=threshold(percentage), signatures=plan.near_dedup,
+                  max_document_bytes=plan.max_document_bytes)
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -116,6 +117,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         stats[meta["source_index"]].tokens_out += meta["tokens_out"]
         stats[meta["source_index"]].documents_out += meta["documents_out"]
     _check_counts(plan, stats)
+    if plan.quality is not None:
+        from rankzero.data.quality.samples import write_quality_samples
+
+        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
@@ -268,6 +273,8 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
     for meta in metas:
         stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
                                         meta["dropped"], meta["replaced_lines"])
+        if "path" in meta:  # a task finished by an older rankzero (a reused work dir) did not record it
+            stats[meta["source_index"]].add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,

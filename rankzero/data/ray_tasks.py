@@ -39,7 +39,8 @@ from rankzero.data.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
+from rankzero.data.readers import (MAX_DOCUMENT_BYTES, iter_chunks, iter_file_chunks, line_format, line_ranges,
+                                   lines_before)
 from rankzero.data.specs import Source, compression_of, text_bytes
 from rankzero.data.split import held_out
 from rankzero.data.stage import Stage
@@ -120,6 +121,7 @@ class Job:
     validation: bool = False  # a validation split is made
     held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
     signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
+    max_document_bytes: int = MAX_DOCUMENT_BYTES  # --max_document_mb
 
 
 class TaskRunner:
@@ -193,9 +195,10 @@ class TaskRunner:
             chunks = iter_chunks(source, task.source_index, job.batch_size)
         else:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
-                                      None if task.end < 0 else task.end)
+                                      None if task.end < 0 else task.end, job.max_document_bytes)
         documents, dropped, seconds = [], Counter(), Counter()
-        meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0}
+        meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
+                "quality_samples": [], "path": task.path}
         for chunk in chunks:
             try:
                 result = self.stage(chunk)
@@ -211,6 +214,11 @@ class TaskRunner:
             meta["docs_in"] += result.docs_in
             meta["bytes_in"] += result.bytes_in
             meta["replaced_lines"] += result.replaced_lines
+            meta["quality_samples"] += result.quality_samples
+        if meta["quality_samples"] and task.start > 0:  # the file's line numbers, not the task range's
+            before = lines_before(task.path, task.start)
+            for sample in meta["quality_samples"]:
+                sample["line"] += before
         meta.update(dropped=dict(dropped), seconds=dict(seconds))
         return documents, meta
 

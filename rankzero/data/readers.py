@@ -27,6 +27,12 @@ from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suf
 from rankzero.errors import RankzeroError
 
 BOM = b"\xef\xbb\xbf"
+# The longest line, paragraph, .txt document or CSV field read (--max_document_mb): past it, an error naming the
+# file and line. Reading, decoding, parsing and tokenizing a document holds ~20x its bytes at once: 64 MiB of
+# text is about a GB, a 200 MB line from a 200 KB .gz (a compression bomb) would be 4.
+MAX_DOCUMENT_BYTES = 64 << 20
+# A chunk of a line file is cut here too, whatever the batch size: a thousand long lines are not one chunk.
+CHUNK_BYTES = 16 << 20
 
 
 @dataclass
@@ -42,10 +48,12 @@ class Chunk:
     nbytes: int = 0
 
 
-def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line") -> Iterator[Chunk]:
+def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_by: str = "line",
+                max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
     if source.kind == "files":
         for path in source.files:
-            yield from iter_file_chunks(path, source_index, batch_size, txt_sample_by)
+            yield from iter_file_chunks(path, source_index, batch_size, txt_sample_by,
+                                        max_document_bytes=max_document_bytes)
     elif source.kind == "saved":
         yield from _record_chunks(source.location, source_index, _iter_saved_records(source.location), batch_size)
     else:
@@ -53,13 +61,14 @@ def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_b
 
 
 def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
-                     end: int | None = None) -> Iterator[Chunk]:
+                     end: int | None = None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
     """One file's chunks; for line formats optionally only bytes [start, end) (see `line_ranges`)."""
     fmt = line_format(path, txt_sample_by)
     if fmt is not None:
-        yield from _line_chunks(path, source_index, fmt, batch_size, start, end)
+        yield from _line_chunks(path, source_index, fmt, batch_size, start, end, max_document_bytes)
     else:
-        yield from _record_chunks(path, source_index, _iter_file_records(path, format_suffix(path)), batch_size)
+        records = _iter_file_records(path, format_suffix(path), max_document_bytes)
+        yield from _record_chunks(path, source_index, records, batch_size)
 
 
 def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
@@ -112,28 +121,33 @@ def line_format(path: str, txt_sample_by: str) -> str | None:
     return None
 
 
-def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0,
-                 end: int | None = None) -> Iterator[Chunk]:
+def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0, end: int | None = None,
+                 max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
     """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
     paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line).
     A compressed file is read whole, from its start (a stream has no byte ranges)."""
     assert not (compression_of(path) and (start or end is not None)), "a compressed file is one range"
     try:
         with open_input(path) as handle:
-            yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end)
+            yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end, max_document_bytes)
     except stream_errors() as error:
         if not compression_of(path):
             raise
         raise damaged(path, "what was read of it", error) from None
 
 
-def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, start: int,
-               end: int | None) -> Iterator[Chunk]:
+def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, start: int, end: int | None,
+               limit: int) -> Iterator[Chunk]:
+    """No document of more than `limit` bytes is ever held: a line is read `limit + 1` bytes at most (a 200 MB line
+    inflated from a small .gz costs ~20x its size once decoded, parsed and tokenized), and a chunk is cut at
+    CHUNK_BYTES whatever `batch_size` says."""
     # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
     bom = len(BOM) if start == 0 and handle.peek(len(BOM))[:len(BOM)] == BOM else 0
     handle.read(bom)
     if fmt == "txt-document":
-        payload = handle.read()
+        payload = handle.read(limit + 1)
+        if len(payload) > limit:
+            raise _too_long(path, None, "file (one document with --txt_sample_by document)", limit)
         yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
         return
     offset = chunk_offset = max(start, bom)
@@ -141,23 +155,37 @@ def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, 
         handle.seek(offset)
     lines: list[bytes] = []
     first_line, line_no, docs = 1, 0, 0
-    for line in handle:
-        if end is not None and offset >= end:
-            break
+    paragraphs, paragraph_line, paragraph_bytes, boundary = fmt == "txt-paragraph", 1, 0, True
+    readline, stop = handle.readline, float("inf") if end is None else end
+    while offset < stop and (line := readline(limit + 1)):
+        length = len(line)
         line_no += 1
+        if length > limit:
+            raise _too_long(path, line_no + (lines_before(path, start) if start else 0), "line", limit)
         lines.append(line)
-        offset += len(line)
-        if fmt == "txt-paragraph":
-            docs += line.strip() == b""
+        offset += length
+        if paragraphs:
+            boundary = line.strip() == b""
+            docs += boundary
+            paragraph_line, paragraph_bytes = (line_no + 1, 0) if boundary else (paragraph_line, paragraph_bytes + length)
+            if paragraph_bytes > limit:
+                raise _too_long(path, paragraph_line + (lines_before(path, start) if start else 0), "paragraph", limit)
         else:
             docs += 1
-        if docs >= batch_size and (fmt != "txt-paragraph" or line.strip() == b""):
+        if (docs >= batch_size or offset - chunk_offset >= CHUNK_BYTES) and boundary:
             payload = b"".join(lines)
             yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
             lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
     if lines:
         payload = b"".join(lines)
         yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
+
+
+def _too_long(path: str, line: int | None, what: str, limit: int) -> RankzeroError:
+    where = f"{path}:{line}: a {what}" if line else f"{path}: the {what}"
+    return RankzeroError(f"{where} is longer than {limit:,} bytes (--max_document_mb {limit / (1 << 20):.3g}): not a "
+                         "document to read whole (a compression bomb, or a file with no line breaks?); split it, or "
+                         "raise --max_document_mb")
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
@@ -176,7 +204,7 @@ def _approx_bytes(records: list[dict]) -> int:
     return sum(len(v) for r in records for v in r.values() if isinstance(v, str))
 
 
-def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
+def _iter_file_records(path: str, suffix: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
     if suffix == ".json":
         # A JSON array is read whole (JSON has no streaming boundary): use .jsonl for large corpora.
         with io.TextIOWrapper(open_input(path), encoding="utf-8-sig") as handle:  # -sig: skips a byte-order mark
@@ -192,11 +220,16 @@ def _iter_file_records(path: str, suffix: str) -> Iterator[dict]:
             yield record
     elif suffix == ".csv":
         # -sig: no '\ufefftext' column
+        csv.field_size_limit(max_document_bytes)  # the csv module's own is 128 KiB: a long article is one field
         with io.TextIOWrapper(open_input(path), encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle)
             try:
-                yield from csv.DictReader(handle)
+                yield from reader
             except stream_errors() as error:
                 raise damaged(path, "what was read of it", error) from None
+            except csv.Error as error:  # a field past the limit, a NUL byte, a quote left open at the end
+                raise RankzeroError(f"{path}:{reader.reader.line_num}: malformed CSV ({error}); fix the file, or raise "
+                                    "--max_document_mb for a field that long") from None
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -19,9 +19,11 @@ format below, which keeps every role:
 `chat_template`, so the model is prompted as it was trained (`scripts/generate.py --chat`).
 
 `--text_column a.b` picks field `b` of a struct (or JSON object) column `a`; a text column that holds a
-struct is an error listing its fields, one holding a number, a boolean (JSON `true`, `12345`, `NaN`) or a
-list with anything but strings in it is an error naming file and line (a list of strings is one document,
-its parts joined by newlines; null is an empty document, dropped and counted). Binary columns are decoded as UTF-8, and text no tokenizer can
+struct is an error listing its fields. Every field read as text (the text column, instruction/input/output,
+prompt/response/completion, question/answer, system, a message's content) follows one rule: a number, a
+boolean (JSON `true`, `12345`, `NaN`), an object or a list with anything but strings (or chat content parts
+of type text) in it is an error naming file, line and field (a list of strings is one text, its parts
+joined by newlines; null is empty: a record with no text left is dropped and counted). Binary columns are decoded as UTF-8, and text no tokenizer can
 take (a lone UTF-16 surrogate from a JSON escape such as `\\ud800`) follows the same rules as
 undecodable bytes: an error naming file and line, or `--on_decode_error replace` (U+FFFD, counted), or
 `--skip_bad_records`.
@@ -56,18 +58,29 @@ class TextError(ValueError):
     """A record whose text cannot be used as it is (the message says why and what to do)."""
 
 
-def as_text(value: Any) -> str:
-    """Make text of a field that is not always a string: None → "", lists of parts → joined, others → JSON."""
+def as_text(value: Any, name: str) -> str:
+    """The text of field `name` (named in the error): a string, or null (empty); a list of strings or of chat
+    content parts (`{"type": "text", "text": ...}`) is joined by newlines. JSON `true`, `12345`, `NaN` or an
+    object is not text: never train "True" or a JSON dump."""
     if isinstance(value, str):
         return value
     if value is None:
         return ""
-    if isinstance(value, (int, float, bool)):
-        return str(value)
+    if isinstance(value, dict):
+        raise TextError(f"{name} is an object with fields {sorted(value)[:8]}, not text")
+    if isinstance(value, (bool, int, float)):
+        raise TextError(f"{name} holds {json.dumps(value)} ({type(value).__name__}), not text")
     if isinstance(value, list):
-        parts = [p.get("text", "") if isinstance(p, dict) and p.get("type", "text") == "text" else as_text(p) for p in value]
-        return "\n".join(p for p in parts if p)
-    return json.dumps(value, ensure_ascii=False)
+        parts = []
+        for part in value:
+            if isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
+                part = part["text"]  # a chat content part
+            if not isinstance(part, str):
+                raise TextError(f"{name} holds a list with {json.dumps(part, ensure_ascii=False)[:40]} "
+                                f"({type(part).__name__}) in it: only a list of strings (parts of one text) is text")
+            parts.append(part)
+        return "\n".join(part for part in parts if part)
+    raise TextError(f"{name} holds a {type(value).__name__}, not text")
 
 
 def detect_schema(columns: list[str], text_column: str | None) -> str:
@@ -124,7 +137,7 @@ class ChatRenderer:
             segments: Segments = []
             for message in messages:
                 segments.append((f"### {message['role'].capitalize()}:\n", False))
-                segments.append((message["content"] + "\n\n", message["role"] == "assistant"))
+                segments.append((message["content"] + "\n\n", _answers(message)))
             return segments
         full = self._render(messages, add_generation_prompt=False)
         if not with_masks:
@@ -133,7 +146,7 @@ class ChatRenderer:
         # the turn itself is trained on. Templates that are not prefix-stable cannot be cut this way.
         segments, position = [], 0
         for index, message in enumerate(messages):
-            if message["role"] != "assistant":
+            if not _answers(message):
                 continue
             prompt = self._render(messages[:index], add_generation_prompt=True)
             upto = self._render(messages[: index + 1], add_generation_prompt=False)
@@ -146,26 +159,41 @@ class ChatRenderer:
         return [s for s in segments if s[0]]
 
 
+def _answers(message: dict) -> bool:
+    """Whether a turn is trained on: an assistant's, with something in it (an empty answer would teach the
+    template's closing tokens, or "\\n\\n", as the reply)."""
+    return message["role"] == "assistant" and not message["content"].isspace() and message["content"] != ""
+
+
 def _chat_from_record(record: dict, schema: str) -> list[dict]:
-    if schema == "messages":
-        raw = record["messages"]
+    if schema in ("messages", "conversations"):
+        role_key, content_key = ("role", "content") if schema == "messages" else ("from", "value")
+        raw = record[schema]
         if not isinstance(raw, list):
-            raise ValueError("'messages' is not a list")
-        return [{"role": str(m["role"]), "content": as_text(m.get("content"))} for m in raw]
-    if schema == "conversations":
-        raw = record["conversations"]
-        if not isinstance(raw, list):
-            raise ValueError("'conversations' is not a list")
-        return [{"role": SHAREGPT_ROLES.get(str(m["from"]).lower(), str(m["from"])), "content": as_text(m.get("value"))}
-                for m in raw]
+            raise ValueError(f"'{schema}' is not a list")
+        messages = []
+        for index, message in enumerate(raw):
+            if not isinstance(message, dict):
+                raise TextError(f"{schema}[{index}] is {json.dumps(message, ensure_ascii=False)[:40]}, not a message "
+                                f"object ({role_key}/{content_key})")
+            role = message[role_key]
+            if not isinstance(role, str):
+                raise TextError(f"{schema}[{index}].{role_key} holds {json.dumps(role)[:40]}, not a role name")
+            if schema == "conversations":
+                role = SHAREGPT_ROLES.get(role.lower(), role)
+            messages.append({"role": role, "content": as_text(message.get(content_key), f"{schema}[{index}].{content_key}")})
+        return messages
     question_key, answer_key = {"instruction": ("instruction", "output"), "prompt_response": ("prompt", "response"),
                                 "question_answer": ("question", "answer")}[schema]
-    question = as_text(record[question_key])
-    if schema == "instruction" and as_text(record.get("input")).strip():
-        question = f"{question}\n\n{as_text(record['input'])}"
-    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": as_text(record[answer_key])}]
-    if as_text(record.get("system")).strip():
-        messages.insert(0, {"role": "system", "content": as_text(record["system"])})
+    question = as_text(record[question_key], f"'{question_key}'")
+    extra = as_text(record.get("input"), "'input'") if schema == "instruction" else ""
+    if extra.strip():
+        question = f"{question}\n\n{extra}"
+    messages = [{"role": "user", "content": question},
+                {"role": "assistant", "content": as_text(record[answer_key], f"'{answer_key}'")}]
+    system = as_text(record.get("system"), "'system'")
+    if system.strip():
+        messages.insert(0, {"role": "system", "content": system})
     return messages
 
 
@@ -182,27 +210,21 @@ def text_field(record: dict, column: str) -> str:
     if isinstance(value, dict):
         raise TextError(f"column '{column}' is a struct with fields {sorted(value)}: pick the one holding the text "
                         f"with --text_column {column}.FIELD")
-    if isinstance(value, (bool, int, float)):  # JSON true, 12345 or NaN is not a document: never train "True"
-        raise TextError(f"column '{column}' holds {json.dumps(value)} ({type(value).__name__}), not text")
-    if isinstance(value, list):  # the parts of one document, joined by newlines: strings only
-        odd = [part for part in value if not isinstance(part, str)]
-        if odd:
-            raise TextError(f"column '{column}' holds a list with {json.dumps(odd[0], ensure_ascii=False)[:40]} "
-                            f"({type(odd[0]).__name__}) in it: only a list of strings (parts of one document) is text")
-    return as_text(value)
+    return as_text(value, f"column '{column}'")
 
 
 def record_to_segments(record: dict, schema: str, renderer: ChatRenderer, with_masks: bool) -> Segments:
     if schema.startswith("text:"):
         return [(text_field(record, schema[5:]), True)]
     if schema == "prompt_completion":
-        return [(as_text(record["prompt"]), False), (as_text(record["completion"]), True)]
+        return [(as_text(record["prompt"], "'prompt'"), False), (as_text(record["completion"], "'completion'"), True)]
     return renderer.render(_chat_from_record(record, schema), with_masks)
 
 
 @dataclass
 class ChunkDocuments:
     documents: list[Segments] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)  # each document's line (record number for records)
     bad_records: int = 0
     empty: int = 0
     replaced_lines: int = 0
@@ -343,4 +365,5 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
             out.empty += 1
             continue
         out.documents.append(segments)
+        out.numbers.append(number)
     return out

@@ -10,6 +10,7 @@ Both build engines report through these, so a prepare looks the same on one mach
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import sys
@@ -26,7 +27,11 @@ from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
 
+logger = logging.getLogger(__name__)
+
 PROGRESS_EVERY_S = 5.0
+UNTRAINABLE_WARN_SHARE = 0.02  # of the SFT samples read: more than noise (a few answerless chats) at this share
+EVAL_REMOVED_WARN_SHARE = 0.1  # of the --eval_dataset documents: the evaluation no longer measures the set given
 
 
 class Progress:
@@ -99,6 +104,9 @@ class SourceStats:
     truncated: int = 0  # SFT samples longer than a row, cut at their end (training documents)
     validation_truncated: int = 0
     dropped: Counter = field(default_factory=Counter)
+    # Per file of a glob or directory: documents and bytes in, and what the stage dropped (records, empty,
+    # the quality rules). Dedup decides over the whole corpus, and is counted per source.
+    files: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, source) -> SourceStats:
@@ -114,6 +122,12 @@ class SourceStats:
         self.dropped.update(dropped)
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
+
+    def add_file(self, path: str, docs_in: int, bytes_in: int, dropped: dict) -> None:
+        counts = self.files.setdefault(path, {"docs_in": 0, "bytes_in": 0, "dropped": Counter()})
+        counts["docs_in"] += docs_in
+        counts["bytes_in"] += bytes_in
+        counts["dropped"].update({reason: count for reason, count in dropped.items() if count})
 
     def drop(self, dropped: dict, tokens: int) -> None:
         """Take back documents counted as kept (reason → count; duplicates found after counting) and their tokens."""
@@ -142,7 +156,7 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
     stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "near_duplicate",
-                                              "in_eval_dataset")
+                                              "in_eval_dataset", "no_trainable_tokens")
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
@@ -159,7 +173,33 @@ def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shard
             "tokens": sum(s.validation_tokens for s in stats) - tail_tokens, "sequences": sequences, "shards": shards,
             "tail_tokens_dropped": tail_tokens, "truncated": sum(s.validation_truncated for s in stats),
             "percentage": plan.source_config.validation_split_percentage,
-            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN}
+            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN,
+            "eval_dataset_documents": eval_dataset_counts(stats)}
+
+
+def eval_dataset_counts(stats: list[SourceStats]) -> dict | None:
+    """What became of the --eval_dataset documents: read, held out, removed on the way (reason → count). The
+    quality filter and dedup apply to them as to training data; unsaid, a filtered eval set looks whole."""
+    evaluation = [s for s in stats if s.evaluation]
+    if not evaluation:
+        return None
+    removed = Counter()
+    for stat in evaluation:
+        removed.update({reason: count for reason, count in stat.dropped.items() if count and "(kept)" not in reason})
+    return {"read": sum(s.docs_in for s in evaluation), "held_out": sum(s.validation_documents for s in evaluation),
+            "removed": dict(removed.most_common())}
+
+
+def _reasons(removed: dict, limit: int = 4) -> str:
+    shown = [f"{reason}: {count:,}" for reason, count in list(removed.items())[:limit]]
+    return ", ".join(shown + ([f"{len(removed) - limit} more reasons"] if len(removed) > limit else []))
+
+
+def _removal_cause(removed: dict) -> str:
+    known = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
+             "near_duplicate": "duplicates", "no_trainable_tokens": "SFT samples without an answer"}
+    causes = sorted({known.get(reason, "the quality filter") for reason in removed})
+    return " and ".join(causes)
 
 
 def split_problem(plan, stats: list[SourceStats]) -> str | None:
@@ -169,6 +209,13 @@ def split_problem(plan, stats: list[SourceStats]) -> str | None:
     flags = _validation_flags(plan)
     held = sum(s.validation_documents for s in stats)
     training = sum(s.docs_kept for s in stats) - held
+    evaluation = eval_dataset_counts(stats)
+    if held == 0 and evaluation and evaluation["read"]:
+        specs = " ".join(plan.source_config.eval_dataset)
+        return (f"validation: all {evaluation['read']:,} documents of --eval_dataset {specs} were removed "
+                f"({_reasons(evaluation['removed'])}) by {_removal_cause(evaluation['removed'])}; nothing is left to "
+                "evaluate on: give an eval set that passes (--quality_filter applies to it too), or leave "
+                "--eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
     if held == 0:
         return (f"validation: no document was held out ({flags}, {training:,} documents kept); raise "
                 "--validation_split_percentage or give --eval_dataset")
@@ -218,6 +265,8 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "tokenizer_engine": engine.describe(),
         "quality_filter": plan.stage.quality_filter,
         "quality_settings": plan.quality.to_dict() if plan.quality else None,
+        "quality_samples": ("quality_samples.jsonl (the first documents each rule dropped: file, line, text, the values "
+                            "the rule read against its thresholds)") if plan.quality else None,
         "dedup": plan.dedup.dedup,
         "near_dedup": near_dedup_manifest(plan) if plan.near_dedup else None,
         "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
@@ -234,8 +283,11 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
 
 
 def _source_manifest(stat: SourceStats, total_tokens_out: int) -> dict:
-    entry = {k: v for k, v in asdict(stat).items() if k != "dropped"}
+    entry = {k: v for k, v in asdict(stat).items() if k not in ("dropped", "files")}
     entry["dropped"] = dict(stat.dropped)
+    if len(stat.files) > 1:
+        entry["files"] = {path: {**counts, "dropped": dict(sorted(counts["dropped"].items()))}
+                          for path, counts in stat.files.items()}
     entry["ratio"] = round(stat.ratio, 6)
     entry["share_of_output_tokens"] = round(stat.tokens_out / total_tokens_out, 6) if total_tokens_out else None
     return entry
@@ -281,6 +333,11 @@ def print_summary(manifest: dict, final: Path) -> None:
     if validation:
         lines.append(f"  validation    {validation['tokens']:>12,}   sequences {validation['sequences']:>9,}   "
                      f"({validation['documents']:,} documents held out, in {final / validation['dir']})")
+    evaluation = (validation or {}).get("eval_dataset_documents")
+    if evaluation and evaluation["removed"]:
+        specs = " ".join(validation["eval_dataset"])
+        lines.append(f"  eval set   {specs}: {evaluation['read']:,} documents read, {evaluation['held_out']:,} held out, "
+                     f"{sum(evaluation['removed'].values()):,} removed ({_reasons(evaluation['removed'])})")
     if manifest.get("chat_rendering"):
         lines.append(f"  chats      rendered with {manifest['chat_rendering']}")
     if manifest.get("truncated"):
@@ -291,3 +348,30 @@ def print_summary(manifest: dict, final: Path) -> None:
     lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
     lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
     print("\n".join(lines), file=sys.stderr, flush=True)
+    for warning in (untrainable_warning(manifest), eval_removed_warning(manifest)):
+        if warning:
+            logger.warning(warning)
+
+
+def eval_removed_warning(manifest: dict) -> str | None:
+    """A warning when the prepare took a large share out of --eval_dataset: the evaluation then measures
+    another set than the one given."""
+    validation = manifest.get("validation") or {}
+    evaluation = validation.get("eval_dataset_documents")
+    removed = sum(evaluation["removed"].values()) if evaluation else 0
+    if not removed or removed / evaluation["read"] < EVAL_REMOVED_WARN_SHARE:
+        return None
+    return (f"--eval_dataset {' '.join(validation['eval_dataset'])}: the prepare removed {removed:,} of its "
+            f"{evaluation['read']:,} documents ({removed / evaluation['read']:.0%}: {_reasons(evaluation['removed'])}), "
+            f"by {_removal_cause(evaluation['removed'])}; the evaluation runs on the other {evaluation['held_out']:,}")
+
+
+def untrainable_warning(manifest: dict) -> str | None:
+    """A warning when many SFT samples had nothing to train on: a --max_seq_length too short for the prompts,
+    or chats without answers, usually a mistake rather than noise."""
+    count, docs_in = manifest["dropped"].get("no_trainable_tokens", 0), manifest["docs_in"]
+    if not docs_in or count / docs_in < UNTRAINABLE_WARN_SHARE:
+        return None
+    return (f"{count:,} of {docs_in:,} SFT samples ({count / docs_in:.1%}) had no token to train on and were dropped "
+            f"(no_trainable_tokens): a prompt that fills --max_seq_length {manifest['max_seq_length']} and cuts the "
+            "answer off, or a chat with no (or an empty) assistant turn; raise --max_seq_length or check the data")

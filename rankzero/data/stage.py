@@ -12,7 +12,9 @@ With `--dedup exact` or a validation split every document that survives the filt
 of its text: the engine removes exact duplicates across chunks (duplicates.py, first one wins) and picks
 the held-out documents by it (split.py) before packing. With `--dedup near` it also carries its MinHash
 signature (minhash.py), from which the engine decides the near-copies over the whole corpus (neardup.py). In SFT (`truncate_to`) a sample longer than a row
-is cut at its end here, so both engines and both splits count the same cut samples (`truncated`).
+is cut at its end here, so both engines and both splits count the same cut samples (`truncated`); a sample
+left with no token to train on (no answer, or an answer cut off) is dropped here and counted
+(`no_trainable_tokens`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import xxhash
 
 from rankzero.config import StageConfig
-from rankzero.data.encode import DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
 from rankzero.data.minhash import minhash_signatures
-from rankzero.data.pack import truncate_documents
+from rankzero.data.pack import select_documents, truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 
 
@@ -49,6 +51,8 @@ class ChunkResult:
     dropped: Counter
     replaced_lines: int
     seconds: dict
+    quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
+    path: str = ""  # the chunk's file (or dataset)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -91,6 +95,18 @@ def text_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
+def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | None) -> np.ndarray:
+    """Per SFT sample: whether any of its own tokens is trained on. The EOS every whole sample ends with is
+    always labelled; on its own (a chat with no answer, a prompt that fills the row and cut the answer off)
+    it would teach the model to stop after a prompt, and a row of such samples gives loss 0/0."""
+    if len(lengths) == 0:
+        return np.ones(0, dtype=bool)
+    starts = np.cumsum(lengths) - lengths
+    trained = np.add.reduceat((labels != IGNORE_INDEX).astype(np.int64), starts)
+    ends_with_eos = np.ones(len(lengths), dtype=bool) if truncated is None else ~truncated
+    return trained - ends_with_eos > 0
+
+
 class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
@@ -101,6 +117,11 @@ class Stage:
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
+        self.sample_taker = None
+        if quality_filter is not None:
+            from rankzero.data.quality.samples import SampleTaker
+
+            self.sample_taker = SampleTaker(quality_filter)
         self.hashes = hashes
         self.truncate_to = truncate_to
 
@@ -128,11 +149,13 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
+        samples = []
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
             self.quality_filter is not None or self.hashes or self.signatures) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
+            samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
@@ -146,8 +169,15 @@ class Stage:
         truncated = None
         if self.truncate_to is not None:
             ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
+        if labels is not None:
+            keep = has_answer(lengths, labels, truncated)
+            if not keep.all():
+                dropped["no_trainable_tokens"] = int((~keep).sum())
+                ids, lengths, labels = select_documents(ids, lengths, labels, keep)
+                hashes, signatures, shingles, truncated = (None if values is None else values[keep] for values in
+                                                           (hashes, signatures, shingles, truncated))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed})
+                            "tokenize": done - signed}, samples, chunk.path)

@@ -15,9 +15,8 @@ central directory sits at its very end, so reading that directory (a few KB, one
 finds any cut, and each member must lie inside the file; JSON files must parse. A sharded model's
 index must name shards that exist and pass the same check. `--resume_from_checkpoint auto` takes the
 newest checkpoint that passes and warns naming each one it skipped and why; a damaged checkpoint given
-by name is an error naming the file. FSDP's DCP folders and files are checked alike
-(sharded_checkpoints.py). What is not checked: bytes changed in place inside a tensor (that needs a
-checksum of everything; no tool writes one), and DeepSpeed's checkpoint folders (its own format).
+by name is an error naming the file; FSDP's files likewise (sharded_checkpoints.py). Not checked: bytes
+changed in place inside a tensor (no tool writes a checksum of everything), DeepSpeed's own folders.
 
 **The data a checkpoint was trained on** is recorded in it (`data_fingerprint.json`: the prepared
 dir's fingerprint, path, sources and fingerprint inputs). On resume it is compared with this run's
@@ -45,6 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.files import out_of_space, read_json, size_text
+from rankzero.train.checkpoint_records import data_record_problems, trainer_state_problems
 from rankzero.errors import RankzeroError
 from rankzero.train.sharded_checkpoints import fsdp_checkpoint_problems, is_fsdp_checkpoint
 
@@ -89,12 +89,12 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
     if "trainer_state.json" not in names:
         problems.append("trainer_state.json is missing (the Trainer writes it last: the save did not finish)")
     else:
-        problems += _json_problems(path / "trainer_state.json", key="global_step")
-    own_format = any(name.startswith(("pytorch_model_fsdp", "optimizer_", "global_step")) and (path / name).is_dir()
-                     for name in names)  # FSDP or DeepSpeed: their weights and optimizer live in sub-folders
-    if is_fsdp_checkpoint(names):
-        own_format = True
-        problems += fsdp_checkpoint_problems(path, names)
+        problems += trainer_state_problems(path / "trainer_state.json")
+    if DATA_RECORD in names:  # absent: saved by an older rankzero (check_data warns); present, it must read
+        problems += data_record_problems(path / DATA_RECORD)
+    own_format = is_fsdp_checkpoint(names) or any(name.startswith("global_step") and (path / name).is_dir()
+                                                  for name in names)  # FSDP's or DeepSpeed's own weight files
+    problems += fsdp_checkpoint_problems(path, names)
     if not own_format:
         problems += _weight_problems(path, names)
         problems += [f"{name} is missing (not a checkpoint-N dir, or one saved with --save_only_model, which cannot "
@@ -202,10 +202,11 @@ def checkpoints_in(output_dir: str | os.PathLike) -> list[Path]:
             if (Path(output_dir) / name).is_dir()]
 
 
-def newest_intact_checkpoint(output_dir: str | os.PathLike) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
+def newest_intact_checkpoint(output_dir: str | os.PathLike, candidates: list[Path] | None = None
+                             ) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
     """(the newest checkpoint that passes verification, [(each newer one skipped, its problems)])."""
     skipped = []
-    for path in checkpoints_in(output_dir):
+    for path in checkpoints_in(output_dir) if candidates is None else candidates:
         problems = verify_checkpoint(path)
         if not problems:
             return path, skipped
@@ -214,20 +215,24 @@ def newest_intact_checkpoint(output_dir: str | os.PathLike) -> tuple[Path | None
 
 
 def resolve_resume(value: str | None, output_dir: str, data: dict | None = None, allow_data_change: bool = False,
-                   report: bool = True) -> str | None:
-    """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint in output_dir (none: start fresh).
+                   report: bool = True, max_steps: int = -1) -> str | None:
+    """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint of the dir's run up to max_steps.
 
     Every rank calls it and reads the same files, so all of them choose alike; `report` (rank 0) says why."""
     if value is None or value == "":
-        if report and checkpoints_in(output_dir):
-            warnings.warn(f"--output_dir {output_dir} already holds checkpoints: this run starts from scratch and "
-                          "will overwrite them; pass --resume_from_checkpoint auto to continue instead", stacklevel=2)
-        return None
+        return None  # a dir holding checkpoints is an argument error (used_output_dir_problems)
+    from rankzero.train.output_dir import not_resumable, run_id_of, step_of
+
     if value == "auto":
-        chosen, skipped = newest_intact_checkpoint(output_dir)
-        if chosen is None and skipped:
-            raise RankzeroError(f"--resume_from_checkpoint auto: every checkpoint in {output_dir} is damaged:\n"
-                                + _describe_skipped(skipped) + "\nremove them to start from scratch, or repair one")
+        run_id = run_id_of(output_dir)
+        reasons = {path: not_resumable(path, run_id, max_steps) for path in checkpoints_in(output_dir)}
+        foreign = [(path, [reason]) for path, reason in reasons.items() if reason]
+        chosen, skipped = newest_intact_checkpoint(output_dir, [path for path, reason in reasons.items() if not reason])
+        if chosen is None and (skipped or foreign):
+            what = f"no checkpoint in {output_dir} belongs to this run" if foreign else \
+                f"every checkpoint in {output_dir} is damaged"
+            raise RankzeroError(f"--resume_from_checkpoint auto: {what}:\n" + _describe_skipped(skipped + foreign)
+                                + "\nrepair one, or start over (--overwrite_output_dir, no --resume_from_checkpoint)")
         if chosen is None:
             if report:
                 logger.warning("--resume_from_checkpoint auto: no checkpoint in %s yet, starting from scratch",
@@ -237,6 +242,9 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
             warnings.warn(f"--resume_from_checkpoint auto: resuming from {chosen.name}, skipping newer damaged "
                           f"checkpoints (left in place; a save at the same step replaces them):\n"
                           + _describe_skipped(skipped), stacklevel=2)
+        if report and any(step_of(path) > step_of(chosen) for path, _ in foreign):
+            logger.warning("--resume_from_checkpoint auto: resuming from %s, not from:\n%s", chosen.name,
+                           _describe_skipped([(path, why) for path, why in foreign if step_of(path) > step_of(chosen)]))
     else:
         chosen = Path(value)
         if not chosen.is_dir():
@@ -246,6 +254,9 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
         if problems:
             raise RankzeroError(f"--resume_from_checkpoint {value} is damaged: {'; '.join(problems)}. Give another "
                                 "checkpoint, or 'auto' for the newest intact one in --output_dir")
+        past = not_resumable(chosen, None, max_steps) if CHECKPOINT.fullmatch(chosen.name) else None
+        if past:
+            raise RankzeroError(f"--resume_from_checkpoint {value}: {past}")
     if data is not None:
         check_data(chosen, data, allow_data_change, report)
     return str(chosen)

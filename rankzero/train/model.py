@@ -94,10 +94,16 @@ def load_config(path: str | Path):
 
 
 def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
-                load_weights: bool = True) -> PreTrainedModel:
-    """`load_weights=False`: the pretrained model's architecture without reading its weights (under FSDP the
-    ranks other than 0 build it on the meta device and receive their shards from rank 0: sharding.py)."""
-    if model_args.pretrained_model and load_weights:
+                checkpoint: str | None = None, load_weights: bool = True) -> PreTrainedModel:
+    """`checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
+    is, so neither the config file the run started from nor the pretrained weights are read again.
+    `load_weights=False`: the pretrained model's architecture without reading its weights (under FSDP the ranks
+    other than 0 receive their shards from rank 0: sharding.py)."""
+    if checkpoint:
+        config = AutoConfig.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        source = f"--resume_from_checkpoint {checkpoint}"
+    elif model_args.pretrained_model and load_weights:
         model = AutoModelForCausalLM.from_pretrained(
             model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
         )

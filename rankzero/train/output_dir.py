@@ -5,6 +5,12 @@
                                                            # (None: --tokenize_only, nothing held)
         ...
     keep_earlier_run_files(output_dir)                     # before run_config.json / recipe.yaml are rewritten
+    move_earlier_run(output_dir)                           # --overwrite_output_dir: the whole earlier run
+
+One run per output dir: a run started from scratch in a dir holding checkpoints would mix them with its
+own, and `--resume_from_checkpoint auto` would later pick the newest, whichever run wrote it. So that
+is an argument error (`used_output_dir_problems`) unless --overwrite_output_dir moves the earlier run
+into run_history/<time>/ first.
 
 Two jobs given one `--output_dir` (a re-submitted Slurm job, a typo) both write
 `.checkpoint-staging/checkpoint-N` and rename it into place: checkpoints mixing the files of two runs.
@@ -35,10 +41,13 @@ import fcntl
 import json
 import logging
 import os
+import shlex
 import socket
+import stat
 import sys
 import tempfile
 import time
+import unicodedata
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +71,20 @@ class OutputDirBusy(RankzeroError):
 
 # ---------------------------------------------------------------------------------------------
 # Argument time
+
+
+def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
+    """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
+    from rankzero.train.checkpoints import checkpoints_in
+
+    found = checkpoints_in(output_dir) if output_dir and not resume else []
+    if not found or overwrite:
+        return []
+    names = ", ".join(path.name for path in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return [f"--output_dir {output_dir} holds an earlier run's checkpoints ({names}): continue it with "
+            f"--resume_from_checkpoint auto (RESUME=1 ./pretrain_cont.sh {output_dir}), or start over with "
+            f"--overwrite_output_dir (the earlier run moves to {Path(output_dir) / HISTORY_DIR}/<time>/), or choose "
+            "another --output_dir"]
 
 
 def output_dir_problems(output_dir: str | os.PathLike | None) -> list[str]:
@@ -114,32 +137,79 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
         _check_not_held_elsewhere(path, key)
         yield
         return
+    created = _missing_dirs(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(path)
-    if fd is None:  # no locks on this filesystem: warned
-        yield
-        return
     try:
-        record = {"host": runtime.hostname, "pid": os.getpid(), "job": job, "job_key": key,
-                  "started_at": time.time(), "command": " ".join(sys.argv)[:500]}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        yield
-    finally:
-        # Unlinked while still held: a process waiting on the old file then sees it is gone (`_acquire`
-        # compares inodes) and cannot end up holding a lock on a name nobody else can find.
+        fd = _acquire(path)
+        if fd is None:  # no locks on this filesystem: warned
+            yield
+            return
         try:
-            if _same_file(fd, path):
-                path.unlink()
-        except OSError:
-            pass
+            record = {"host": runtime.hostname, "pid": os.getpid(), "job": job, "job_key": key,
+                      "started_at": time.time(), "command": " ".join(sys.argv)[:500]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+            yield
+        finally:
+            # Unlinked while still held: a process waiting on the old file then sees it is gone (`_acquire`
+            # compares inodes) and cannot end up holding a lock on a name nobody else can find.
+            try:
+                if _same_file(fd, path):
+                    path.unlink()
+            except OSError:
+                pass
+            os.close(fd)
+    finally:
+        # A run that stopped before writing anything (a missing dataset, a failed prepare) leaves no
+        # empty output dir behind: the next attempt would otherwise find a dir it did not expect.
+        for directory in created:
+            try:
+                directory.rmdir()  # only if empty
+            except OSError:
+                break
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The dirs that `path.mkdir(parents=True)` would create, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    """The lock file's fd: a regular file, never through a symlink, never blocking on a FIFO. Anything else
+    at that name (planted, or left by hand) is an error saying what it is."""
+    try:
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        if error.errno == errno.ENOENT:
+            raise
+        kind = {errno.ELOOP: "a symlink", errno.EISDIR: "a directory"}.get(error.errno)
+        raise RankzeroError(_not_a_lock(path, kind or f"not openable ({error.strerror})")) from None
+    kind = _file_kind(os.fstat(fd).st_mode)
+    if kind != "a regular file":
         os.close(fd)
+        raise RankzeroError(_not_a_lock(path, kind))
+    return fd
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _not_a_lock(path: Path, kind: str) -> str:
+    return (f"--output_dir {path.parent}: {path.name} is {kind}, not the lock file rankzero writes there; remove it "
+            f"(rm -r {shlex.quote(str(path))}) and run again, or choose another --output_dir")
 
 
 def _acquire(path: Path) -> int | None:
     busy_since = None
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        fd = _open_lock(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -166,7 +236,7 @@ def _check_not_held_elsewhere(path: Path, key: str) -> None:
     busy_since = None
     while True:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = _open_lock(path, os.O_RDONLY)
         except FileNotFoundError:
             return  # nobody has run here, or our rank 0 has not come this far yet
         try:
@@ -191,7 +261,7 @@ def _check_not_held_elsewhere(path: Path, key: str) -> None:
 def _read_record(fd: int) -> dict | None:
     try:
         value = json.loads(os.pread(fd, 1 << 16, 0) or b"null")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -206,10 +276,12 @@ def _maybe_leftover(holder: dict | None) -> bool:
     """True when the holder may be gone with its children still holding the lock: a dead pid on this host."""
     if holder is None:
         return True
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False  # another host: its pid says nothing here
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or isinstance(pid, bool) or not isinstance(pid, int) \
+            or not 0 < pid < 1 << 31:
+        return False  # another host: its pid says nothing here (nor does a pid that is no pid: 0 or -1 are groups)
     try:
-        os.kill(holder["pid"], 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
@@ -230,16 +302,97 @@ def busy_message(output_dir: Path, holder: dict | None) -> str:
     if holder is None:
         who = "another run (it has not recorded who it is)"
     else:
-        started = holder.get("started_at")
-        since = (datetime.fromtimestamp(started, timezone.utc).strftime(", running since %Y-%m-%d %H:%M:%S UTC")
-                 if isinstance(started, (int, float)) else "")
-        who = f"another run: pid {holder.get('pid')} on host {holder.get('host')} ({holder.get('job')}{since})"
+        since = _since(holder.get("started_at"))
+        who = (f"another run: pid {_shown(holder.get('pid'))} on host {_shown(holder.get('host'))} "
+               f"({_shown(holder.get('job'))}{since})")
+        if _maybe_leftover(holder):  # waited LOCK_WAIT_S: not a dying run's workers, something that lives on
+            return (f"--output_dir {output_dir} is locked, but the run that took the lock (pid "
+                    f"{_shown(holder.get('pid'))} on this host{since}) is dead: a process it started still holds "
+                    f"the lock open (an orphaned DataLoader worker or subprocess). Find it with `fuser -v "
+                    f"{shlex.quote(str(output_dir / LOCK_NAME))}` (or lsof) and stop it, or choose another --output_dir")
     return (f"--output_dir {output_dir} is in use by {who}. Two runs writing one output dir mix their "
             "checkpoints: wait for it to end or stop it, or choose another --output_dir")
 
 
+def _since(started) -> str:
+    """", running since <UTC time>" from a record's started_at, or "" when it is no time (1e300, NaN, a string)."""
+    if isinstance(started, bool) or not isinstance(started, (int, float)):
+        return ""
+    try:
+        return datetime.fromtimestamp(started, timezone.utc).strftime(", running since %Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return ""
+
+
+def _shown(value, limit: int = 80) -> str:
+    """A value read from the lock record, safe to print: control characters (terminal escapes, newlines, bidi
+    overrides) removed, and cut to `limit` characters; the record is a file anyone with write access can edit."""
+    text = "".join(char for char in str(value) if unicodedata.category(char)[0] != "C")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# The run a dir holds: run_config.json names it, every checkpoint names the run that wrote it
+
+
+def run_id_of(output_dir: str | os.PathLike) -> str | None:
+    """The id of the run an output dir holds (its run_config.json's), or None (none yet, or an older rankzero)."""
+    from rankzero.files import read_json
+
+    record = read_json(Path(output_dir) / RUN_FILES[0])
+    return record.get("run_id") if isinstance(record, dict) and isinstance(record.get("run_id"), str) else None
+
+
+def new_run_id() -> str:
+    import uuid
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.rpartition("-")[2])
+
+
+def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
+    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
+    from rankzero.files import read_json
+    from rankzero.train.checkpoints import DATA_RECORD
+
+    if max_steps > 0 and step_of(checkpoint) > max_steps:
+        # The Trainer would restore the step, train nothing and save those weights as this run's model.
+        return f"step {step_of(checkpoint)} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
+    record = read_json(checkpoint / DATA_RECORD)
+    written_by = record.get("run_id") if isinstance(record, dict) else None
+    if run_id and isinstance(written_by, str) and written_by != run_id:
+        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # History
+
+
+def _stamp(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def move_earlier_run(output_dir: Path) -> Path | None:
+    """--overwrite_output_dir: everything an earlier run left in output_dir (checkpoints, model, logs, run
+    files) into run_history/<time it was written>/, so the new run starts in an empty dir and nothing is lost."""
+    entries = [path for path in Path(output_dir).iterdir()
+               if path.name != HISTORY_DIR and not path.name.startswith(".")] if Path(output_dir).is_dir() else []
+    if not entries:
+        return None
+    record = next((Path(output_dir) / name for name in RUN_FILES if (Path(output_dir) / name).is_file()), entries[0])
+    history = Path(output_dir) / HISTORY_DIR
+    stamp, count = _stamp(record), 1
+    while (history / stamp).exists():
+        count += 1
+        stamp = f"{_stamp(record)}.{count}"
+    (history / stamp).mkdir(parents=True)
+    for path in entries:
+        os.replace(path, history / stamp / path.name)
+    return history / stamp
 
 
 def keep_earlier_run_files(output_dir: Path) -> Path | None:
@@ -248,7 +401,7 @@ def keep_earlier_run_files(output_dir: Path) -> Path | None:
     files = [output_dir / name for name in RUN_FILES if (output_dir / name).is_file()]
     if not files:
         return None
-    written = datetime.fromtimestamp(files[0].stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    written = _stamp(files[0])
     history = output_dir / HISTORY_DIR
     history.mkdir(exist_ok=True)
     stamp, count = written, 1

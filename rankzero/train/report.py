@@ -3,8 +3,10 @@
     trainer.add_callback(CurvesCallback(output_dir))      # rank 0 redraws the picture at every save and at the end
     print(summary(trainer, output_dir, wall_s, tokens))    # rank 0, once training is over
 
-The picture has three panels against tokens trained: training loss (and evaluation loss where there is
-one), learning rate and tokens/s, read from the Trainer's log history (`trainer_state.json`), drawn
+The picture has a panel for each of training and evaluation loss, learning rate and tokens/s that was
+logged (none for what was not), against tokens trained where every training log counts them, else
+against optimizer steps; a NaN or inf loss is a gap in its line with a red mark where it was logged.
+It is read from the Trainer's log history (`trainer_state.json`), drawn
 with matplotlib's Agg backend (no display needed) and written atomically, so a user watching the file
 never sees half a PNG.
 """
@@ -20,27 +22,47 @@ from transformers import TrainerCallback
 CURVES = "training_curves.png"
 
 
-def _series(history: list[dict]) -> dict[str, tuple[list, list]]:
-    """(tokens, values) per curve. Evaluation logs carry no token count: theirs is read off the training logs
-    by step."""
-    training = [entry for entry in history if "loss" in entry and "tokens_seen" in entry]
+def _series(history: list[dict]) -> tuple[str, dict[str, tuple[list, list]]]:
+    """(the x axis's label, {curve: (x, values)}) from what was logged: tokens trained where every training log
+    has them, else steps. Evaluation logs carry no token count: theirs is read off the training logs by step."""
+    training = [entry for entry in history if "loss" in entry and "step" in entry]
+    by_tokens = bool(training) and all("tokens_seen" in entry for entry in training)
     steps = [entry["step"] for entry in training]
-    tokens = [entry["tokens_seen"] for entry in training]
+    xs = [entry["tokens_seen"] for entry in training] if by_tokens else steps
 
-    def tokens_at(step: int) -> float:
-        if not steps:
+    def x_at(step: int) -> float:
+        if not by_tokens:
             return float(step)
         below = [index for index, known in enumerate(steps) if known <= step]
         index = below[-1] if below else 0
-        return tokens[index] * step / max(steps[index], 1)  # steps of one run carry about the same tokens
+        return xs[index] * step / max(steps[index], 1)  # steps of one run carry about the same tokens
 
-    series = {"loss": (tokens, [entry["loss"] for entry in training]),
-              "learning rate": (tokens, [entry.get("learning_rate", math.nan) for entry in training]),
-              "tokens/s": ([t for t, e in zip(tokens, training) if "tokens_per_second" in e],
-                           [e["tokens_per_second"] for e in training if "tokens_per_second" in e])}
-    evaluations = [entry for entry in history if "eval_loss" in entry]
-    series["eval loss"] = ([tokens_at(entry["step"]) for entry in evaluations], [entry["eval_loss"] for entry in evaluations])
-    return series
+    def curve(key: str, entries: list[dict]) -> tuple[list, list]:
+        # A NaN or inf loss is a gap in the line (matplotlib does not join across NaN).
+        kept = [entry for entry in entries if key in entry]
+        return ([x_at(entry["step"]) for entry in kept],
+                [entry[key] if math.isfinite(entry[key]) else math.nan for entry in kept])
+
+    evaluations = [entry for entry in history if "eval_loss" in entry and "step" in entry]
+    series = {"train loss": curve("loss", training), "eval loss": curve("eval_loss", evaluations),
+              "learning rate": curve("learning_rate", training), "tokens/s": curve("tokens_per_second", training),
+              "loss not finite": ([x_at(entry["step"]) for entry in training if not math.isfinite(entry["loss"])], [])}
+    return ("tokens trained" if by_tokens else "optimizer steps"), series
+
+
+# (panel title, its curves, y label): a panel is drawn when one of its curves was logged
+PANELS = (("loss", ("train loss", "eval loss"), "loss (nats per token)"),
+          ("learning rate", ("learning rate",), "learning rate"),
+          ("tokens/s (all ranks)", ("tokens/s",), "tokens per second"))
+
+
+def panels(history: list[dict]) -> tuple[str, list[tuple[str, str, list[tuple[str, list, list]]]], list]:
+    """(the x axis's label, [(title, y label, [(curve, x, values)])] for what was logged and nothing else,
+    where a training loss was NaN or inf)."""
+    label, series = _series(history)
+    drawn = [(title, ylabel, [(name, *series[name]) for name in names if series[name][0]])
+             for title, names, ylabel in PANELS]
+    return label, [panel for panel in drawn if panel[2]], series["loss not finite"][0]
 
 
 def draw_curves(history: list[dict], path: Path) -> None:
@@ -49,20 +71,21 @@ def draw_curves(history: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = _series(history)
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
-    loss, rate, speed = axes
-    loss.plot(*series["loss"], label="train loss", color="tab:blue")
-    if series["eval loss"][0]:
-        loss.plot(*series["eval loss"], "o-", label="eval loss", color="tab:orange")
-    loss.set_title("loss")
-    loss.legend()
-    rate.plot(*series["learning rate"], color="tab:green")
-    rate.set_title("learning rate")
-    speed.plot(*series["tokens/s"], color="tab:red")
-    speed.set_title("tokens/s (all ranks)")
-    for axis in axes:
-        axis.set_xlabel("tokens trained")
+    label, shown, not_finite = panels(history)
+    if not shown:
+        return
+    figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), constrained_layout=True, squeeze=False)
+    for axis, (title, ylabel, curves) in zip(axes[0], shown):
+        for name, xs, values in curves:
+            axis.plot(xs, values, "o-" if name == "eval loss" else "-", label=name)
+        if title == "loss":
+            for index, at in enumerate(not_finite):
+                axis.axvline(at, color="tab:red", alpha=0.4, label="loss NaN or inf" if index == 0 else None)
+        if len(curves) > 1 or (title == "loss" and not_finite):
+            axis.legend()
+        axis.set_title(title)
+        axis.set_xlabel(label)
+        axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     figure.savefig(tmp, dpi=90, format="png")
@@ -89,18 +112,22 @@ class CurvesCallback(TrainerCallback):
 
 
 def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int, steps: int, saved: bool,
-            tensorboard: bool) -> str:
-    """The lines a finished run ends with."""
+            tensorboard: bool, tokens_before: int = 0, steps_before: int = 0, diverged: bool = False) -> str:
+    """The lines a finished run ends with. `tokens` were trained by this process; a resumed run had trained
+    `tokens_before` in `steps_before` steps (its checkpoint's), and the first line counts the whole run."""
     def last(key: str):
         return next((entry[key] for entry in reversed(history) if key in entry), None)
 
     mfus = [entry["mfu"] for entry in history if "mfu" in entry]
-    lines = [f"done: {steps:,} steps, {tokens:,} tokens in {wall_s / 60:,.1f} min "
+    resumed = (f" (resumed at step {steps_before:,}: {steps - steps_before:,} steps, {tokens:,} tokens in this run)"
+               if steps_before else "")
+    lines = [f"done: {steps:,} steps, {tokens_before + tokens:,} tokens{resumed} in {wall_s / 60:,.1f} min "
              f"({tokens / max(wall_s, 1e-9):,.0f} tokens/s overall, evaluation and saves included"
              + (f"; MFU {100 * sum(mfus) / len(mfus):.1f}% while training" if mfus else "") + ")"]
-    losses = [f"final train loss {last('loss'):.4f}"] if last("loss") is not None else []
+    trained = next((entry for entry in reversed(history) if "loss" in entry), None)
+    losses = [f"last train loss {trained['loss']:.4f} (step {trained.get('step')})"] if trained else []
     if last("eval_loss") is not None:
-        losses.append(f"eval loss {last('eval_loss'):.4f} (perplexity {last('perplexity'):,.2f})")
+        losses.append(f"eval loss {last('eval_loss'):.4f} (perplexity {last('eval_perplexity'):,.2f})")
     if losses:
         lines.append("  " + ", ".join(losses))
     if saved:
@@ -109,6 +136,7 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
     board = os.environ.get("TENSORBOARD_LOGGING_DIR") or output_dir / "runs"
     lines.append(f"  logs: {output_dir / 'trainer_state.json'}, {output_dir / CURVES}"
                  + (f", TensorBoard: tensorboard --logdir {board}" if tensorboard else ""))
-    lines.append(f"  continue: ./pretrain_cont.sh {output_dir} --max_steps N   (more steps, from this model; "
-                 f"RESUME=1 ./pretrain_cont.sh {output_dir} resumes its newest checkpoint exactly)")
+    if not diverged:  # nothing to continue from: the error that follows names the last good checkpoint
+        lines.append(f"  continue: ./pretrain_cont.sh {output_dir} --max_steps N   (more steps, from this model; "
+                     f"RESUME=1 ./pretrain_cont.sh {output_dir} resumes its newest checkpoint exactly)")
     return "\n".join(lines)

@@ -6,10 +6,12 @@
 Called with no process group: `set_up_devices` creates it (gloo on CPU, NCCL on GPUs) once every
 rank holds the prepared data. The output dir ends up with the model, tokenizer and config
 (`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`, `run_config.json` (the
-resolved configuration), `recipe.yaml` (the flags given, for an exact resume with pretrain_cont.sh)
+resolved configuration and the run's id), `recipe.yaml` (the effective run, rankzero/recipe.py: replayed by
+pretrain_cont.sh)
 and `data_manifest.json` (the prepared data's manifest).
 
-SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
+A run whose gradients stop being finite (divergence.py) stops, saves no model and ends with an error
+naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
 run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
 checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
@@ -33,6 +35,7 @@ import torch
 import yaml
 
 from rankzero.config import CONFIGS, Args
+from rankzero.errors import RankzeroError
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -43,14 +46,16 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     from rankzero.train.checkpoints import data_record, resolve_resume
+    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
+    from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.sharding import RankZeroWeights, build_without_weights, fsdp_defaults, rank_zero_loads
-    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, set_up_devices
+    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -65,21 +70,29 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     data = data_record(prepared_dir)
     # Before the model is built: a damaged checkpoint or other data stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
-                            args.model.allow_data_change, report=runtime.is_main)
+                            args.model.allow_data_change, report=runtime.is_main, max_steps=args.training.max_steps)
+    # A resume continues the dir's run; a start from scratch is a new one (only rank 0's id is ever written).
+    run_id = (resume and run_id_of(args.training.output_dir)) or new_run_id()
+    data = {**data, "run_id": run_id}  # into every checkpoint: `auto` takes only this run's
 
     documents = args.model.mask_across_documents and args.packing.packing
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
-    build = functools.partial(build_model, args.model, tokenizer, sample_max_token_id(dataset), attention)
-    # Under FSDP only rank 0 reads the weights; the others get their shards from it (sharding.py).
-    model = build_without_weights(build) if rank_zero_loads(args.training, runtime) and runtime.rank else build()
+    build = functools.partial(build_model, args.model, tokenizer, sample_max_token_id(dataset), attention,
+                              checkpoint=resume)
+    # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
+    # shards from the checkpoint (sharding.py).
+    empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
+    model = build_without_weights(build) if empty else build()
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
     training, sharding = fsdp_defaults(training, model)
+    training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
+                                                                                              runtime))
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **learning, **sharding}
+    defaults = {**args.defaults, **defaults, **learning, **sharding, **logging}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -94,6 +107,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
+    guard = DivergenceGuard()
     set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
@@ -105,6 +119,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         meter=meter,
         preemption=preemption,
         data_record=data,
+        guard=guard,
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
@@ -112,7 +127,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         trainer.add_callback(RankZeroWeights(model, runtime))
     if trainer.is_world_process_zero():
         config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
-                                 describe_setup(trainer, attention, documents))
+                                 describe_setup(trainer, attention, documents), run_id)
         write_run_files(output_dir, config, args, training)
         print_config(config, defaults)
     try:
@@ -120,19 +135,25 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         with preemption.handling_signals():
             started = time.perf_counter()
             trainer.train(resume_from_checkpoint=resume)
-            if preemption.stopped_at is None:
+            finished = preemption.stopped_at is None and not guard.failed  # a diverged model is not saved
+            if finished:
                 evaluate_at_end(trainer)
                 save_final(trainer, model, output_dir, prepared_dir)
+            elif guard.failed:
+                trainer.save_state()  # trainer_state.json: the log history, NaN included, without the weights
             elif trainer.is_world_process_zero():
                 print(resume_hint(preemption, trainer, output_dir), flush=True)
             tokens = meter.tokens_trained(training)  # a collective: every rank
             if trainer.is_world_process_zero():
                 CurvesCallback(output_dir).on_train_end(training, trainer.state, None)  # with the last evaluation
                 print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
-                              tokens=tokens, steps=trainer.state.global_step, saved=preemption.stopped_at is None,
-                              tensorboard="tensorboard" in training.report_to),
+                              tokens=tokens, steps=trainer.state.global_step, saved=finished,
+                              tensorboard="tensorboard" in training.report_to, tokens_before=meter.tokens_at_start,
+                              steps_before=meter.step_at_start, diverged=guard.failed),
                       flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
+        if guard.failed:  # every rank alike: the gradient norm it judged is the same on all of them
+            raise RankzeroError(guard.message(output_dir, training.learning_rate))
     finally:
         # Free DDP's Reducer while the process group is still registered, so freeing it only drops a
         # reference. Otherwise the group dies inside the Reducer's dealloc, which holds the GIL while it
@@ -224,6 +245,14 @@ def load_validation(prepared_dir: Path, mode: str):
     return dataset.with_format("numpy", columns=columns)
 
 
+def steps_per_epoch(dataset, training, runtime: Runtime) -> int:
+    """Optimizer steps in one pass over the data, as the Trainer counts them (each rank its share of the rows)."""
+    import math
+
+    batches = math.ceil(math.ceil(len(dataset) / max(1, runtime.world_size)) / training.per_device_train_batch_size)
+    return max(1, batches // training.gradient_accumulation_steps)
+
+
 def sample_max_token_id(dataset, rows: int = 1000) -> int:
     """Largest id in the first rows: a cheap guard against data prepared with another tokenizer."""
     import pyarrow.compute as pc
@@ -268,12 +297,13 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
             "data_parallel": parallel, "torch_compile": compiled}
 
 
-def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup) -> dict:
+def resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id) -> dict:
     import transformers
 
     from rankzero.train.throughput import full_numel
 
     return {
+        "run_id": run_id,
         "given": sorted(args.given),
         "defaults_applied": defaults,
         "warnings": notes,
@@ -290,21 +320,18 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
 
 
 def write_run_files(output_dir: Path, config: dict, args: Args, training) -> None:
-    from rankzero.train.output_dir import keep_earlier_run_files
+    from rankzero.recipe import effective_recipe, write_recipe
+    from rankzero.train.output_dir import keep_earlier_run_files, move_earlier_run
 
     output_dir.mkdir(parents=True, exist_ok=True)
+    if args.overwrite_output_dir and not training.resume_from_checkpoint:
+        moved = move_earlier_run(output_dir)  # checks.py let a run from scratch in only with this flag
+        if moved is not None:
+            print(f"--overwrite_output_dir: the earlier run in {output_dir} moved to {moved}", flush=True)
     keep_earlier_run_files(output_dir)  # the earlier run's record of its data and settings, into run_history/
     (output_dir / "run_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False, default=str) + "\n")
-    # The flags this run was given, replayable as a recipe: `train.py recipe.yaml --resume_from_checkpoint …`.
-    values = {**{k: v for group in CONFIGS for k, v in dataclasses.asdict(getattr(args, group)).items()},
-              "seed": args.seed, **training.to_dict()}
-    once = ("resume_from_checkpoint", "allow_data_change")  # decisions for this start only, never replayed
-    recipe = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
-              for name in sorted(args.given) if name in values and name not in once}
-    if recipe.get("report_to") == []:
-        recipe["report_to"] = "none"  # an empty list would become a bare flag
-    recipe = {name: value for name, value in recipe.items() if value != []}
-    (output_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True, sort_keys=False))
+    # The effective run, replayable from anywhere: `train.py recipe.yaml --resume_from_checkpoint auto`.
+    write_recipe(output_dir / "recipe.yaml", effective_recipe(args, training))
 
 
 def print_config(config: dict, defaults: dict[str, str]) -> None:

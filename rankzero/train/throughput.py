@@ -4,7 +4,8 @@
     trainer = RankzeroTrainer(..., meter=meter)        # adds the callback; trainer.log() asks meter.metrics()
 
 Keys added to every training log (so they reach trainer_state.json's log_history and --report_to):
-`tokens_seen` (real tokens trained on so far, all ranks), `tokens_per_second` (all ranks together, real tokens: padding excluded), `tokens_per_second_per_device`,
+`tokens_seen` (real tokens trained on so far, all ranks; every save step is also a logging step, so a
+checkpoint's history ends with its exact count and a resumed run counts on from it), `tokens_per_second` (all ranks together, real tokens: padding excluded), `tokens_per_second_per_device`,
 `mfu` (CUDA with a known peak only) and `peak_memory_gb` (CUDA: max allocated; CPU: max RSS of this
 process). Tokens are counted per batch from the collator's `num_tokens` (no device sync) and
 summed over ranks once per logging step.
@@ -109,6 +110,7 @@ class ThroughputCallback(TrainerCallback):
         self.local_tokens = 0
         self.tokens_seen = 0  # every rank's tokens up to the last log, the first step's included
         self.tokens_at_start = 0  # tokens_seen when this run started (a resumed run's history goes on)
+        self.step_at_start = 0
         self.unlogged_tokens = 0  # this rank's tokens since the last log (the first step's too)
         self.mark = None  # start of the interval being measured; None until the run's first step is done
         self.excluded_s = 0.0  # saves and evaluations inside the interval
@@ -126,6 +128,7 @@ class ThroughputCallback(TrainerCallback):
         self.tokens_seen = next((entry["tokens_seen"] for entry in reversed(state.log_history)
                                  if "tokens_seen" in entry), 0)
         self.tokens_at_start, self.unlogged_tokens = self.tokens_seen, 0
+        self.step_at_start = state.global_step
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.paused_at is not None:
@@ -137,6 +140,8 @@ class ThroughputCallback(TrainerCallback):
         if self.mark is None:
             _synchronize(args)
             self.mark, self.local_tokens = time.perf_counter(), 0
+        # A checkpoint's log history must end at its own step: a resume counts on from its last `tokens_seen`.
+        control.should_log = control.should_log or control.should_save
         if control.should_save or control.should_evaluate:
             _synchronize(args)  # the step's queued GPU work is training time, not saving time
             self.paused_at = time.perf_counter()
@@ -176,13 +181,17 @@ class ThroughputCallback(TrainerCallback):
             seen = int(total.item())
         return self.tokens_seen - self.tokens_at_start + seen
 
+    def on_epoch_end(self, args, state, control, **kwargs):
+        control.should_log = control.should_log or control.should_save  # as at a step's end (the Trainer skips
+        # the log when this step has been logged already)
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
         if "eval_loss" in logs:
             parts = [f"eval step {state.global_step}/{state.max_steps}", f"eval_loss {logs['eval_loss']:.4f}"]
-            if "perplexity" in logs:
-                parts.append(f"perplexity {logs['perplexity']:,.2f}")
+            if "eval_perplexity" in logs:
+                parts.append(f"perplexity {logs['eval_perplexity']:,.2f}")
             tqdm.write(" | ".join(parts), file=sys.stdout)
             sys.stdout.flush()
             return

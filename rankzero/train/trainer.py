@@ -5,7 +5,9 @@
 
 Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter;
-- `log` merges the meter's metrics into each training log, and `perplexity` into each evaluation log,
+- `_get_grad_norm` hands each step's gradient norm to the divergence guard (divergence.py), and
+  `_maybe_log_save_evaluate` zeroes the loss sum after a log (the Trainer's own reset keeps a NaN);
+- `log` merges the meter's metrics into each training log, and `eval_perplexity` into each evaluation log,
   *before* the Trainer stores it, so they land in `trainer_state.json`'s log_history and every
   `--report_to` integration (a callback's `on_log` runs after the history is written and cannot add to it);
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
@@ -15,6 +17,8 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
   reduced in fp32 under bf16, and sharding on CPU too;
+- `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
+  never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
   each decoder layer (and the embedding, norm and head) is compiled on its own and the model's forward
   stays eager. Compiled whole, transformers' packed-sequence detection cannot tell under tracing that
@@ -38,12 +42,19 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         write_data_record)
+from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.preemption import PreemptionCallback
 from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
 STAGING_DIR = ".checkpoint-staging"  # hidden: neither `checkpoint-*` globs nor get_last_checkpoint see it
+
+
+def perplexity(loss: float) -> float:
+    """exp of the mean token loss: inf past ~700 (no longer a float), NaN for a NaN loss (not inf: nothing
+    was measured)."""
+    return float("inf") if loss >= 700 else round(math.exp(loss), 4)
 
 
 class QuietProgressCallback(ProgressCallback):
@@ -53,15 +64,20 @@ class QuietProgressCallback(ProgressCallback):
 
 class RankzeroTrainer(Trainer):
     def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None,
-                 data_record: dict | None = None, **kwargs):
+                 data_record: dict | None = None, guard: DivergenceGuard | None = None, **kwargs):
         self._staging = False
         self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
         super().__init__(*args, **kwargs)
         self.meter = meter
-        # Order matters: callbacks run in the order added, and the meter must see a save the preemption
-        # callback asks for at the same step (it leaves the save out of the throughput).
+        self.guard = guard
+        # Order matters: callbacks run in the order added. The guard cancels any save asked for at a
+        # non-finite step (the preemption callback's too), and the meter must see the saves that remain
+        # (it leaves them out of the throughput).
         if preemption is not None:
             self.add_callback(preemption)
+        if guard is not None:
+            guard.step_was_skipped = lambda: self.accelerator.optimizer_step_was_skipped
+            self.add_callback(guard)
         self.add_callback(meter)
         for noisy in (PrinterCallback, ProgressCallback):
             if self.pop_callback(noisy) is not None and noisy is ProgressCallback:
@@ -94,12 +110,34 @@ class RankzeroTrainer(Trainer):
         inputs.pop("num_tokens", None)  # evaluation batches: the model takes no such argument
         return inputs
 
+    def _get_grad_norm(self, model, grad_norm=None):
+        grad_norm = super()._get_grad_norm(model, grad_norm)
+        if self.guard is not None:
+            self.guard.observe_grad_norm(grad_norm)
+        return grad_norm
+
+    def _maybe_log_save_evaluate(self, tr_loss, *args, **kwargs):
+        super()._maybe_log_save_evaluate(tr_loss, *args, **kwargs)
+        if self._globalstep_last_logged == self.state.global_step:
+            # Logged: the Trainer resets the sum with `tr_loss -= tr_loss`, which leaves NaN after an inf
+            # (inf - inf) and would log every later, finite loss as NaN.
+            tr_loss.zero_()
+
     def log(self, logs, start_time=None):
         if "loss" in logs and "train_runtime" not in logs:  # a training log, reached on every rank
             logs.update(self.meter.metrics(self.args))
-        if "eval_loss" in logs:  # exp of the mean token loss; past ~700 it is no longer a float
-            logs["perplexity"] = round(math.exp(logs["eval_loss"]), 4) if logs["eval_loss"] < 700 else float("inf")
+        if "eval_loss" in logs:  # eval_*: TensorBoard and the other reporters file it under eval/, not train/
+            logs["eval_perplexity"] = perplexity(logs["eval_loss"])
         super().log(logs, start_time)
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        # transformers 5 forgives missing keys only when they are `_keys_to_ignore_on_save`, so every resume of a
+        # model with tied embeddings warned that `lm_head.weight` was missing: the tied copy is never saved.
+        tied = set(getattr(self.accelerator.unwrap_model(self.model), "all_tied_weights_keys", None) or ())
+        if load_result.missing_keys and set(load_result.missing_keys) <= tied:
+            self.model.tie_weights()
+            load_result = load_result._replace(missing_keys=[])
+        super()._issue_warnings_after_load(load_result)
 
     def _get_output_dir(self, trial) -> str:
         run_dir = super()._get_output_dir(trial)

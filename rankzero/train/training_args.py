@@ -33,6 +33,10 @@ class TrainingArguments(transformers.TrainingArguments):
     def __post_init__(self):
         from rankzero.train.sharding import fsdp_words_to_config
 
+        # Several backends in one value (`--report_to tensorboard,wandb`, a recipe's list): the command line
+        # gives this field one string, which TrainingArguments would take as one backend's name.
+        if isinstance(self.report_to, str) and "," in self.report_to:
+            self.report_to = [name.strip() for name in self.report_to.split(",") if name.strip()]
         # `--fsdp full_shard` (the form torchtitan-era docs and recipes use) into `fsdp=True` + fsdp_config, as
         # transformers itself does, without its deprecation warning for the string form.
         self.fsdp, self.fsdp_config = fsdp_words_to_config(self.fsdp, self.fsdp_config)
@@ -155,6 +159,15 @@ def apply_fast_defaults(
             warnings.append("--dataloader_persistent_workers is ignored: it needs --dataloader_num_workers > 0")
             changes["dataloader_persistent_workers"] = False
 
+    if training.logging_nan_inf_filter:
+        # It logs the mean of the earlier losses in place of a NaN or inf one: a diverged run would show a loss
+        # falling to 0. Non-finite values are logged as they are and stop the run (divergence.py).
+        if "logging_nan_inf_filter" in given:
+            warnings.append("--logging_nan_inf_filter is ignored: a NaN or inf loss is logged as it is, and a run "
+                            "whose gradients stay non-finite stops")
+        changes["logging_nan_inf_filter"] = False
+        reasons.setdefault("logging_nan_inf_filter", "False (NaN and inf losses are logged as they are)")
+
     if training.remove_unused_columns:
         if "remove_unused_columns" in given:
             warnings.append("--remove_unused_columns is ignored: the collator needs document_lengths and labels")
@@ -164,6 +177,36 @@ def apply_fast_defaults(
     if changes:
         training = dataclasses.replace(training, **changes)
     return training, reasons, warnings
+
+
+LOGGING_POINTS = 50  # training-loss lines a run logs by default: a curve, and few enough lines to read
+MAX_LOGGING_STEPS = 100
+
+
+def logging_defaults(training: TrainingArguments, given: frozenset[str], *, steps_per_epoch: int
+                     ) -> tuple[TrainingArguments, dict[str, str]]:
+    """--logging_steps about the run's steps / LOGGING_POINTS (1..MAX_LOGGING_STEPS) unless given: HF's 500 leaves
+    a shorter run without a training loss anywhere (log, TensorBoard, curves, summary). Evaluation, which HF
+    runs every --logging_steps, then every 10 of them unless --eval_steps or --logging_steps is given.
+    `steps_per_epoch`: optimizer steps, for a run by --num_train_epochs. Returns (new args, {flag: "value (why)"})."""
+    import math
+
+    if "logging_steps" in given:
+        return training, {}
+    if training.max_steps > 0:
+        total, what = training.max_steps, "--max_steps"
+    else:
+        total = max(1, math.ceil(training.num_train_epochs * steps_per_epoch))
+        what = f"{training.num_train_epochs:g} epochs × {steps_per_epoch:,} steps"
+    steps = min(MAX_LOGGING_STEPS, max(1, round(total / LOGGING_POINTS)))
+    changes = {"logging_steps": steps}
+    reasons = {"logging_steps": f"{steps} (about {total:,} steps ({what}) / {LOGGING_POINTS}, within "
+                                f"1..{MAX_LOGGING_STEPS})"}
+    strategy = getattr(training.eval_strategy, "value", training.eval_strategy)
+    if strategy == "steps" and "eval_steps" not in given:
+        changes["eval_steps"] = 10 * steps
+        reasons["eval_steps"] = f"{10 * steps} (every 10 logging steps)"
+    return dataclasses.replace(training, **changes), reasons
 
 
 def max_steps_problems(training) -> list[str]:
