@@ -1,5 +1,7 @@
-"""Sharded training: FSDP2 on CPU over gloo (real shards, DDP's losses), DeepSpeed's arguments build (or say
-in one line that the package is missing)."""
+"""Sharded training under real processes: FSDP2 on CPU over gloo (real DTensor shards, DDP's losses, tokens/s
+and MFU of the whole model, rank 0's weights in every shard), its DCP checkpoints (SIGTERM, verified, exact
+resume, exported), the 8B recipe on the tiny model through pretrain.sh and pretrain_cont.sh; DeepSpeed's
+arguments build, or say in one line that the package is missing; ZeRO trains where CUDA and deepspeed are."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO, TINY, free_port, losses, quiet_env, run
+from helpers import REPO, TINY, free_port, log_history, losses, quiet_env, run
 from helpers import train_flags as run_flags
 from rankzero.args import parse_args
 from rankzero.errors import ConfigError
@@ -48,6 +50,19 @@ def test_zero_arguments_build_under_a_launcher(tokenizer_dir, tmp_path, monkeypa
     assert not torch.distributed.is_initialized()
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not (DEEPSPEED and torch.cuda.is_available()), reason="ZeRO trains on CUDA with deepspeed only")
+@pytest.mark.parametrize("stage", [2, 3])
+def test_zero_trains_and_its_loss_falls(tmp_path, train_corpus, tokenizer_dir, stage):
+    out = tmp_path / "run"
+    result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 1, "--master_port", free_port(),
+                  REPO / "train.py", *run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=20,
+                                                deepspeed=zero_config(tmp_path, stage))], timeout=900)
+    assert "data_parallel = DEEPSPEED" in result.stdout
+    steps = losses(out)
+    assert steps[20] < steps[5] and (out / "model.safetensors").is_file()
+
+
 @pytest.mark.skipif(DEEPSPEED, reason="deepspeed is installed: the arguments build")
 def test_deepspeed_without_the_package_is_one_line(tokenizer_dir, tmp_path):
     with pytest.raises(ConfigError) as error:
@@ -78,6 +93,11 @@ def recording_step(self, model, inputs, num_items_in_batch=None):
                          for name, p in model.named_parameters()}}
         with open(os.path.join({out!r}, f"parameters-{{os.environ['RANK']}}.json"), "w") as handle:
             json.dump(self.recorded, handle)
+        # MFU needs a peak, known on CUDA only: a made-up one, so that the CPU run logs it too.
+        from rankzero.train.throughput import flops_per_token
+        self.meter.peak = 1e9
+        with open(os.path.join({out!r}, f"flops-{{os.environ['RANK']}}.json"), "w") as handle:
+            json.dump({{"meter": self.meter.flops_per_token, "sharded_model": flops_per_token(model, 64)}}, handle)
     return step(self, model, inputs, num_items_in_batch)
 
 save = RankzeroTrainer.save_model
@@ -124,6 +144,24 @@ def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tok
         assert parameters and all(p["dtensor"] for p in parameters.values())
         assert sum(p["local"] for p in parameters.values()) * 2 == sum(p["global"] for p in parameters.values())
         assert all(p["local"] == -(-p["global"] // 2) or p["local"] == p["global"] // 2 for p in parameters.values())
+    # tokens/s and MFU count the whole model and every rank, not one rank's shards.
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rankzero.train.throughput import flops_per_token
+
+    whole = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(sharded))
+    for rank in (0, 1):
+        flops = json.loads((sharded / f"flops-{rank}.json").read_text())
+        assert flops["meter"] == flops["sharded_model"] == flops_per_token(whole, 64)
+    logged = [entry for entry in log_history(sharded) if "mfu" in entry]
+    assert logged
+    for entry in logged:
+        assert entry["tokens_per_second"] == pytest.approx(2 * entry["tokens_per_second_per_device"], rel=1e-3)
+        assert entry["mfu"] == pytest.approx(entry["tokens_per_second_per_device"] * flops_per_token(whole, 64) / 1e9,
+                                             rel=1e-3)
+    seen = [max(entry.get("tokens_seen", 0) for entry in log_history(out)) for out in (ddp, sharded)]
+    assert seen[0] == seen[1] > 20 * 64  # the same tokens as DDP's, every rank's
+
     expected, got = losses(ddp), losses(sharded)
     assert sorted(got) == list(range(1, 21)) and sorted(expected) == sorted(got)
     for step in expected:
@@ -141,7 +179,6 @@ def test_fsdp_shards_every_parameter_and_matches_ddp(tmp_path, train_corpus, tok
 
     # The finished run is one plain HF dir: weights once (the tied embedding under one name), the trained logits.
     from safetensors import safe_open
-    from transformers import AutoModelForCausalLM
 
     with safe_open(sharded / "model.safetensors", "pt") as weights:
         names = set(weights.keys())
@@ -214,3 +251,36 @@ def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path
     shutil.copytree(checkpoint, tmp_path / "damaged" / checkpoint.name)
     chosen, skipped = newest_intact_checkpoint(tmp_path / "damaged")
     assert chosen.name == checkpoint.name and [p.name for p, _ in skipped] == [unfinished.name, cut.name]
+
+
+def test_the_8b_recipe_on_the_tiny_model_then_pretrain_cont(tmp_path, train_corpus, tokenizer_dir):
+    """configs/recipes/8b-cont-fsdp.yaml as shipped, the tiny model in place of the 8B one, 2 ranks through
+    pretrain.sh: FSDP2 full_shard with bf16 compute and fp32 reduction, layers recomputed, DCP checkpoints, an HF
+    dir at the end. pretrain_cont.sh then resumes it exactly (RESUME=1) and continues from it."""
+    recipe = REPO / "configs" / "recipes" / "8b-cont-fsdp.yaml"
+    out = tmp_path / "run"
+    # bf16 is the recipe's on a GPU (rankzero's default there); on CPU it has to be asked for.
+    overrides = run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=4, save_steps=2,
+                          logging_steps=1, quality_filter="none", gradient_accumulation_steps=1, warmup_steps=0,
+                          save_strategy="steps", bf16="true", use_cpu="true")
+    result = run([REPO / "pretrain.sh", recipe, *overrides], env=quiet_env(NGPU=2), timeout=600)
+    assert ("data_parallel = FSDP2 full_shard over 2 process(es), one unit per LlamaDecoderLayer; parameters "
+            "bfloat16 for compute over fp32 shards, gradients reduced in float32; activations recomputed per unit; "
+            "SHARDED_STATE_DICT checkpoints") in result.stdout
+    assert {p.name for p in (out / "checkpoint-2" / "pytorch_model_fsdp_0").iterdir()} >= {"__0_0.distcp",
+                                                                                          "__1_0.distcp"}
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert next(model.parameters()).dtype == torch.float32  # fp32 master weights, whatever the compute dtype
+    uninterrupted = losses(out)
+
+    result = run([REPO / "pretrain_cont.sh", out / "checkpoint-2"], env=quiet_env(NGPU=2, RESUME=1), timeout=600)
+    assert "step 3/4" in result.stdout and "step 2/4 " not in result.stdout
+    assert losses(out)[4] == pytest.approx(uninterrupted[4], rel=1e-4)
+
+    result = run([REPO / "pretrain_cont.sh", out, "--max_steps", 3], env=quiet_env(NGPU=2), timeout=600)
+    continued = [p for p in tmp_path.iterdir() if p.name.startswith("run-cont-")]
+    assert len(continued) == 1 and set(losses(continued[0])) == {1, 2, 3}, result.stdout[-2000:]
+    assert "data_parallel = FSDP2 full_shard over 2 process(es)" in result.stdout
+    assert (continued[0] / "model.safetensors").is_file()

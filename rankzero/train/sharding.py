@@ -4,6 +4,7 @@
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
     model = build_without_weights(build) if rank_zero_loads(training, runtime) and runtime.rank else build()
     training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
+    trainer.add_callback(RankZeroWeights(model, runtime))  # run.py: rank 0's weights into every rank's shards
     one_process_group()                                # training_args.set_up_devices: --fsdp in one process
     policy = mixed_precision_policy(training)          # trainer.py, into accelerate's FSDP plugin
     shard_on_cpu(accelerator, plugin)                  # trainer.py: a CPU run shards too (see below)
@@ -13,8 +14,8 @@ FSDP means FSDP2 (torch's `fully_shard`, accelerate's `fsdp_version` 2): every d
 whose parameters are DTensor shards, gathered for its forward and backward only. `--fsdp full_shard` is
 enough; what it leaves open is filled in (each printed as a default, each overridable in `--fsdp_config`):
 the unit is the model's own decoder-layer class (transformers' `_no_split_modules`), checkpoints are
-sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are loaded once
-(rank 0) and broadcast into the shards, the other ranks holding the model on the meta device until then.
+sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are read once,
+by rank 0, which sends every other rank only its shards (the others build the model without weights).
 Under bf16 the parameters are cast to bf16 for compute while the fp32 master weights stay sharded, and
 gradients are reduced in fp32 (torch's MixedPrecisionPolicy; accelerate's own default reduces in bf16).
 
@@ -107,9 +108,10 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
     if layers:
         wanted["transformer_layer_cls_to_wrap"] = (layers, f"{type(model).__name__}'s decoder layer")
     changes = {}
-    if training.gradient_checkpointing and "activation_checkpointing" not in config:
+    if training.gradient_checkpointing:
         # HF's own checkpointing re-runs each layer's forward outside FSDP's view: a second all-gather per layer in
         # the backward. accelerate's wraps each decoder layer inside its FSDP unit: recomputed on the one gather.
+        # (transformers refuses the two together.)
         wanted["activation_checkpointing"] = (True, "--gradient_checkpointing under FSDP: each decoder layer "
                                                     "recomputed inside its FSDP unit, on the same all-gather")
         flags = {f.name for f in dataclasses.fields(training)}
