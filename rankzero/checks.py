@@ -24,6 +24,7 @@ from rankzero.train.checkpoints import checkpoints_in, resume_problems
 from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
+from rankzero.train.vocabulary import stage_problems
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
     problems += fsdp_problems(training)
+    problems += stage_problems(args.model.train_new_embeddings_steps, training)
     if problems:
         raise ConfigError(problems)
 
@@ -114,7 +116,7 @@ def default_validation_percentage(sources: SourcesConfig) -> tuple[float, str]:
     """A few percent of the documents, capped near DEFAULT_VALIDATION_TOKENS tokens by the input size
     (a token per ~3 bytes, as the disk-space estimate reads it); the plain percentage when a size is
     unknown (a hub source). (percentage, why)"""
-    from rankzero.data.published import BYTES_PER_TOKEN
+    from rankzero.data.space import BYTES_PER_TOKEN
     from rankzero.data.specs import resolve_source
 
     try:

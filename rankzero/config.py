@@ -140,9 +140,18 @@ class StageConfig(_Config):
     skip_bad_records: bool = flag(False, "count and skip malformed records, not stop at file:line")
     on_decode_error: str = flag("error", "bad UTF-8: stop at file:offset, or replace and count",
                                 choices=("error", "replace"))
+    pii: str = flag("mask", "mask: personal information (phones, e-mails, resident numbers, cards, ...) becomes "
+                            "placeholders such as |||PHONE_NUMBER||| (docs/data.md)", choices=("mask", "off"))
+    decontaminate: tuple[str, ...] = flag((), "benchmark files or directories (KMMLU CSV, KoBEST/LogicKor JSONL, "
+                                              "CLIcK JSON): drop documents holding one of their items")
+
+    def __post_init__(self) -> None:
+        self._set("decontaminate", tuple(self.decontaminate))
+        super().__post_init__()
 
     def problems(self) -> list[str]:
-        problems = []
+        problems = [f"--decontaminate {path}: no such file or directory" for path in self.decontaminate
+                    if not os.path.exists(os.path.expanduser(path))]
         if not self.tokenizer_path:
             problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
         elif not Path(self.tokenizer_path).is_dir():
@@ -261,9 +270,16 @@ class ModelConfig(_Config):
     mask_across_documents: bool = flag(False, "stop attention at document edges in packed rows")
     pad_to_multiple_of: int = flag(8, "unpacked rows: pad batches to a multiple of this")
     allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
+    train_new_embeddings_steps: int = flag(0, "with --pretrained_model and a tokenizer it lacks tokens of: train only "
+                                              "the new embedding rows for this many steps, then everything")
 
     def problems(self) -> list[str]:
         problems = []
+        if self.train_new_embeddings_steps < 0:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: must be at least 0")
+        elif self.train_new_embeddings_steps and not self.pretrained_model:
+            problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: needs --pretrained_model "
+                            "(the rows it trains first are those a checkpoint lacks for the tokenizer)")
         # A missing --model_config is checked with the resume (checks.py): a resume takes the checkpoint's.
         if self.pretrained_model and not Path(self.pretrained_model).exists():
             problems.append(f"--pretrained_model {self.pretrained_model}: does not exist")

@@ -32,7 +32,8 @@ Choices, and why:
   * no space is added before the text (GPT-2's `add_prefix_space`): it cannot be undone exactly.
   Apart from the sentence marks these rules cut Korean eojeol where GPT-2's do; see
   bench/RESULTS.md for chars/token against a plain byte-level BPE of the same vocabulary size.
-- **Special tokens** `<unk> <s> </s> <pad> <|im_start|> <|im_end|>` take ids 0..5, and a
+- **Special tokens** `<unk> <s> </s> <pad> <|im_start|> <|im_end|>` take ids 0..5, the placeholders
+  of masked personal information (`|||PHONE_NUMBER|||`, ...; rankzero/data/pii.py) the next ids, and a
   ChatML chat template is saved, so `apply_chat_template` works. Encoding adds no special
   tokens by itself: the data pipeline decides where `</s>` goes between documents. (A literal
   "</s>" inside raw text still encodes as the special token, as in every HF tokenizer.)
@@ -57,6 +58,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from rankzero.data.pii import PLACEHOLDER_TOKENS
+
 if TYPE_CHECKING:
     import transformers
 
@@ -65,7 +68,10 @@ BOS_TOKEN = "<s>"
 EOS_TOKEN = "</s>"
 PAD_TOKEN = "<pad>"
 CHAT_TOKENS = ["<|im_start|>", "<|im_end|>"]
-SPECIAL_TOKENS = [UNK_TOKEN, BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, *CHAT_TOKENS]
+# The placeholders of masked personal information (|||PHONE_NUMBER|||, ...) are one token each, never split
+# into pieces the model could learn to complete (rankzero/data/pii.py).
+RESERVED_TOKENS = [*CHAT_TOKENS, *PLACEHOLDER_TOKENS]
+SPECIAL_TOKENS = [UNK_TOKEN, BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, *RESERVED_TOKENS]
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -156,7 +162,7 @@ def save_fast_tokenizer(backend, output_dir: str | Path, *, chat_template: str |
 
     special = special or {"bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN, "pad_token": PAD_TOKEN,
                           "unk_token": UNK_TOKEN}
-    extra = [t for t in CHAT_TOKENS if t not in special.values()]
+    extra = [t for t in RESERVED_TOKENS if t not in special.values()]
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         **special,
@@ -233,7 +239,7 @@ def extend_tokenizer(texts: Iterable[str], vocab_size: int, output_dir: str | Pa
     base_vocab = base.get_vocab()
     defaults = {"bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN, "pad_token": PAD_TOKEN, "unk_token": UNK_TOKEN}
     special = {name: getattr(base, name, None) or default for name, default in defaults.items()}
-    to_add = [t for t in dict.fromkeys([*special.values(), *CHAT_TOKENS]) if t not in base_vocab]
+    to_add = [t for t in dict.fromkeys([*special.values(), *RESERVED_TOKENS]) if t not in base_vocab]
 
     budget = vocab_size - next_id - len(to_add)
     new_merges = _learn_merges(words, counts, vocab, budget, show_progress=show_progress)

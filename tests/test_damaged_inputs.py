@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from helpers import korean_documents, prepare_cli, write_jsonl
+from helpers import korean_documents, prepare_cli, prepared_dir, write_jsonl
 from rankzero.data.compressed import zstd_problem
 
 
@@ -181,3 +181,99 @@ def test_a_long_csv_field_is_read_and_one_past_the_limit_names_its_line(tmp_path
                          "--max_document_mb", 0.25, check=False)
     _failed_cleanly(result, f"{path}:3: malformed CSV (field larger than field limit (262144)); fix the file, or "
                             "raise --max_document_mb")
+
+
+# ------------------------------------------------------------------ damaged columnar inputs (item 8)
+
+
+def _columnar_files(directory) -> dict:
+    """The same 6,000 records as Parquet (row groups of 1,000, snappy pages), an Arrow IPC file and an Arrow stream."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"text": korean_documents(6000, seed=8)})
+    paths = {"parquet": directory / "c.parquet", "arrow file": directory / "c.arrow",
+             "arrow stream": directory / "s.arrow"}
+    pq.write_table(table, paths["parquet"], row_group_size=1000)
+    for kind, new in (("arrow file", pa.ipc.new_file), ("arrow stream", pa.ipc.new_stream)):
+        with pa.OSFile(str(paths[kind]), "wb") as sink, new(sink, table.schema) as writer:
+            for batch in table.to_batches(max_chunksize=1000):
+                writer.write_batch(batch)
+    return paths
+
+
+@pytest.mark.parametrize("damage", ["cut at half", "64 bytes inverted at half"])
+@pytest.mark.parametrize("kind", ["parquet", "arrow file", "arrow stream"])
+def test_a_damaged_parquet_or_arrow_input_is_an_error_naming_it(tmp_path, kind, damage):
+    from rankzero.data.readers import iter_texts
+    from rankzero.errors import RankzeroError
+
+    path = _columnar_files(tmp_path)[kind]
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    if damage == "cut at half":
+        del data[middle:]
+    else:
+        data[middle:middle + 64] = bytes(byte ^ 0xFF for byte in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+    label = "Parquet" if kind == "parquet" else "Arrow"
+    try:
+        texts = list(iter_texts([str(path)]))
+    except RankzeroError as error:
+        assert str(error).startswith(f"{path}: cannot be read as {label} ("), error
+        assert str(error).endswith("file; re-download or re-write it") and "\n" not in str(error), error
+    else:  # inverted bytes that land inside one text and stay valid UTF-8 change it, and nothing can tell
+        assert damage != "cut at half" and len(texts) == 6000 and texts != korean_documents(6000, seed=8)
+
+
+def test_a_parquet_page_that_does_not_decompress_is_one_line_not_a_traceback(tmp_path, tokenizer_dir):
+    path = _columnar_files(tmp_path)["parquet"]
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(byte ^ 0xFF for byte in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+    result = prepare_cli("--dataset", path, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "cache",
+                         check=False)
+    _failed_cleanly(result, f"{path}: cannot be read as Parquet (Corrupt snappy compressed data.)")
+
+
+# ------------------------------------------------------------------ what a directory holds that is not read (item 11)
+
+
+def test_other_spellings_of_compressed_files_are_read_and_what_is_not_read_is_listed(tmp_path, tokenizer_dir):
+    import gzip
+    import os
+    import tarfile
+
+    import zstandard
+
+    texts = korean_documents(240, seed=11)
+    parts = ["".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts[i::4]).encode() for i in range(4)]
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    plain.mkdir(), packed.mkdir()
+    for index, part in enumerate(parts):
+        (plain / f"{index}.jsonl").write_bytes(part)
+    (packed / "0.jsonl.zstd").write_bytes(zstandard.ZstdCompressor().compress(parts[0]))  # `zstd` writes .zst
+    (packed / "1.jsonl.gzip").write_bytes(gzip.compress(parts[1]))
+    (packed / "2.JSONL").write_bytes(parts[2])
+    (packed / "3.JSONL.GZ").write_bytes(gzip.compress(parts[3]))
+    with tarfile.open(packed / "more.tar.gz", "w:gz") as archive:
+        archive.add(plain / "0.jsonl", arcname="0.jsonl")
+    (packed / "README.md").write_text("notes", encoding="utf-8")
+    flags = ["--tokenizer_path", tokenizer_dir, "--max_seq_length", 32, "--dedup", "none"]
+    outputs = {}
+    for directory in (plain, packed):
+        result = prepare_cli("--dataset", directory, "--cache_dir", tmp_path / f"cache-{directory.name}", *flags)
+        manifest = json.loads((prepared_dir(result.stdout) / "manifest.json").read_text())
+        outputs[directory.name] = (manifest["docs_in"], manifest["tokens"], result.stderr)
+    assert outputs["packed"][:2] == outputs["plain"][:2] == (240, outputs["plain"][1])
+    warnings = [line for line in outputs["packed"][2].splitlines() if "are not read" in line]
+    assert len(warnings) == 1, outputs["packed"][2]
+    assert warnings[0].endswith(f"--dataset {packed}: 2 file(s) below it are not read: {packed / 'README.md'} (type "
+                                f"'.md' is not read); {packed / 'more.tar.gz'} (an archive: unpack it)"), warnings[0]
+    assert "are not read" not in outputs["plain"][2]
+    fifo = tmp_path / "corpus.jsonl"
+    os.mkfifo(fifo)
+    result = prepare_cli("--dataset", fifo, "--cache_dir", tmp_path / "cache", *flags, check=False)
+    line = _failed_cleanly(result, f"--dataset {fifo}: {fifo} is a FIFO (named pipe): rankzero reads regular files")
+    assert "did you mean" not in line

@@ -62,8 +62,12 @@ def test_near_copies_are_removed_and_counted_per_source(tmp_path, tokenizer_dir)
     assert all(len(side["text"]) <= 80 for pair in samples for side in pair.values())
     cross = [pair for pair in samples if pair["removed"]["source"] != pair["kept_earlier"]["source"]]
     assert len(cross) == 6 and all(pair["removed"]["text"].startswith("다른 사이트 머리말") for pair in cross)
-    assert samples[0]["kept_earlier"] == {"source": str(first), "document": 0, "split": "train",
+    assert samples[0]["kept_earlier"] == {"source": str(first), "file": str(first), "line": 1, "split": "train",
                                           "text": distinct_texts(1, words=80)[0][:80]}
+    for pair in samples:  # each side's file and line hold the document it shows
+        for side in pair.values():
+            line = open(side["file"], encoding="utf-8").read().splitlines()[side["line"] - 1]
+            assert json.loads(line)["text"].startswith(side["text"][:40]), side
 
 
 def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path, tokenizer_dir, monkeypatch):
@@ -122,7 +126,8 @@ def test_a_planted_copy_with_a_header_and_five_percent_of_words_changed(tmp_path
     out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted", dedup_threshold=0.5)
     assert manifest["dropped"] == {"near_duplicate": 1} and manifest["near_dedup"]["bands"] == 40
     samples = [json.loads(line) for line in (out / "dedup_samples.jsonl").read_text().splitlines()]
-    assert [(s["removed"]["document"], s["kept_earlier"]["document"]) for s in samples] == [(60, 7)]
+    assert [(s["removed"]["file"], s["removed"]["line"], s["kept_earlier"]["line"]) for s in samples] == [
+        (str(corpus), 61, 8)]
     _, default = build(tmp_path, tokenizer_dir, [corpus], "default")
     assert default["dropped"] == {} and default["docs_kept"] == 121
 

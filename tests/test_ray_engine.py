@@ -327,3 +327,21 @@ def test_a_line_past_max_document_mb_names_the_files_own_line_in_a_ray_task(tmp_
     with pytest.raises(RankzeroError, match=rf"^{corpus}:331: a line is longer than 10,485 bytes \(--max_document_mb "
                                             r"0.01\)"):
         prepare(args, seed=0)
+
+
+def test_ray_screens_as_the_local_engine_does(tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    from test_prepare_pii import planted_corpus
+
+    corpus, benchmark = planted_corpus(tmp_path)
+    built = {}
+    for engine in ("local", "ray"):
+        args = data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine,
+                         decontaminate=[benchmark], max_seq_length=32)
+        out = prepare(args, seed=0)
+        built[engine] = (json.loads((out / "manifest.json").read_text()),
+                         *((out / name).read_text() for name in ("pii_samples.jsonl", "contaminated_items.jsonl")))
+    (local, *local_files), (ray_manifest, *ray_files) = built["local"], built["ray"]
+    assert ray_manifest["prep_engine"]["tasks"] >= 3
+    for key in ("dropped", "docs_kept", "tokens", "pii", "decontamination"):
+        assert ray_manifest[key] == local[key], key
+    assert ray_files == local_files and local["dropped"]["pii_dump"] == 1

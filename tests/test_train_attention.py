@@ -32,7 +32,7 @@ def tokenizer(tokenizer_dir):
 
 def build(tokenizer, attention: str):
     torch.manual_seed(0)
-    return build_model(ModelConfig(model_config=str(TINY)), tokenizer, None, attention)
+    return build_model(ModelConfig(model_config=str(TINY)), tokenizer, None, attention)[0]
 
 
 def packed_rows(layout=ROWS):

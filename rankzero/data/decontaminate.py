@@ -9,7 +9,7 @@ An item is *found* in a document by either of two rules, both on normalised text
 punctuation folded to spaces: `normalize`):
 
 - word n-grams (N = 8: Korean words carry their particles, so 8 of them are about as specific as
-  GPT-3's 13 English words; docs/data.md has the measurement): the document holds at least half of the
+  GPT-3's 13 English words; bench/pii_bench.py measures 5, 8 and 13): the document holds at least half of the
   n-grams of the item's question (the choices' n-grams count towards it too). One shared sentence is
   not enough, and an n-gram that occurs in COMMON_ITEMS or more items (an exam's boilerplate, a poem
   quoted by several questions) is not indexed at all;
@@ -26,6 +26,7 @@ falls inside it), then each candidate is verified by a substring test.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import re
@@ -42,12 +43,13 @@ from rankzero.errors import RankzeroError
 N = 8
 COMMON_ITEMS = 5
 MIN_SHARE = 0.5
-MIN_HANGUL = 20
-WINDOW, WINDOW_STEP = 12, 8  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
+# 12, not 20: a third of KMMLU's criminal-law questions have fewer than 20 Hangul syllables, and at 12 no
+# real document of ko_real_dev matched (bench/RESULTS.md, "Personal information and contamination").
+MIN_HANGUL = 12
+WINDOW, WINDOW_STEP = 8, 4  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
 SUFFIXES = (".csv", ".jsonl", ".json")
 
-_PUNCTUATION = re.compile(r"[^\w\s]|_")
-_SPACE = re.compile(r"\s+")
+_PUNCTUATION = re.compile(r"[^\w\s]|_")  # faster in re than [\W_]+, the spaces go with str.split
 _HANGUL = re.compile(r"[가-힣]")
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the rolling combination is a bijection per position
 # Fields that hold an item's question text, in reading order, and its choices, across the formats above.
@@ -65,22 +67,27 @@ class Item:
     choices: tuple[str, ...]
 
 
-def normalize(text: str) -> str:
-    """NFKC, lower case, punctuation as spaces, runs of spaces as one."""
+def words_of(text: str) -> list[str]:
+    """The words of the normalised text: NFKC, lower case, punctuation as spaces."""
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    return _SPACE.sub(" ", _PUNCTUATION.sub(" ", text.lower())).strip()
+    return _PUNCTUATION.sub(" ", text.lower()).split()
 
 
-def _hash(text: str) -> int:
-    return xxhash.xxh3_64_intdigest(text.encode())
+def normalize(text: str) -> str:
+    return " ".join(words_of(text))
+
+
+# Python's own string hash: about twice as fast as xxh3 through a call, and (salted per process) only
+# ever compared within the process that built the index: every engine's worker builds its own.
+_hash = hash
 
 
 def gram_hashes(words: list[str]) -> np.ndarray:
     """One uint64 per word N-gram (none when there are fewer than N words)."""
     if len(words) < N:
         return np.empty(0, dtype=np.uint64)
-    hashes = np.fromiter(map(_hash, words), dtype=np.uint64, count=len(words))
+    hashes = np.fromiter(map(_hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
     count = len(words) - N + 1
     combined = hashes[:count].copy()
     for k in range(1, N):
@@ -88,8 +95,39 @@ def gram_hashes(words: list[str]) -> np.ndarray:
     return combined
 
 
-def _windows(spaceless: str, step: int) -> list[int]:
-    return [_hash(spaceless[p:p + WINDOW]) for p in range(0, len(spaceless) - WINDOW + 1, step)]
+def _batch_grams(documents: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """(n-gram hash, document index) of every document's word N-grams, all documents in one numpy pass."""
+    lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
+    flat = list(itertools.chain.from_iterable(documents))
+    hashes = np.fromiter(map(_hash, flat), dtype=np.int64, count=len(flat)).view(np.uint64)
+    count = len(flat) - N + 1
+    if count <= 0:
+        return np.empty(0, np.uint64), np.empty(0, np.int64)
+    combined = hashes[:count].copy()
+    for k in range(1, N):
+        combined = combined * _MULTIPLIER + hashes[k:k + count]
+    starts = np.cumsum(lengths) - lengths
+    owner = np.repeat(np.arange(len(documents)), lengths)[:count]
+    keep = np.arange(count) - starts[owner] + N <= lengths[owner]
+    return combined[keep], owner[keep]
+
+
+def _windows(texts: list[str], step: int) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, text index) of the WINDOW-character windows starting at every `step`-th character of each text:
+    a polynomial over the code points, all texts at once in numpy."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    points = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    count = len(points) - WINDOW + 1
+    if count <= 0:
+        return np.empty(0, np.uint64), np.empty(0, np.int64)
+    hashes = points[:count].copy()
+    for k in range(1, WINDOW):
+        hashes = hashes * _MULTIPLIER + points[k:k + count]  # wraps mod 2**64, as meant
+    starts = np.cumsum(lengths) - lengths
+    owner = np.repeat(np.arange(len(texts)), lengths)[:count]
+    offset = np.arange(count) - starts[owner]
+    keep = (offset % step == 0) & (offset + WINDOW <= lengths[owner])
+    return hashes[keep], owner[keep]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +248,20 @@ def _sorted_pairs(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]
 
 def _lookup(keys: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query index, owner) for every indexed key equal to a query."""
-    left = np.searchsorted(keys, queries, "left")
-    right = np.searchsorted(keys, queries, "right")
-    hits = np.flatnonzero(right > left)
-    query_of = np.repeat(hits, right[hits] - left[hits])
-    positions = np.concatenate([np.arange(left[i], right[i]) for i in hits]) if len(hits) else np.empty(0, np.int64)
-    return query_of, owners[positions]
+    # Sorted queries walk the keys in order (a random probe per query misses the cache on a large index).
+    order = np.argsort(queries, kind="stable")
+    ordered = queries[order]
+    left = np.searchsorted(keys, ordered, "left")
+    found = np.flatnonzero(keys[np.minimum(left, len(keys) - 1)] == ordered)
+    if not len(found):
+        return np.empty(0, np.int64), np.empty(0, owners.dtype)
+    right = np.searchsorted(keys, ordered[found], "right")
+    counts = right - left[found]
+    query_of = np.repeat(order[found], counts)
+    # Each hit's run of equal keys, flattened: start + 0, 1, ... within the run.
+    starts = np.repeat(left[found], counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return query_of, owners[starts + offsets]
 
 
 class ContaminationIndex:
@@ -229,7 +275,7 @@ class ContaminationIndex:
             question = normalize(" ".join(item.parts)).split()
             whole = question + normalize(" ".join(item.choices)).split()
             grams = set(gram_hashes(whole).tolist())
-            grams_of.append((grams, len(set(gram_hashes(question).tolist())) or len(grams)))
+            grams_of.append((grams, set(gram_hashes(question).tolist()) or grams))
             for gram in grams:
                 owners_of_gram.setdefault(gram, set()).add(number)
         common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
@@ -237,7 +283,10 @@ class ContaminationIndex:
         for number, (grams, question_grams) in enumerate(grams_of):
             kept = grams - common
             if kept:
-                self.need[number] = max(1, math.ceil(question_grams * MIN_SHARE))
+                # Half of the item's own question n-grams: boilerplate shared with other items neither
+                # counts towards it nor raises it.
+                own = len(question_grams - common) or len(kept)
+                self.need[number] = max(1, math.ceil(own * MIN_SHARE))
                 pairs += ((gram, number) for gram in kept)
         self.gram_keys, self.gram_items = _sorted_pairs(pairs)
 
@@ -249,8 +298,9 @@ class ContaminationIndex:
                     keys_of.setdefault(spaceless, set()).add(number)
         self.questions = [key for key, owners in keys_of.items() if len(owners) < COMMON_ITEMS]
         self.question_items = [sorted(keys_of[key]) for key in self.questions]
-        window_pairs = [(window, number) for number, key in enumerate(self.questions) for window in _windows(key, 1)]
-        self.window_keys, self.window_questions = _sorted_pairs(window_pairs)
+        windows, owners = _windows(self.questions, 1)
+        order = np.argsort(windows, kind="stable")
+        self.window_keys, self.window_questions = windows[order], owners[order]
         self.templates = len(keys_of) - len(self.questions) + len(common)
         self.indexed = np.zeros(len(items), dtype=bool)
         self.indexed[self.need > 0] = True
@@ -265,12 +315,10 @@ class ContaminationIndex:
     def find(self, texts: list[str]) -> list[list[int]]:
         """For each text, the sorted indices of the items it contains (most lists are empty)."""
         found: list[set[int]] = [set() for _ in texts]
-        normalized = [normalize(text) for text in texts]
+        words = [words_of(text) for text in texts]
         if len(self.gram_keys):
-            per_document = [gram_hashes(text.split()) for text in normalized]
-            if any(len(grams) for grams in per_document):
-                grams = np.concatenate(per_document)
-                document_of = np.repeat(np.arange(len(texts)), [len(g) for g in per_document])
+            grams, document_of = _batch_grams(words)
+            if len(grams):
                 query, owner = _lookup(self.gram_keys, self.gram_items, grams)
                 # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
                 matched = Counter(set(zip(document_of[query].tolist(), owner.tolist(), grams[query].tolist())))
@@ -279,11 +327,8 @@ class ContaminationIndex:
                     if count >= self.need[item]:
                         found[document].add(item)
         if len(self.window_keys):
-            spaceless = [text.replace(" ", "") for text in normalized]
-            per_document = [_windows(text, WINDOW_STEP) for text in spaceless]
-            windows = np.fromiter((w for ws in per_document for w in ws), dtype=np.uint64,
-                                  count=sum(map(len, per_document)))
-            document_of = np.repeat(np.arange(len(texts)), [len(ws) for ws in per_document])
+            spaceless = ["".join(document) for document in words]
+            windows, document_of = _windows(spaceless, WINDOW_STEP)
             query, question = _lookup(self.window_keys, self.window_questions, windows)
             for document, number in set(zip(document_of[query].tolist(), question.tolist())):
                 if self.questions[number] in spaceless[document]:

@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios, passes, subsample
 from rankzero.data.near_ledger import NearLedger, kept_documents, write_local_samples as _write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
@@ -48,6 +49,7 @@ from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
                                   validation_manifest)
+from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
@@ -113,13 +115,16 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
         ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
         quality_samples: list[list[dict]] = []  # per chunk, in source order
+        screened = ScreenTotals(plan)
+        staging.mkdir(parents=True, exist_ok=True)
+        overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger, quality_samples)
+                            seconds, ledger, quality_samples, screened, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -180,7 +185,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "total_s": t_validation - t_start}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
-                          extra={"builder_threads": threads, **({"near_dedup": ledger.describe(plan)} if ledger else {})})
+                          extra={"builder_threads": threads, **screened.finish(stats, out_dir),
+                                 **({"near_dedup": ledger.describe(plan)} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -229,10 +235,10 @@ _STAGE: Stage | None = None  # the stage of this process: the builder's, or a wo
 
 
 def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
-                 truncate_to: int | None, rust_threads: int, signatures: bool) -> None:
+                 truncate_to: int | None, rust_threads: int, signatures: bool, overlap: dict | None) -> None:
     global _STAGE
     _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads,
-                             signatures)
+                             signatures, overlap)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -248,7 +254,7 @@ def _run_stage(chunk) -> ChunkResult:
     return _STAGE(chunk)
 
 
-def _start_pool(plan: Plan, engine, workers: int):
+def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     """Where the per-chunk work runs: (executor, or None to run inline; this process's stage).
 
     Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
@@ -263,7 +269,8 @@ def _start_pool(plan: Plan, engine, workers: int):
     """
     hashes, truncate_to, signatures = plan.needs_hashes, plan.truncate_to, plan.near_dedup
     if plan.quality is None:
-        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to, signatures=signatures)
+        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to, signatures=signatures,
+                      eval_overlap=overlap)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, stage
     processes = _kiwi_processes(plan)
@@ -271,12 +278,12 @@ def _start_pool(plan: Plan, engine, workers: int):
         from rankzero.data.quality import QualityFilter
 
         return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
-                           truncate_to, signatures)
+                           truncate_to, signatures, overlap)
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
                                initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
-                                         truncate_to, builder_threads(plan)["rust_threads"], signatures))
+                                         truncate_to, builder_threads(plan)["rust_threads"], signatures, overlap))
     return pool, None
 
 
@@ -292,7 +299,8 @@ class _Ready:
 
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None, quality_samples: list | None = None) -> None:
+                    ledger: NearLedger | None = None, quality_samples: list | None = None,
+                    screened: ScreenTotals | None = None, overlap: dict | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     global _STAGE
@@ -321,16 +329,19 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
         if ledger is not None:
             survivors = decision.train | decision.validation
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
-                       decision.validation[survivors], result.lengths[survivors], truncated[survivors])
+                       decision.validation[survivors], result.lengths[survivors], truncated[survivors],
+                       (result.path, result.lines[survivors]))
         seconds.update(result.seconds)
         if result.quality_samples and quality_samples is not None:
             quality_samples.append(result.quality_samples)
+        if screened is not None:
+            screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
-    pool, _STAGE = _start_pool(plan, engine, workers)
+    pool, _STAGE = _start_pool(plan, engine, workers, overlap)
     in_flight: deque = deque()
     try:
         for chunk in chunks:

@@ -37,15 +37,18 @@ class NearLedger:
         self.near = NearDuplicates(plan.dedup.dedup_threshold, work_dir)
         self.specs = [source.spec for source in plan.sources]
         self._parts: list[tuple] = []
+        self._lines: list[tuple[int, tuple[str, np.ndarray] | None]] = []  # per add: (documents, (file, lines))
         self.removed: np.ndarray | None = None
         self.pairs: list[tuple[int, int]] = []
         self.task_survivors: list[tuple[int, np.ndarray]] = []  # the Ray driver's: (task, positions added)
 
     def add(self, source_index: int, signatures: np.ndarray, shingles: np.ndarray, validation: np.ndarray,
-            lengths: np.ndarray, truncated: np.ndarray | None) -> None:
-        """The next documents in dedup order, all of one source; `validation`: held out (else training)."""
+            lengths: np.ndarray, truncated: np.ndarray | None, lines: tuple[str, np.ndarray] | None = None) -> None:
+        """The next documents in dedup order, all of one source; `validation`: held out (else training);
+        `lines`: their file and each one's line (record number) in it, for dedup_samples.jsonl."""
         self.near.add(signatures, shingles)
         count = len(lengths)
+        self._lines.append((count, lines))
         self._parts.append((np.full(count, source_index, np.int32), validation.astype(bool), lengths.astype(np.int64),
                             np.zeros(count, bool) if truncated is None else truncated.astype(bool)))
 
@@ -75,6 +78,16 @@ class NearLedger:
             progress.kept -= int(self.removed.sum())
             progress.report()
         return self.removed
+
+    def line_of(self, number: int) -> dict:
+        """{"file", "line"} of a document (by its number in dedup order), or its number within its source
+        where the engine did not say."""
+        starts = np.cumsum([0] + [count for count, _ in self._lines])
+        part = int(np.searchsorted(starts, number, side="right")) - 1
+        if self._lines[part][1] is None:
+            return {"document": int((self.source[:number] == self.source[number]).sum())}
+        path, lines = self._lines[part][1]
+        return {"file": path, "line": int(lines[number - starts[part]])}
 
     def describe(self, plan) -> dict:
         """The manifest's "near_dedup": the settings, the rule, and how this build's decision went."""
@@ -126,8 +139,8 @@ def staged_starts(path: Path, positions: set[int]) -> dict[int, np.ndarray]:
 
 def write_samples(path: Path, ledger: NearLedger, tokenizer, where: Callable[[int], tuple[Path, int]]) -> None:
     """dedup_samples.jsonl: a line per removed pair (the first SAMPLES removed documents), each side with its
-    source, its number among that source's documents that reached near dedup, and its first SAMPLE_CHARS
-    characters, decoded from the staged token ids. `where(number)` → (staged file, position in it)."""
+    source, its file and line (record number for record formats), and its first SAMPLE_CHARS characters,
+    decoded from the staged token ids. `where(number)` → (staged file, position in it)."""
     numbers = sorted({n for pair in ledger.pairs for n in pair})
     located = {n: where(n) for n in numbers}
     by_file: dict[Path, set[int]] = {}
@@ -138,7 +151,7 @@ def write_samples(path: Path, ledger: NearLedger, tokenizer, where: Callable[[in
     def describe(number: int) -> dict:
         source = int(ledger.source[number])
         file, position = located[number]
-        return {"source": ledger.specs[source], "document": int((ledger.source[:number] == source).sum()),
+        return {"source": ledger.specs[source], **ledger.line_of(number),
                 "split": "validation" if ledger.validation[number] else "train",
                 "text": decode_start(tokenizer, ids[file][position])}
 

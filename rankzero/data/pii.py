@@ -42,7 +42,7 @@ PLACEHOLDERS = {
     "ip_address": "|||IP_ADDRESS|||",
 }
 PUBLIC = ("business_registration", "business_phone")  # counted, left in the text
-SPECIAL_TOKENS = tuple(sorted(set(PLACEHOLDERS.values())))  # reserved by scripts/train_tokenizer.py
+PLACEHOLDER_TOKENS = tuple(PLACEHOLDERS.values())  # special tokens of rankzero-trained tokenizers
 
 # A page this dense with personal data is a dump (a leaked member list, a contact directory): masking
 # leaves a page of placeholders, so it is dropped whole. News pages with a reporter's e-mail per article
@@ -57,6 +57,7 @@ CONTEXT = {
     "account": re.compile(r"계좌|입금|예금주|송금|이체|은행|뱅크|농협|신협|수협|새마을금고|우체국|(?:KB|NH|IBK|SC)\s|(?i:account)"),
     "passport": re.compile(r"여권|(?i:passport)"),
     "driver_license": re.compile(r"운전\s?면허|면허\s?번호|(?i:driver)"),
+    "business": re.compile(r"사업자"),
     "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
 }
 
@@ -76,7 +77,9 @@ _ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|\d{10,
 _DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
 _BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
 _IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
-_IPV6 = re.compile(r"(?<![A-Za-z0-9:.])(?=[0-9A-Fa-f:]*::|(?:[0-9A-Fa-f]{1,4}:){7})[0-9A-Fa-f:]{3,39}(?![A-Za-z0-9:])")
+# Starts with its character class (no lookbehind first), so re skips ahead in C to the next hex digit or
+# ':'; the boundaries and the '::' / 8-group shape are checked on the few candidates (_ipv6).
+_IPV6 = re.compile(r"[0-9A-Fa-f:]*:[0-9A-Fa-f]*:[0-9A-Fa-f:]*")
 _PASSPORT = re.compile(r"(?<![A-Za-z0-9])[MSRODG](?:\d{8}|\d{3}[A-Z]\d{4})(?![A-Za-z0-9])")
 _EMAIL_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
 _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![A-Za-z0-9\-])")
@@ -130,12 +133,22 @@ def _card(text, match, needs_context=False):
     return "card", None if card_issuer(digits) else "unknown_issuer"
 
 
-def _with_context(name: str, context: str, digits: tuple[int, int] | None = None) -> Check:
+def _with_context(name: str, context: str) -> Check:
     def check(text, match):
-        if digits and not digits[0] <= len(digits_of(match.group())) <= digits[1]:
-            return name, ""
         return name, None if _near(text, match.start(), match.end(), context) else "no_context"
     return check
+
+
+def _account(text, match):
+    number = digits_of(match.group())
+    if not 10 <= len(number) <= 14:
+        return "account", ""
+    if not _near(text, match.start(), match.end(), "account"):
+        return "account", "no_context"
+    # A business registration number next to a bank's name is still the business's (public) number.
+    if len(number) == 10 and business_number_ok(number) and _near(text, match.start(), match.end(), "business"):
+        return "account", "business_registration"
+    return "account", None
 
 
 def _business_number(text, match):
@@ -160,7 +173,12 @@ def _ipv4(text, match):
 
 
 def _ipv6(text, match):
-    return "ip_address", None if public_ip(match.group()) else "not_public"
+    value, start, end = match.group(), match.start(), match.end()
+    if ("::" not in value and value.count(":") != 7) or len(value) > 39 \
+            or (start and (text[start - 1].isascii() and (text[start - 1].isalnum() or text[start - 1] == "."))) \
+            or (end < len(text) and text[end].isascii() and text[end].isalnum()):
+        return "ip_address", ""  # a time (12:30:45), a MAC address, C++'s std::vector: no candidate
+    return "ip_address", None if public_ip(value) else "not_public"
 
 
 # In priority order: where two accepted spans overlap, the earlier detector here wins.
@@ -171,7 +189,7 @@ _NUMBER_DETECTORS: tuple[tuple[re.Pattern, Check], ...] = (
     (_REGISTRATION_BARE, _registration_bare),
     (_CARD_BARE, lambda text, match: _card(text, match, needs_context=True)),
     (_DRIVER, _with_context("driver_license", "driver_license")),
-    (_ACCOUNT, _with_context("account", "account", digits=(10, 14))),
+    (_ACCOUNT, _account),
     (_BUSINESS_NUMBER, _business_number),
     (_BUSINESS_PHONE, _business_phone),
     (_IPV4, _ipv4),
@@ -338,6 +356,17 @@ class PiiCounts:
         for sample in other.samples:
             if sum(1 for s in self.samples if s["detector"] == sample["detector"]) < self.SAMPLES_PER_DETECTOR:
                 self.samples.append(sample)
+
+    def to_dict(self) -> dict:
+        """A JSON-safe copy (a Ray task's counts travel in its meta file)."""
+        return {"masked": dict(self.masked), "public": dict(self.public), "documents": dict(self.documents),
+                "rejected": dict(self.rejected), "dropped_documents": self.dropped_documents,
+                "dropped_spans": dict(self.dropped_spans), "samples": list(self.samples)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PiiCounts":
+        counters = {name: Counter(data[name]) for name in ("masked", "public", "documents", "rejected", "dropped_spans")}
+        return cls(**counters, dropped_documents=data["dropped_documents"], samples=list(data["samples"]))
 
     def describe(self) -> dict:
         """The manifest's entry (samples go to pii_samples.jsonl)."""

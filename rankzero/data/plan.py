@@ -21,16 +21,19 @@ from dataclasses import dataclass
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
+from rankzero.data.decontaminate import benchmark_identity
 from rankzero.data.minhash import algorithm as minhash_algorithm
 from rankzero.data.readers import iter_chunks
 from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.screen import load_index
 from rankzero.data.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
 # of whole samples, the validation split; 5: input_ids stored as uint16 when the vocabulary fits; 6: --dedup near,
-# the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained).
-FORMAT_VERSION = 7
+# the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained; 8: --pii
+# mask, the default).
+FORMAT_VERSION = 8
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ def make_plan(source_config: SourcesConfig, stage: StageConfig, packing: Packing
                     + [resolve_source(spec) for spec in source_config.dataset])
     tokenizer = tokenizer or load_tokenizer(stage.tokenizer_path)
     quality = quality_config(stage)
+    if stage.decontaminate:
+        load_index(tuple(stage.decontaminate))  # a malformed benchmark file stops here, naming its line
     inputs = fingerprint_inputs(source_config, stage, packing, dedup, seed, sources, tokenizer, quality)
     return Plan(source_config, stage, packing, dedup, workers, seed, sources, tokenizer, quality, inputs,
                 compute_fingerprint(inputs))
@@ -119,7 +124,7 @@ def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing
                        seed: int, sources, tokenizer: TokenizerInfo, quality=None) -> dict:
     """Everything that changes the prepared output, and nothing that does not."""
     stage_settings = {k: v for k, v in dataclasses.asdict(stage).items()
-                      if k not in ("tokenizer_path", "tokenizer_engine", "quality_config")}  # by content instead
+                      if k not in ("tokenizer_path", "tokenizer_engine", "quality_config", "decontaminate")}  # by content
     def identities(evaluation: bool) -> list[dict]:
         return [{"identity": s.identity(source_config.fingerprint_content), "weight": s.weight}
                 for s in sources if s.evaluation == evaluation]
@@ -133,6 +138,7 @@ def fingerprint_inputs(source_config: SourcesConfig, stage: StageConfig, packing
         "tokenizer_sha256": tokenizer.content_hash,
         "stage": stage_settings,
         "quality_settings": quality.to_dict() if quality else None,
+        "benchmarks": benchmark_identity(stage.decontaminate) if stage.decontaminate else None,
         "packing": dataclasses.asdict(packing),
         "dedup": dataclasses.asdict(dedup) | ({"minhash": minhash_algorithm(dedup.dedup_threshold)} if dedup.dedup == "near" else {}),
         "seed": seed,

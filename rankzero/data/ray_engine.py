@@ -42,12 +42,14 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.near_ledger import NearLedger, write_ray_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
                                   validation_manifest)
+from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
 from rankzero.data.split import Holdout, threshold
 from rankzero.errors import RankzeroError
@@ -81,7 +83,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                   plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
                   plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
                   held_out_below=threshold(percentage), signatures=plan.near_dedup,
-                  max_document_bytes=plan.max_document_bytes)
+                  max_document_bytes=plan.max_document_bytes,
+                  eval_overlap=write_evaluation(plan, work / "evaluation.jsonl"))
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -155,6 +158,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
         extra["near_dedup"] = ledger.describe(plan)
+    screened = ScreenTotals(plan)
+    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
+        screened.add(meta["source_index"], meta.get("screen"))
+    extra.update(screened.finish(stats, out_dir))
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
@@ -301,8 +308,9 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
         if ledger is not None:
             survivors = ~lost
             with np.load(task_file(work, task.index, "minhash.npz")) as files:
+                lines = (task.path, files["lines"][survivors]) if "lines" in files else None  # older tasks: none
                 ledger.add(task.source_index, files["signatures"][survivors], files["shingles"][survivors],
-                           decision.validation[survivors], lengths[survivors], truncated[survivors])
+                           decision.validation[survivors], lengths[survivors], truncated[survivors], lines)
             ledger.task_survivors.append((task.index, np.flatnonzero(survivors)))
     if ledger is not None:
         if progress is not None:

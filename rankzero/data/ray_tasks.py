@@ -43,6 +43,7 @@ from rankzero.data.readers import (MAX_DOCUMENT_BYTES, iter_chunks, iter_file_ch
                                    lines_before)
 from rankzero.data.specs import Source, compression_of, text_bytes
 from rankzero.data.split import held_out
+from rankzero.data.screen import combine
 from rankzero.data.stage import Stage
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
@@ -122,6 +123,7 @@ class Job:
     held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
     signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
     max_document_bytes: int = MAX_DOCUMENT_BYTES  # --max_document_mb
+    eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
 
 
 class TaskRunner:
@@ -132,7 +134,7 @@ class TaskRunner:
         self.work = Path(job.work)
         self.stage = None if job.phase == "pack" else Stage.in_worker(
             job.stage, job.engine_name, job.quality, job.threads, job.hashes, job.truncate_to,
-            signatures=job.signatures)
+            signatures=job.signatures, eval_overlap=job.eval_overlap)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -188,7 +190,7 @@ class TaskRunner:
 
     def _encode(self, task: Task):
         """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated, (signatures,
-        shingles)) and counts."""
+        shingles, lines)) and counts."""
         source = Source(task.path, task.kind, task.path)
         job = self.job
         if task.kind == "saved":
@@ -196,7 +198,7 @@ class TaskRunner:
         else:
             chunks = iter_file_chunks(task.path, task.source_index, job.batch_size, job.txt_sample_by, task.start,
                                       None if task.end < 0 else task.end, job.max_document_bytes)
-        documents, dropped, seconds = [], Counter(), Counter()
+        documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
                 "quality_samples": [], "path": task.path}
         for chunk in chunks:
@@ -208,9 +210,10 @@ class TaskRunner:
                     self.stage(chunk)  # raises again, with the file's own line numbers
                 raise
             documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated,
-                              (result.signatures, result.shingles)))
+                              (result.signatures, result.shingles, result.lines)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
+            screened.append(result.screen)
             meta["docs_in"] += result.docs_in
             meta["bytes_in"] += result.bytes_in
             meta["replaced_lines"] += result.replaced_lines
@@ -219,7 +222,7 @@ class TaskRunner:
             before = lines_before(task.path, task.start)
             for sample in meta["quality_samples"]:
                 sample["line"] += before
-        meta.update(dropped=dict(dropped), seconds=dict(seconds))
+        meta.update(dropped=dict(dropped), seconds=dict(seconds), screen=combine(screened))
         return documents, meta
 
     def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:
@@ -237,10 +240,13 @@ class TaskRunner:
         truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut, _ in documents]
         if self.job.signatures:  # only signatures and counts: the driver decides the near-copies from these
             signed = [signed for *_, signed in documents]
+            # The file's line of each document (dedup_samples.jsonl), not the line within the task's range.
+            lines = np.concatenate([n for *_, n in signed]) if signed else np.empty(0, np.int64)
             write_npz_atomic(task_file(self.work, task.index, "minhash.npz"),
-                             signatures=np.concatenate([s for s, _ in signed]) if signed else
+                             lines=lines + (lines_before(task.path, task.start) if task.start > 0 else 0),
+                             signatures=np.concatenate([s for s, *_ in signed]) if signed else
                              np.empty((0, PERMUTATIONS), np.uint32),
-                             shingles=np.concatenate([c for _, c in signed]) if signed else np.empty(0, np.int64))
+                             shingles=np.concatenate([c for _, c, _ in signed]) if signed else np.empty(0, np.int64))
         write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
                          hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
                          lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64),

@@ -230,23 +230,37 @@ def _iter_file_records(path: str, suffix: str, max_document_bytes: int = MAX_DOC
             except csv.Error as error:  # a field past the limit, a NUL byte, a quote left open at the end
                 raise RankzeroError(f"{path}:{reader.reader.line_num}: malformed CSV ({error}); fix the file, or raise "
                                     "--max_document_mb for a field that long") from None
-    elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-            yield from batch.to_pylist()
-    elif suffix == ".arrow":
+    elif suffix in (".parquet", ".arrow"):
         import pyarrow as pa
 
+        kind, article = ("Parquet", "a") if suffix == ".parquet" else ("Arrow", "an")
         try:
-            reader = pa.ipc.open_stream(pa.OSFile(path))
-        except pa.ArrowInvalid:
-            reader = pa.ipc.open_file(pa.OSFile(path))
-            for index in range(reader.num_record_batches):
-                yield from reader.get_batch(index).to_pylist()
-            return
-        for batch in reader:
-            yield from batch.to_pylist()
+            for batch in _parquet_batches(path) if suffix == ".parquet" else _arrow_batches(path):
+                yield from batch.to_pylist()
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as error:  # a string column's bytes changed: not UTF-8
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise RankzeroError(f"{path}: cannot be read as {kind} ({reason}): cut short, damaged, or not {article} "
+                                f"{kind} file; re-download or re-write it") from None
+
+
+def _parquet_batches(path: str):
+    import pyarrow.parquet as pq
+
+    yield from pq.ParquetFile(path).iter_batches(batch_size=1024)
+
+
+def _arrow_batches(path: str):
+    """The record batches of an Arrow IPC stream (what `datasets` writes) or file (random access format)."""
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_stream(pa.OSFile(path))
+    except pa.ArrowInvalid:
+        reader = pa.ipc.open_file(pa.OSFile(path))
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
+        return
+    yield from reader
 
 
 def _iter_saved_records(location: str) -> Iterator[dict]:

@@ -34,6 +34,7 @@ from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, b
 from rankzero.data.minhash import minhash_signatures
 from rankzero.data.pack import select_documents, truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.screen import Screen
 
 
 @dataclass
@@ -49,10 +50,12 @@ class ChunkResult:
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
+    screen: dict | None  # what --pii and --decontaminate found (screen.py), None with neither
     replaced_lines: int
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
+    lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -91,7 +94,7 @@ def rust_threads(threads: int) -> Iterator[dict[str, str]]:
 
 def text_hash(text: str) -> int:
     """A document's identity for exact dedup: xxh3-64 of its UTF-8 bytes (a few times cheaper than blake2b
-    here, and the stage hashes every document)."""
+    here, and the stage hashes every document). eval_overlap.text_hash is the same function."""
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
@@ -111,7 +114,8 @@ class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
     def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False):
+                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False,
+                 eval_overlap: dict | None = None):
         self.config = config
         self.signatures = signatures
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
@@ -124,10 +128,12 @@ class Stage:
             self.sample_taker = SampleTaker(quality_filter)
         self.hashes = hashes
         self.truncate_to = truncate_to
+        self.screen = Screen.of(config, eval_overlap)
 
     @classmethod
     def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False) -> "Stage":
+                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False,
+                  eval_overlap: dict | None = None) -> "Stage":
         """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
         the tokenizer's Rust pools unless `rust_threads` says otherwise."""
         set_rust_threads(rust_threads or threads)
@@ -138,7 +144,7 @@ class Stage:
 
             quality_filter = QualityFilter(quality_config, threads=threads)
         return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to,
-                   signatures)
+                   signatures, eval_overlap)
 
     def __call__(self, chunk) -> ChunkResult:
         config = self.config
@@ -149,20 +155,30 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
-        samples = []
+        samples, numbers = [], parsed.numbers
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or self.hashes or self.signatures) else None
+            self.quality_filter is not None or self.hashes or self.signatures or self.screen) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
+            numbers = [n for n, reason in zip(numbers, verdicts) if reason is None]
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
-        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         filtered = time.perf_counter()
+        report = None
+        if self.screen is not None:
+            keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
+            dropped.update(report.pop("dropped"))
+            # Dedup and the split decide from the text as read: masking never changes which copy is kept.
+            texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
+            numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
+        screened = time.perf_counter()
+        lines = np.asarray(numbers, dtype=np.int64) if self.signatures else None
+        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
         signatures, shingles = minhash_signatures(texts) if self.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
@@ -174,10 +190,17 @@ class Stage:
             if not keep.all():
                 dropped["no_trainable_tokens"] = int((~keep).sum())
                 ids, lengths, labels = select_documents(ids, lengths, labels, keep)
-                hashes, signatures, shingles, truncated = (None if values is None else values[keep] for values in
-                                                           (hashes, signatures, shingles, truncated))
+                hashes, signatures, shingles, truncated, lines = (
+                    None if values is None else values[keep] for values in (hashes, signatures, shingles, truncated,
+                                                                            lines))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
-                           shingles, truncated, +dropped, parsed.replaced_lines,
-                           {"convert": converted - started, "quality": filtered - converted, "minhash": signed - filtered,
-                            "tokenize": done - signed}, samples, chunk.path)
+                           shingles, truncated, +dropped, report, parsed.replaced_lines,
+                           {"convert": converted - started, "quality": filtered - converted,
+                            "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
+                           samples, chunk.path, lines)
+
+    def _count_tokens(self, documents: list) -> list[int]:
+        _, lengths, _ = self.encoder.encode(documents, self.config.with_labels)
+        return lengths.tolist()
+

@@ -20,6 +20,10 @@
 - SFT rows carry `labels` (prompt tokens already -100); pretraining learns every token.
 - Each batch reports `num_tokens` (real tokens, no padding) as a plain int for the throughput
   meter; the trainer pops it before the forward pass.
+- With `vocab_size`, an id outside the tokenizer's range (a byte of a published shard changed on disk)
+  is reported as the batch's `data_problem`, which the trainer raises as an error naming the prepared
+  dir: raised here, in a DataLoader worker, it would reach the user wrapped in the worker's traceback,
+  and left alone it is an IndexError in the embedding (a device-side assert on CUDA).
 """
 
 from __future__ import annotations
@@ -46,9 +50,11 @@ class BlockCollator:
     mask_across_documents: bool = False
     flatten: bool = False  # flash_attention_2: one flat row per batch (see module docstring)
     pad_to_multiple_of: int = 8
+    vocab_size: int | None = None  # the tokenizer's: ids outside [0, vocab_size) are damaged data
 
     def __call__(self, rows: list[dict]) -> dict:
         ids = [np.asarray(row["input_ids"], dtype=np.int64) for row in rows]
+        problem = self._id_problem(ids)
         has_labels = "labels" in rows[0]
         labels = [np.asarray(row["labels"], dtype=np.int64) if has_labels else ids[i].copy() for i, row in enumerate(rows)]
         num_tokens = int(sum(len(x) for x in ids))
@@ -61,7 +67,19 @@ class BlockCollator:
         else:
             batch = self._padded(ids, labels)
         batch["num_tokens"] = num_tokens
+        if problem:
+            batch["data_problem"] = problem
         return batch
+
+    def _id_problem(self, ids: list[np.ndarray]) -> str | None:
+        if self.vocab_size is None or not any(len(x) for x in ids):
+            return None
+        flat = np.concatenate(ids)
+        low, high = int(flat.min()), int(flat.max())
+        if low < 0 or high >= self.vocab_size:
+            return f"a batch holds token id {high if high >= self.vocab_size else low:,}, outside the tokenizer's " \
+                   f"{self.vocab_size:,} ids"
+        return None
 
     def _documents(self, rows, ids, labels) -> dict:
         lengths = [len(x) for x in ids]

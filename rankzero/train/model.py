@@ -1,15 +1,16 @@
 """Build the model: from an HF config JSON (from scratch) or an HF checkpoint dir (continue).
 
     attention, notes = resolve_attention(requested, chosen=…, mask_across_documents=…)
-    model = build_model(model_args, tokenizer, max_token_id, attention)
+    model, extension = build_model(model_args, tokenizer, max_token_id, attention)   # extension: vocabulary.py
 
 transformers' own classes only (`AutoModelForCausalLM`). Weights stay fp32, also from a bf16
 checkpoint: the Trainer autocasts to bf16 where the GPU has it (casting the weights themselves to
 bf16 loses small updates). The attention backend is the user's, or for document masking the fastest
 one this machine has; what each costs is printed with the configuration (the tables below).
 The tokenizer and the model must agree on the vocabulary: a new model gets the tokenizer's (its config's
-vocab_size is replaced), a pretrained one smaller than the tokenizer grows its embeddings (with a
-warning); token ids the model cannot embed stop the run with the numbers and the fix.
+vocab_size is replaced); for a pretrained one, every token its own tokenizer did not have gets embedding
+rows from the sub-words it had (vocabulary.py), growing the embeddings where needed; token ids the model
+cannot embed stop the run with the numbers and the fix.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from rankzero.config import ModelConfig
+from rankzero.train.vocabulary import Extension, checkpoint_tokenizer, extend_embeddings, mismatched_ids
 
 logger = logging.getLogger(__name__)
 
@@ -94,32 +96,41 @@ def load_config(path: str | Path):
 
 
 def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
-                checkpoint: str | None = None, load_weights: bool = True) -> PreTrainedModel:
-    """`checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
-    is, so neither the config file the run started from nor the pretrained weights are read again.
-    `load_weights=False`: the pretrained model's architecture without reading its weights (under FSDP the ranks
-    other than 0 receive their shards from rank 0: sharding.py)."""
+                checkpoint: str | None = None, load_weights: bool = True) -> tuple[PreTrainedModel, Extension | None]:
+    """The model, and what was done to its embeddings for tokens its checkpoint did not have (None: nothing).
+
+    `checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
+    is, so neither the config file the run started from nor the pretrained weights are read again (nor are
+    new rows made: the checkpoint has them). `load_weights=False`: no weights read or initialised (under FSDP
+    the ranks other than 0 receive their shards from rank 0: sharding.build_without_weights)."""
+    from rankzero.train.sharding import build_without_weights
+
+    def from_config(config):
+        def build():
+            return AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        return build() if load_weights else build_without_weights(build)
+
+    old_tokenizer = None
     if checkpoint:
-        config = AutoConfig.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        model = from_config(AutoConfig.from_pretrained(checkpoint))
         source = f"--resume_from_checkpoint {checkpoint}"
-    elif model_args.pretrained_model and load_weights:
-        model = AutoModelForCausalLM.from_pretrained(
-            model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
-        )
-        source = f"--pretrained_model {model_args.pretrained_model}"
     elif model_args.pretrained_model:
-        config = AutoConfig.from_pretrained(model_args.pretrained_model)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        if load_weights:
+            model = AutoModelForCausalLM.from_pretrained(
+                model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
+            )
+        else:
+            model = from_config(AutoConfig.from_pretrained(model_args.pretrained_model))
         source = f"--pretrained_model {model_args.pretrained_model}"
+        old_tokenizer = checkpoint_tokenizer(model_args.pretrained_model)
     else:
         config = load_config(model_args.model_config)
         # A new model embeds the tokenizer's vocabulary (a multiple of 64: tensor-core shapes), whatever the
         # config file says: there are no weights to keep, so nothing to resize or warn about.
         config.vocab_size = padded_vocabulary(len(tokenizer))
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        model = from_config(config)
         source = f"--model_config {model_args.model_config}"
-    match_vocabulary(model, tokenizer, max_token_id, source)
+    extension = match_vocabulary(model, tokenizer, max_token_id, source, old_tokenizer)
     # Generation after training should stop and pad the way the tokenizer says.
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         token_id = getattr(tokenizer, name, None)
@@ -128,24 +139,43 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
             if model.generation_config is not None:
                 setattr(model.generation_config, name, token_id)
     model.config.use_cache = False  # training: no KV cache (it would also hide packed position ids)
-    return model
+    return model, extension
 
 
 def padded_vocabulary(size: int) -> int:
     return -(-size // 64) * 64  # a multiple of 64 keeps the matmuls on tensor-core shapes
 
 
-def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None, source: str) -> None:
+def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None, source: str,
+                     old_tokenizer=None) -> Extension | None:
+    """Make the embeddings hold every token id of `tokenizer`. With the checkpoint's own tokenizer
+    (`old_tokenizer`), the rows of the tokens it lacked start from their sub-words (vocabulary.py), also where
+    they fit in the checkpoint's padding rows; without it, a tokenizer larger than the embeddings grows them
+    with Hugging Face's mean init, and a warning says so."""
     embeddings = model.get_input_embeddings().num_embeddings
     tokenizer_size = len(tokenizer)
-    if tokenizer_size > embeddings:
+    extension = None
+    if old_tokenizer is not None and tokenizer_size > min(len(old_tokenizer), embeddings):
+        known = min(len(old_tokenizer), embeddings)
+        differ = mismatched_ids(tokenizer, old_tokenizer, known)
+        if differ:
+            warnings.warn(f"--tokenizer_path is not an extension of {source}'s own tokenizer: {differ} of its first "
+                          f"{known} ids name other tokens there, whose trained rows are kept as they are; extend "
+                          "the checkpoint's tokenizer with scripts/train_tokenizer.py --base_tokenizer", stacklevel=2)
+        extension = extend_embeddings(model, tokenizer, old_tokenizer, max(embeddings, padded_vocabulary(tokenizer_size)))
+        embeddings = extension.rows
+    elif tokenizer_size > embeddings:
         new_size = padded_vocabulary(tokenizer_size)
         warnings.warn(
-            f"the tokenizer has {tokenizer_size} tokens but {source} embeds only {embeddings}: "
-            f"resizing the embeddings to {new_size} (new rows are initialised from the mean)",
+            f"the tokenizer has {tokenizer_size} tokens but {source} embeds only {embeddings} and holds no tokenizer "
+            f"to split the new ones into known pieces: resizing the embeddings to {new_size} with every new row at "
+            f"the old rows' mean (for the sub-word init, save the checkpoint's own tokenizer beside its weights)",
             stacklevel=2,
         )
         model.resize_token_embeddings(new_size, pad_to_multiple_of=None)
+        extension = Extension(first_new_row=embeddings, rows=new_size, subword_rows=0,
+                              fallback_rows=tokenizer_size - embeddings, padding_rows=new_size - tokenizer_size,
+                              split=False)
         embeddings = new_size
     if max_token_id is not None and max_token_id >= embeddings:
         raise ValueError(
@@ -153,3 +183,4 @@ def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None
             f"the data was tokenized with a different tokenizer — re-prepare it with --tokenizer_path of this "
             f"model, or set vocab_size >= {max_token_id + 1} in the model config"
         )
+    return extension

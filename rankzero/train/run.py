@@ -21,7 +21,6 @@ an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import json
 import logging
@@ -54,8 +53,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
-    from rankzero.train.sharding import RankZeroWeights, build_without_weights, fsdp_defaults, rank_zero_loads
+    from rankzero.train.sharding import RankZeroWeights, fsdp_defaults, rank_zero_loads
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -79,12 +79,12 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
-    build = functools.partial(build_model, args.model, tokenizer, sample_max_token_id(dataset), attention,
-                              checkpoint=resume)
     # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
     # shards from the checkpoint (sharding.py).
     empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
-    model = build_without_weights(build) if empty else build()
+    model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
+                                   load_weights=not empty)
+    first_new_row = stage_start(args.model, tokenizer, extension)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=model.num_parameters(), has_eval=eval_dataset is not None)
@@ -96,6 +96,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
+    if args.model.train_new_embeddings_steps and first_new_row is None:
+        notes.append(f"--train_new_embeddings_steps {args.model.train_new_embeddings_steps} is ignored: the tokenizer "
+                     f"has no token that --pretrained_model {args.model.pretrained_model} lacks")
     for note in notes:
         warnings.warn(note, stacklevel=1)
 
@@ -104,6 +107,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         mask_across_documents=documents,
         flatten=attention == "flash_attention_2",
         pad_to_multiple_of=args.model.pad_to_multiple_of,
+        vocab_size=len(tokenizer),
     )
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
@@ -125,9 +129,13 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     trainer.add_callback(CurvesCallback(output_dir))
     if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
         trainer.add_callback(RankZeroWeights(model, runtime))
+    if args.model.train_new_embeddings_steps and first_new_row is not None:
+        trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
     if trainer.is_world_process_zero():
-        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model,
-                                 describe_setup(trainer, attention, documents), run_id)
+        setup = describe_setup(trainer, attention, documents)
+        if extension is not None:
+            setup["vocabulary"] = extension.describe(f"--pretrained_model {args.model.pretrained_model}")
+        config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id)
         write_run_files(output_dir, config, args, training)
         print_config(config, defaults)
     try:
@@ -211,9 +219,9 @@ def resume_hint(preemption, trainer, output_dir: Path) -> str:
 def load_prepared(prepared_dir: Path, mode: str):
     import datasets
 
-    from rankzero.data.published import check_loaded_rows
+    from rankzero.data.published import check_loaded_rows, load_published
 
-    dataset = datasets.load_from_disk(str(prepared_dir))
+    dataset = load_published(prepared_dir, prepared_dir)
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset["train"]
     check_loaded_rows(prepared_dir, len(dataset))
@@ -229,14 +237,12 @@ def load_prepared(prepared_dir: Path, mode: str):
 
 def load_validation(prepared_dir: Path, mode: str):
     """The validation split prepared with the data (--validation_split_percentage, --eval_dataset), or None."""
-    import datasets
-
-    from rankzero.data.published import check_loaded_rows, validation_dir
+    from rankzero.data.published import check_loaded_rows, load_published, validation_dir
 
     directory = validation_dir(prepared_dir)
     if directory is None:
         return None
-    dataset = datasets.load_from_disk(str(directory))
+    dataset = load_published(directory, prepared_dir)
     check_loaded_rows(prepared_dir, len(dataset), validation=True)
     if len(dataset) == 0:
         raise ValueError(f"{directory}: the validation split holds no full row: raise --validation_split_percentage, "
@@ -334,6 +340,12 @@ def write_run_files(output_dir: Path, config: dict, args: Args, training) -> Non
     write_recipe(output_dir / "recipe.yaml", effective_recipe(args, training))
 
 
+# The optimizer and schedule a run trains with, printed whoever set them (the user, a recipe, our defaults or
+# Hugging Face's): what a continued run inherits or not is the first thing to check.
+ALWAYS_PRINTED = ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
+                  "adam_beta1", "adam_beta2")
+
+
 def print_config(config: dict, defaults: dict[str, str]) -> None:
     from rankzero.train.training_args import TrainingArguments
 
@@ -341,12 +353,17 @@ def print_config(config: dict, defaults: dict[str, str]) -> None:
     for section, cls in (*CONFIGS.items(), ("training", TrainingArguments)):
         for f in dataclasses.fields(cls):
             value = config[section].get(f.name)
-            if section == "training" and f.name not in config["given"] and f.name not in defaults:
+            if section == "training" and f.name not in config["given"] and f.name not in defaults \
+                    and f.name not in ALWAYS_PRINTED:
                 continue  # Hugging Face's own default: see run_config.json for all of them
             mark = "  (default: " + defaults[f.name] + ")" if f.name in defaults else ""
+            if section == "training" and not mark and f.name not in config["given"]:
+                mark = "  (Hugging Face's default)"
             lines.append(f"  {section}.{f.name} = {value!r}{mark}")
     lines.append(f"  attn_implementation = {config['attn_implementation']}  ({config['attention']})")
     lines.append(f"  data_parallel = {config['data_parallel']}")
     lines.append(f"  torch_compile = {config['torch_compile']}")
+    if "vocabulary" in config:
+        lines.append(f"  vocabulary = {config['vocabulary']}")
     lines.append(f"  model_parameters = {config['model_parameters']:,}")
     print("\n".join(lines), flush=True)

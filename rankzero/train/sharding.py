@@ -2,7 +2,7 @@
 
     problems = deepspeed_problems(training_argv)       # args.py, before TrainingArguments is built
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
-    model = build_without_weights(build) if rank_zero_loads(training, runtime) and runtime.rank else build()
+    model, extension = build_model(…, load_weights=not (rank_zero_loads(training, runtime) and runtime.rank))
     training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
     trainer.add_callback(RankZeroWeights(model, runtime))  # run.py: rank 0's weights into every rank's shards
     one_process_group()                                # training_args.set_up_devices: --fsdp in one process
@@ -135,16 +135,16 @@ def rank_zero_loads(training, runtime) -> bool:
 
 
 def build_without_weights(build):
-    """`build(load_weights=False)` without reading or initialising weights: its parameters are allocated and
-    never written. Linux maps such pages only when they are touched, so they cost no memory, while each
-    parameter still has storage of its own (accelerate maps the optimizer's parameters to their shards by
-    data pointer: on the meta device they would all be 0). Sharding copies one shard of each, and
-    RankZeroWeights fills the shards in. Buffers (rotary frequencies) are computed as usual."""
+    """`build()`'s model without reading or initialising weights: its parameters are allocated and never
+    written. Linux maps such pages only when they are touched, so they cost no memory, while each parameter
+    still has storage of its own (accelerate maps the optimizer's parameters to their shards by data pointer:
+    on the meta device they would all be 0). Sharding copies one shard of each, and RankZeroWeights or the
+    checkpoint fills the shards in. Buffers (rotary frequencies) are computed as usual."""
     import torch
     from accelerate import init_empty_weights
 
     with init_empty_weights(include_buffers=False):
-        model = build(load_weights=False)
+        model = build()
     for module in model.modules():
         for name, parameter in module.named_parameters(recurse=False):
             module._parameters[name] = torch.nn.Parameter(torch.empty_like(parameter, device="cpu"),

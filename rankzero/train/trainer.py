@@ -4,7 +4,8 @@
                               meter=ThroughputCallback(…), preemption=PreemptionCallback())
 
 Overrides, each of an extension point of `transformers.Trainer` (5.x):
-- `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter;
+- `training_step` takes the collator's `num_tokens` out of the batch and hands it to the meter, and raises
+  its `data_problem` (an id no tokenizer made: a published shard changed on disk) as one error line;
 - `_get_grad_norm` hands each step's gradient norm to the divergence guard (divergence.py), and
   `_maybe_log_save_evaluate` zeroes the loss sum after a log (the Trainer's own reset keeps a NaN);
 - `log` merges the meter's metrics into each training log, and `eval_perplexity` into each evaluation log,
@@ -39,6 +40,7 @@ import shutil
 from transformers import PrinterCallback, ProgressCallback, Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         write_data_record)
@@ -103,12 +105,21 @@ class RankzeroTrainer(Trainer):
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.meter.add_tokens(inputs.pop("num_tokens", 0))
+        self._raise_data_problem(inputs)
         return super().training_step(model, inputs, num_items_in_batch)
 
     def _prepare_inputs(self, inputs):
         inputs = super()._prepare_inputs(inputs)
         inputs.pop("num_tokens", None)  # evaluation batches: the model takes no such argument
+        self._raise_data_problem(inputs)
         return inputs
+
+    def _raise_data_problem(self, inputs) -> None:
+        """The collator's report of a batch no tokenizer could have made (collator.py), raised on this process."""
+        problem = inputs.pop("data_problem", None)
+        if problem:
+            prepared_dir = (self.data_record or {}).get("prepared_dir", "the prepared dataset")
+            raise RankzeroError(damaged_message(prepared_dir, problem))
 
     def _get_grad_norm(self, model, grad_norm=None):
         grad_norm = super()._get_grad_norm(model, grad_norm)

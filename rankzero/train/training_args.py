@@ -224,6 +224,15 @@ def max_steps_problems(training) -> list[str]:
 LEARNING_RATE_BY_SIZE = [(10e6, 1.0e-3), (125e6, 6.0e-4), (350e6, 3.0e-4), (760e6, 2.5e-4), (1.3e9, 2.0e-4),
                          (2.7e9, 1.6e-4), (6.7e9, 1.2e-4), (13e9, 1.0e-4), (175e9, 0.6e-4)]
 WARMUP_FRACTION = 0.02  # of the run's steps: ~2k of 100k, in the range OLMo and Llama use
+# Continued pretraining re-warms to a peak far below the from-scratch one and decays by cosine to a floor.
+# Published recipes for 7-8B models peak at 1e-5..1e-4 (Llama-3.1 Swallow 8B 2.5e-5, EEVE's stages below
+# 1e-4) where the original runs peaked at 3e-4: a larger peak adapts faster but forgets more of what the
+# model knew (Ibrahim et al. 2024, "Simple and Scalable Strategies to Continually Pre-train LLMs"; Gupta et
+# al. 2023, "how to re-warm"), and they keep the pretraining optimizer (AdamW 0.9/0.95, weight decay 0.1,
+# a floor at 10% of the peak). A fifth of GPT-3's from-scratch rate for the size gives 2.2e-5 at 8B, 4.4e-5
+# at 1B and 1.2e-4 at 125M; the warm-up is re-done (the optimizer state starts empty).
+CONTINUED_RATE_SHARE = 0.2
+CONTINUED_MIN_LR_RATE = 0.1  # cosine decays to this share of the peak, not to 0
 
 
 def learning_rate_for(parameters: int) -> float:
@@ -247,6 +256,8 @@ def learning_defaults(training: TrainingArguments, given: frozenset[str], *, fro
       warm-up, linear decay, no weight decay, Adam beta2 0.999 — the loss stays flat for dozens of steps):
       warm-up over 2% of the steps, cosine decay, AdamW betas 0.9/0.95, weight decay 0.1 and a learning
       rate by model size (LEARNING_RATE_BY_SIZE);
+    - continuing a checkpoint, a continued-pretraining schedule: the same warm-up, betas and weight decay,
+      a fifth of that rate as the peak and cosine decay to a tenth of it (CONTINUED_RATE_SHARE says why);
     - with held-out data, evaluation every --eval_steps (HF: --logging_steps) on the loss only (the
       Trainer would otherwise gather every logit: batch × length × vocabulary floats per step);
     - on a log file rather than a terminal, no progress bar (its carriage-return redraws interleave with
@@ -269,6 +280,18 @@ def learning_defaults(training: TrainingArguments, given: frozenset[str], *, fro
         default("warmup_steps", WARMUP_FRACTION, f"from scratch: warm-up over {WARMUP_FRACTION:.0%} of the steps")
         default("adam_beta2", 0.95, "from scratch: AdamW betas 0.9/0.95")
         default("weight_decay", 0.1, "from scratch: AdamW weight decay 0.1")
+    else:
+        rate = float(f"{learning_rate_for(parameters) * CONTINUED_RATE_SHARE:.2g}")
+        default("learning_rate", rate, f"continued pretraining, {parameters / 1e6:,.0f}M parameters: "
+                                       f"{CONTINUED_RATE_SHARE:g}x GPT-3's from-scratch rate for the size")
+        if "lr_scheduler_type" not in given:  # its kwargs belong to the schedule: only with ours
+            default("lr_scheduler_type", "cosine_with_min_lr", "continued pretraining: cosine decay to a floor")
+            default("lr_scheduler_kwargs", {"min_lr_rate": CONTINUED_MIN_LR_RATE},
+                    f"continued pretraining: the floor at {CONTINUED_MIN_LR_RATE:.0%} of the peak")
+        default("warmup_steps", WARMUP_FRACTION, f"continued pretraining: re-warm over {WARMUP_FRACTION:.0%} of "
+                                                 "the steps (the optimizer state starts empty)")
+        default("adam_beta2", 0.95, "continued pretraining: AdamW betas 0.9/0.95, as in pretraining")
+        default("weight_decay", 0.1, "continued pretraining: AdamW weight decay 0.1, as in pretraining")
     if has_eval:
         strategy = getattr(training.eval_strategy, "value", training.eval_strategy)
         if strategy == "no":
