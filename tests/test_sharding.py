@@ -76,6 +76,20 @@ def test_deepspeed_without_the_package_is_one_line(tokenizer_dir, tmp_path):
     assert "--deepspeed: the deepspeed package is not installed here" in result.stderr
 
 
+def test_fsdp_flags_are_checked_with_the_arguments(tokenizer_dir, tmp_path):
+    """`--fsdp full_shard` is read into fsdp_config without transformers' deprecation warning; FSDP1 and an
+    unreadable --fsdp_config are argument errors naming the flag."""
+    args = parse_args(train_flags(tokenizer_dir, tmp_path, "--fsdp", "full_shard"))
+    assert args.training.fsdp is True and args.training.fsdp_config["reshard_after_forward"] is True
+    with pytest.raises(ConfigError) as error:
+        parse_args(train_flags(tokenizer_dir, tmp_path, "--fsdp", "full_shard", "--fsdp_config", '{"version": 1}'))
+    assert error.value.problems == ["--fsdp_config version 1: rankzero shards with FSDP2 only (FSDP1 is deprecated "
+                                    "in transformers and does not run on CPU); drop the key or set it to 2"]
+    with pytest.raises(ConfigError, match=r"--fsdp_config .*missing\.json: \[Errno 2\] No such file"):
+        parse_args(train_flags(tokenizer_dir, tmp_path, "--fsdp", "full_shard", "--fsdp_config",
+                               str(tmp_path / "missing.json")))
+
+
 # A rank of train.py that also records, at its first step, what each parameter of the model it trains is.
 RECORDING_RANK = """
 import json, os, sys
