@@ -160,6 +160,7 @@ def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(t
     run([REPO / "pretrain.sh", *flags], env=env, cwd=work)
     out = work / "runs" / "d"
     first = json.loads((out / "run_config.json").read_text())["training"]
+    assert json.loads((out / "run_config.json").read_text())["training_given"]["report_to"] == "tensorboard"
 
     run([REPO / "pretrain_cont.sh", "runs/d", "--max_steps", "2", "--logging_steps", "1"],
         env={**env, "OUTPUT_DIR": str(work / "runs" / "cont")}, cwd=work)

@@ -19,12 +19,14 @@ def _bytes_under(directory) -> int:
 def test_the_space_estimate_covers_near_dedups_files_at_their_peak(tmp_path, tokenizer_dir, monkeypatch, spills):
     """The peak: when near dedup decides, the staged tokens, every signature and (past the memory budget) every
     band key spilled as sorted runs are on disk at once, in the build dir."""
-    from rankzero.data import neardup
+    from rankzero.data.dedup import near as neardup
+    from rankzero.data.plan import Plan
     from rankzero.data.space import space_needed
 
     if spills:
-        monkeypatch.setattr(neardup, "DEFAULT_MEMORY_BUDGET", 64 << 10)
-    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(3000, seed=2)])
+        monkeypatch.setattr(Plan, "dedup_memory_bytes", property(lambda plan: 64 << 10))
+    # Five sentences a document: the prose-like token density the estimate's bytes per token is set for.
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(3000, seed=2, sentences=5)])
     cache = tmp_path / "cache"
     peak = []
     decide = neardup.NearDuplicates.decide
@@ -38,7 +40,7 @@ def test_the_space_estimate_covers_near_dedups_files_at_their_peak(tmp_path, tok
     plan = plan_of(args)
     out = prepare(args)
     assert len(peak) == 1 and (out / "manifest.json").exists()
-    needed = space_needed(plan.sources, plan.with_labels, plan.dedup.dedup_threshold)
+    needed = space_needed(plan.sources, plan.with_labels, plan.dedup.dedup_threshold, plan.dedup_memory_bytes)
     tokens_only = space_needed(plan.sources, plan.with_labels)
     assert tokens_only < peak[0] <= needed, (tokens_only, peak[0], needed)
     assert needed < 2 * peak[0]  # an estimate, not a refusal of every build

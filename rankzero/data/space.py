@@ -26,7 +26,8 @@ OUTPUT_BYTES_PER_TOKEN = 4
 NEAR_GUESS_BYTES_PER_DOCUMENT = 1000  # for --dedup near's estimate, where a source's first chunk cannot be read
 
 
-def space_needed(sources, with_labels: bool, near_threshold: float | None = None) -> int | None:
+def space_needed(sources, with_labels: bool, near_threshold: float | None = None,
+                 near_memory_bytes: int | None = None) -> int | None:
     """Roughly the disk a build takes at its peak, from the input size (None when a hub source hides it): its tokens
     while they are staged and, with --dedup near (`near_threshold`), that stage's files beside them."""
     sizes = [source.total_bytes() for source in sources]
@@ -35,20 +36,23 @@ def space_needed(sources, with_labels: bool, near_threshold: float | None = None
     per_token = OUTPUT_BYTES_PER_TOKEN * (2 if with_labels else 1)  # labels double the ids
     staged = 2 if any(source.weight is not None for source in sources) else 1  # mixing stages every token once more
     tokens = int(sum(sizes) / BYTES_PER_TOKEN * per_token * staged)
-    return tokens if near_threshold is None else tokens + near_staging_bytes(sources, sizes, near_threshold)
+    if near_threshold is None:
+        return tokens
+    return tokens + near_staging_bytes(sources, sizes, near_threshold, near_memory_bytes)
 
 
-def near_staging_bytes(sources, sizes: list[int], threshold: float) -> int:
+def near_staging_bytes(sources, sizes: list[int], threshold: float, memory_bytes: int | None = None) -> int:
     """--dedup near's files in the build dir, there with the staged tokens until the decision: every document's
-    MinHash signature (240 bytes) and, once the band keys outgrow RANKZERO_DEDUP_MEMORY_MB, all of them as sorted
-    runs (16 bytes a band: 320 a document at 0.8). The documents are counted from each source's bytes at the
+    MinHash signature (240 bytes) and, once the band keys outgrow `memory_bytes` (--dedup_memory_mb), all of them as sorted
+    runs (16 bytes a band: 640 a document at 0.55). The documents are counted from each source's bytes at the
     bytes per document of its first chunk."""
-    from rankzero.data.minhash import PERMUTATIONS, lsh_shape
-    from rankzero.data.neardup import DEFAULT_MEMORY_BUDGET, ENTRY_BYTES
+    from rankzero.data.dedup.minhash import PERMUTATIONS, lsh_shape
+    from rankzero.data.dedup.near import DEFAULT_MEMORY_BUDGET, ENTRY_BYTES
 
     documents = sum(size / _bytes_per_document(source, index) for index, (source, size) in enumerate(zip(sources, sizes)))
     keys = documents * lsh_shape(threshold)[0] * ENTRY_BYTES
-    return int(documents * PERMUTATIONS * 2 + (keys if keys > DEFAULT_MEMORY_BUDGET else 0))  # uint16 signatures
+    budget = DEFAULT_MEMORY_BUDGET if memory_bytes is None else memory_bytes
+    return int(documents * PERMUTATIONS * 2 + (keys if keys > budget else 0))  # uint16 signatures
 
 
 def _bytes_per_document(source, index: int) -> float:

@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -137,7 +137,7 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
         _check_not_held_elsewhere(path, key)
         yield
         return
-    created = _missing_dirs(path.parent)
+    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # what mkdir makes, deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = _acquire(path)
@@ -159,23 +159,10 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
             except OSError:
                 pass
             os.close(fd)
-    finally:
-        # A run that stopped before writing anything (a missing dataset, a failed prepare) leaves no
-        # empty output dir behind: the next attempt would otherwise find a dir it did not expect.
+    finally:  # a run that stopped before writing anything (a missing dataset) leaves no empty output dir
         for directory in created:
-            try:
-                directory.rmdir()  # only if empty
-            except OSError:
-                break
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """The dirs that `path.mkdir(parents=True)` would create, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
+            with suppress(OSError):  # only an empty dir goes
+                directory.rmdir()
 
 
 def _open_lock(path: Path, flags: int) -> int:

@@ -311,6 +311,7 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
     return {
         "run_id": run_id,
         "given": sorted(args.given),
+        "training_given": args.training_given,  # the Trainer's flags as given; "training" holds them processed
         "defaults_applied": defaults,
         "warnings": notes,
         "prepared_dir": str(prepared_dir),
