@@ -15,9 +15,8 @@ central directory sits at its very end, so reading that directory (a few KB, one
 finds any cut, and each member must lie inside the file; JSON files must parse. A sharded model's
 index must name shards that exist and pass the same check. `--resume_from_checkpoint auto` takes the
 newest checkpoint that passes and warns naming each one it skipped and why; a damaged checkpoint given
-by name is an error naming the file. FSDP's DCP folders and files are checked alike
-(sharded_checkpoints.py). What is not checked: bytes changed in place inside a tensor (that needs a
-checksum of everything; no tool writes one), and DeepSpeed's checkpoint folders (its own format).
+by name is an error naming the file; FSDP's files likewise (sharded_checkpoints.py). Not checked: bytes
+changed in place inside a tensor (no tool writes a checksum of everything), DeepSpeed's own folders.
 
 **The data a checkpoint was trained on** is recorded in it (`data_fingerprint.json`: the prepared
 dir's fingerprint, path, sources and fingerprint inputs). On resume it is compared with this run's
@@ -93,11 +92,9 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
         problems += trainer_state_problems(path / "trainer_state.json")
     if DATA_RECORD in names:  # absent: saved by an older rankzero (check_data warns); present, it must read
         problems += data_record_problems(path / DATA_RECORD)
-    own_format = any(name.startswith(("pytorch_model_fsdp", "optimizer_", "global_step")) and (path / name).is_dir()
-                     for name in names)  # FSDP or DeepSpeed: their weights and optimizer live in sub-folders
-    if is_fsdp_checkpoint(names):
-        own_format = True
-        problems += fsdp_checkpoint_problems(path, names)
+    own_format = is_fsdp_checkpoint(names) or any(name.startswith("global_step") and (path / name).is_dir()
+                                                  for name in names)  # FSDP's or DeepSpeed's own weight files
+    problems += fsdp_checkpoint_problems(path, names)
     if not own_format:
         problems += _weight_problems(path, names)
         problems += [f"{name} is missing (not a checkpoint-N dir, or one saved with --save_only_model, which cannot "
