@@ -20,7 +20,7 @@ LAYERS = [  # lowest first
                                       "data.dedup.*", "data.split", "data.mixing", "data.report"]),
     ("data: engines", ["data.space", "data.local", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
     ("data: the handoff", ["data.handoff"]),
-    ("training", ["train", "train.*"]),
+    ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
 ]
 

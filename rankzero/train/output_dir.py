@@ -75,7 +75,7 @@ class OutputDirBusy(RankzeroError):
 
 def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
     """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
-    from rankzero.train.checkpoints import checkpoints_in
+    from rankzero.train.checkpoint_records import checkpoints_in
 
     found = checkpoints_in(output_dir) if output_dir and not resume else []
     if not found or overwrite:
@@ -334,25 +334,6 @@ def new_run_id() -> str:
     import uuid
 
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-def step_of(checkpoint: Path) -> int:
-    return int(checkpoint.name.rpartition("-")[2])
-
-
-def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
-    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
-    from rankzero.files import read_json
-    from rankzero.train.checkpoints import DATA_RECORD
-
-    if max_steps > 0 and step_of(checkpoint) > max_steps:
-        # The Trainer would restore the step, train nothing and save those weights as this run's model.
-        return f"step {step_of(checkpoint)} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
-    record = read_json(checkpoint / DATA_RECORD)
-    written_by = record.get("run_id") if isinstance(record, dict) else None
-    if run_id and isinstance(written_by, str) and written_by != run_id:
-        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------

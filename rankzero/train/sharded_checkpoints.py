@@ -34,14 +34,14 @@ def is_fsdp_checkpoint(names: set[str]) -> bool:
 
 def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
     """What is wrong with FSDP's files in the checkpoint dir `path` ([] when they are whole, or there are none)."""
-    from rankzero.train.checkpoints import _torch_problems
+    from rankzero.train.checkpoint_records import torch_file_problems
 
     problems = []
     for name in sorted(names):
         if (path / name).is_dir() and name.startswith((FSDP_MODEL, "optimizer_")):
             problems += dcp_problems(path / name)
         elif name.startswith(FSDP_MODEL) and name.endswith(".bin") or name.startswith("optimizer") and name.endswith(".bin"):
-            problems += _torch_problems(path / name)
+            problems += torch_file_problems(path / name)
     if is_fsdp_checkpoint(names) and not any(name.startswith("optimizer") for name in names):
         problems.append("no optimizer state (optimizer_0/ or optimizer.bin): the save did not finish")
     return problems
