@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     runtime = Runtime.from_env()
     setup_logging(runtime)
     args = parse_args(argv)  # every problem in the arguments, before any data work (and before torch, for ours)
+    if args.tokenize_only and runtime.is_main:  # a training run prints these with the Trainer's defaults
+        for name, value in args.defaults.items():
+            print(f"[prepare] --{name} {value}: set because not given", file=sys.stderr, flush=True)
 
     from rankzero.data.handoff import prepare_or_wait
     from rankzero.data.plan import make_plan

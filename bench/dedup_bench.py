@@ -6,7 +6,7 @@
     python bench/dedup_bench.py --part planted --threshold 0.5        # rankzero at --dedup_threshold 0.5
 
 --part planted: the near-copies corpus of bench/dedup_planted.py (real Korean + bench corpus, planted copies
-of five kinds) through rankzero.data.neardup.near_duplicate_indices and through datatrove's four MinHash
+of five kinds) through rankzero.data.dedup.near.near_duplicate_indices and through datatrove's four MinHash
 stages (bench/baselines/datatrove_minhash.py, run by `--datatrove_python`, its own venv) at the same
 shingle size, bands and rows. Reports, per planted kind, the share of copies removed (all of them, and
 those whose true Jaccard with the original is >= the threshold), the share of distinct originals removed
@@ -57,7 +57,7 @@ def rankzero_settings(threshold: float | None = None) -> dict | None:
     and the default (None: rankzero not there)."""
     try:
         from rankzero import config
-        from rankzero.data import minhash, neardup  # noqa: F401  (neardup: the function measured)
+        from rankzero.data.dedup import minhash, near as neardup  # noqa: F401  (neardup: the function measured)
     except ImportError:
         return None
     default = getattr(config, "DEFAULT_DEDUP_THRESHOLD", 0.8)
@@ -104,7 +104,7 @@ def planted_part(args: argparse.Namespace) -> str:
     rankzero_threshold = (settings or {}).get("threshold", threshold)
     rankzero = "rankzero" if rankzero_threshold == threshold else f"rankzero {rankzero_threshold:g}"
     if settings is not None:
-        from rankzero.data.neardup import near_duplicate_indices
+        from rankzero.data.dedup.near import near_duplicate_indices
         start = time.perf_counter()
         removed[rankzero] = set(near_duplicate_indices(texts, threshold=rankzero_threshold))
         seconds[rankzero] = time.perf_counter() - start
@@ -158,9 +158,9 @@ def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[s
 
 
 def rankzero_pair_jaccard(texts: list[str], pairs: list[list[int]]) -> list[float] | None:
-    """True Jaccard of each pair on rankzero's own shingles (rankzero.data.minhash, internal: None if gone)."""
+    """True Jaccard of each pair on rankzero's own shingles (rankzero.data.dedup.minhash, internal: None if gone)."""
     try:
-        from rankzero.data.minhash import shingle_hashes
+        from rankzero.data.dedup.minhash import shingle_hashes
     except ImportError:
         return None
     import numpy as np
@@ -174,8 +174,8 @@ def first_holder_check(texts: list[str], near: set[int], threshold: float) -> st
     """rankzero compares a document only with the first earlier holder of each of its band keys; an oracle on
     the same signatures compares it with every earlier document sharing a band key. What the rule misses."""
     try:
-        from rankzero.data.minhash import band_hashes, lsh_shape, minhash_signatures
-        from rankzero.data.neardup import required_matches
+        from rankzero.data.dedup.minhash import band_hashes, lsh_shape, minhash_signatures
+        from rankzero.data.dedup.near import required_matches
     except ImportError:
         return ""
     import numpy as np
@@ -261,7 +261,7 @@ def corpus_agreement(corpus: Path, shards: Path, datatrove_removed: Path, thresh
                      rows: int, sample: int = 40) -> str:
     """rankzero's removals on the timing corpus (its near_duplicate_indices, and exact copies as the prepare
     drops them first) against datatrove's, and the true Jaccard of a sample of the documents only one removes."""
-    from rankzero.data.neardup import near_duplicate_indices
+    from rankzero.data.dedup.near import near_duplicate_indices
     texts = [json.loads(line)["text"] for line in open(corpus, encoding="utf-8")]
     first_line, start = {}, 0
     for path in sorted(shards.glob("*.jsonl")):  # datatrove's ids are "<file>/<line in that file>"

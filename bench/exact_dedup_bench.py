@@ -1,4 +1,4 @@
-"""Exact dedup's state: sorted numpy runs (rankzero, duplicates.py) against the Python set they replace.
+"""Exact dedup's state: sorted numpy runs (rankzero, dedup/exact.py) against the Python set they replace.
 
     python bench/exact_dedup_bench.py                                  # 2 M, 10 M, 30 M hashes, 3 paired rounds
     python bench/exact_dedup_bench.py --documents 1000000 --rounds 1   # a quick look
@@ -8,7 +8,7 @@
 Candidates, each fed the same hashes in the same chunks, as split.py's `Holdout` feeds them:
 
   set                the implementation before (kept here as the baseline): a Python set of ints
-  runs               rankzero.data.duplicates.ExactDuplicates: sorted uint64 runs with a directory each
+  runs               rankzero.data.dedup.exact.ExactDuplicates: sorted uint64 runs with a directory each
   runs-searchsorted  the same runs looked up with np.searchsorted instead of their directories
   runs-ratio-1       the same with MERGE_RATIO 1 (merge while the older run is no larger): more runs
 
@@ -45,13 +45,13 @@ sys.path.insert(0, str(BENCH.parent))
 
 from _measure import machine_info  # noqa: E402
 
-from rankzero.data import duplicates  # noqa: E402
+from rankzero.data.dedup import exact as duplicates  # noqa: E402
 
 CANDIDATES = ("set", "runs", "runs-searchsorted", "runs-ratio-1")
 
 
 class PythonSetBaseline:
-    """duplicates.py before the runs (commit 2659820), verbatim but for the name."""
+    """dedup/exact.py before the runs (commit 2659820), verbatim but for the name."""
 
     def __init__(self):
         self.seen: set[int] = set()

@@ -11,7 +11,7 @@ Candidates, all on one core, all over the same word 5-gram shingles of the same 
   datasketch   datasketch.MinHash(num_perm=120).update_batch(shingles as bytes), one object per document
   rensa-doc    rensa.RMinHash(120, seed).update(shingle strings), one object per document
   numpy        rankzero's numpy shingle hashes, then MinHash in numpy (multiply-shift permutations), no library
-  rankzero     rankzero.data.minhash.minhash_signatures: numpy shingle hashes, rensa's flat-buffer digest
+  rankzero     rankzero.data.dedup.minhash.minhash_signatures: numpy shingle hashes, rensa's flat-buffer digest
 
 datasketch and rensa-doc get their shingles from regular expressions and `str.split` (what a user of either
 library would write; timed with them). A round runs every candidate once over the same
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from rankzero.data import minhash  # noqa: E402
+from rankzero.data.dedup import minhash  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent.parent / "shared" / "corpora" / "ko_real_dev"
 K = minhash.PERMUTATIONS

@@ -3,7 +3,7 @@
     python bench/pii_bench.py --benchmarks kmmlu_criminal_law.json logickor.jsonl
     python bench/pii_bench.py --benchmarks B... --datatrove_python /tmp/side/bin/python --prepare_mb 40 --rounds 3
 
-Four measurements, each against a named baseline in the same run:
+Five measurements, each against a named baseline in the same run:
   1. recall and precision: every document of /work/shared/corpora/ko_real_dev (read from there) gets two
      planted personal values of the detectors' kinds and two look-alikes (dates, prices, ISBNs, statute
      numbers, ...) at line or sentence breaks; recall = planted values gone, each behind its kind's
@@ -18,6 +18,9 @@ Four measurements, each against a named baseline in the same run:
      --decontaminate B...`, each against `--pii off`,
      whole processes, paired rounds (the ratio is the median of the per-round ratios), on the real
      documents repeated (each copy numbered, so no two are equal) up to --prepare_mb.
+  5. eval overlap: the real documents plus a one-word-edited copy of 150 of them, `--dedup exact
+     --validation_split_percentage 10`: near-copy pairs (Jaccard >= 0.8, word 5-grams) in the input against
+     training/validation pairs in the output.
 """
 
 from __future__ import annotations
@@ -245,6 +248,13 @@ def decontamination(texts: list[str], paths: list[str]) -> dict:
     return result
 
 
+def train_tokenizer(tokenizer: Path) -> None:
+    """A vocab-8000 tokenizer trained on the real corpus (the prepare timings' and the overlap check's)."""
+    if not tokenizer.exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "train_tokenizer.py"), "--dataset", str(CORPUS),
+                        "--vocab_size", "8000", "--output_dir", str(tokenizer)], check=True, capture_output=True)
+
+
 def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int, workdir: Path) -> dict:
     rng = random.Random(2)
     corpus, tokenizer = workdir / "corpus.jsonl", workdir / "tokenizer"
@@ -258,9 +268,7 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
                 handle.write(line)
                 written += len(line.encode())
             copy += 1
-    if not tokenizer.exists():
-        subprocess.run([sys.executable, str(REPO / "scripts" / "train_tokenizer.py"), "--dataset", str(CORPUS),
-                        "--vocab_size", "8000", "--output_dir", str(tokenizer)], check=True, capture_output=True)
+    train_tokenizer(tokenizer)
     arms = {"pii_off": ["--pii", "off"], "pii_mask": [], "pii_mask_decontaminate": ["--decontaminate", *paths]}
     times = {arm: [] for arm in arms}
     for round_number in range(rounds):
@@ -275,6 +283,47 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
     return {"corpus_mb": round(written / 1e6, 1), "rounds": rounds, "seconds": times,
             "ratio_median_vs_pii_off": {arm: round(statistics.median(r), 3) for arm, r in ratios.items()},
             "ratios": {arm: [round(x, 3) for x in r] for arm, r in ratios.items()}}
+
+
+def shingles(text: str) -> set:
+    words = text.split()
+    return {" ".join(words[i:i + 5]) for i in range(len(words) - 4)}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def eval_overlap(texts: list[str], workdir: Path) -> dict:
+    """The acceptance line "with --dedup exact, no validation document has a near-copy (Jaccard >= 0.8 on word
+    5-grams) in training": the real documents plus a copy with one word changed of 150 of them, split 10%."""
+    import datasets
+    from transformers import AutoTokenizer
+
+    rng = random.Random(3)
+    copies = []
+    for text in rng.sample(texts, 150):
+        words = text.split()
+        words[rng.randrange(len(words))] = "바뀐낱말"
+        copies.append(" ".join(words))
+    corpus = workdir / "overlap.jsonl"
+    corpus.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts + copies), encoding="utf-8")
+    cache = workdir / "cache-overlap"
+    command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
+               str(workdir / "tokenizer"), "--cache_dir", str(cache), "--dedup", "exact", "--validation_split_percentage",
+               "10", "--no_packing", "--max_seq_length", "8192"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    out = Path(result.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    manifest = json.loads((out / "manifest.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(str(workdir / "tokenizer"))
+    rows = {split: [shingles(tokenizer.decode(row["input_ids"]).replace("</s>", " ")) for row in datasets.load_from_disk(str(path))]
+            for split, path in (("train", out), ("validation", out / "validation"))}
+    pairs = sum(1 for a in rows["train"] for b in rows["validation"] if jaccard(a, b) >= 0.8)
+    raw = [shingles(t) for t in texts + copies]
+    before = sum(1 for i, a in enumerate(raw) for b in raw[i + 1:] if jaccard(a, b) >= 0.8)
+    return {"documents": len(texts) + len(copies), "near_copy_pairs_in_input": before,
+            "validation_documents": len(rows["validation"]), "training_documents": len(rows["train"]),
+            "dropped": manifest["dropped"], "train_validation_pairs_jaccard_ge_0.8": pairs}
 
 
 def main() -> None:
@@ -293,6 +342,8 @@ def main() -> None:
                "recall_precision": recall_precision(texts, args.datatrove_python),
                "pii_mb_s_per_core": per_core_mb_s(lambda: [masker.mask(t) for t in texts], texts),
                "decontamination": decontamination(texts, args.benchmarks)}
+    train_tokenizer(args.workdir / "tokenizer")
+    results["eval_overlap"] = eval_overlap(texts, args.workdir)
     if args.prepare_mb:
         results["prepare"] = prepare_time(texts, args.benchmarks, args.prepare_mb, args.rounds, args.workdir)
     text = json.dumps(results, ensure_ascii=False, indent=1)

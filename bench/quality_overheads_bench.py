@@ -48,11 +48,12 @@ def sample_share(corpus: str, tokenizer: str) -> tuple[float, float, int]:
     from rankzero.data.quality import QualityConfig, QualityFilter
     from rankzero.data.readers import iter_chunks
     from rankzero.data.specs import resolve_source
-    from rankzero.data.stage import Stage
+    from rankzero.data.stage import Stage, StageSpec
 
     info = load_tokenizer(tokenizer)
-    stage = Stage(StageConfig(tokenizer_path=tokenizer, quality_filter="ko"), info, build_engine("hf", info),
-                  QualityFilter(QualityConfig()))
+    spec = StageSpec(StageConfig(tokenizer_path=tokenizer, quality_filter="ko"), "hf", quality=QualityConfig(),
+                     hashes=False, signatures=False, truncate_to=None)
+    stage = Stage(spec, info, build_engine("hf", info), QualityFilter(QualityConfig()))
     taker, spent = stage.sample_taker, [0.0]
 
     class Timed:

@@ -36,11 +36,12 @@ def sample_lengths(path: Path, tokenizer: Path) -> np.ndarray:
     from rankzero.args import parse_args
     from rankzero.data.plan import make_plan
     from rankzero.data.readers import iter_chunks
-    from rankzero.data.stage import Stage
+    from rankzero.data.stage import Stage, StageSpec
 
     args = parse_args(["--tokenize_only", "--dataset", str(path), "--tokenizer_path", str(tokenizer), "--mode", "sft"])
     plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
-    stage = Stage(plan.stage, plan.tokenizer)
+    stage = Stage(StageSpec(plan.stage, "hf", quality=None, hashes=False, signatures=False, truncate_to=None),
+                  plan.tokenizer)
     return np.concatenate([stage(chunk).lengths for chunk in iter_chunks(plan.sources[0], 0, 1000, "line")])
 
 

@@ -28,14 +28,12 @@ from pathlib import Path
 
 import yaml
 
-from rankzero.config import CONFIGS, DEFAULT_SEED, Args, DedupConfig, ModelConfig
+from rankzero.config import CONFIGS, DEFAULT_SEED, Args, ModelConfig
 from rankzero.errors import ConfigError
 from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
 
 logger = logging.getLogger(__name__)
 
-# The seed's flag names, kept so existing scripts keep working: alias → TrainingArguments flag.
-TRAINING_ALIASES = {"--batch_size": "--per_device_train_batch_size", "--num_epochs": "--num_train_epochs"}
 RUN_FLAGS = {"tokenize_only": "prepare the data, print 'prepared: DIR' and exit",
              "seed": f"shuffles the prepared rows and seeds training (default {DEFAULT_SEED})",
              "overwrite_output_dir": "start from scratch in an --output_dir holding an earlier run's checkpoints "
@@ -174,7 +172,7 @@ def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str]]:
         recipe, recipe_argv = argv[0], recipe_to_argv(argv[0])
         from_recipe = {arg for arg in recipe_argv if arg.startswith("--")}
         argv = recipe_argv + argv[1:]
-    return [TRAINING_ALIASES.get(arg, arg) for arg in argv], recipe, from_recipe
+    return argv, recipe, from_recipe
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,16 +191,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
     tokenize_only = bool(given_ours.pop("tokenize_only", False))
     overwrite = bool(given_ours.pop("overwrite_output_dir", False))
     seed = given_ours.pop("seed", DEFAULT_SEED)
-    defaults = model_tokenizer_default(given_ours)
+    derived = derived_defaults(given_ours)
+    defaults = {name: f"{value} ({why})" for name, (value, why) in derived.items()}
     configs = {}
     for group, cls in CONFIGS.items():
         values = {f.name: given_ours[f.name] for f in fields(cls) if f.name in given_ours}
-        if group == "stage" and defaults:
-            values["tokenizer_path"] = given_ours["pretrained_model"]
+        values |= {f.name: derived[f.name][0] for f in fields(cls) if f.name in derived}
         if cls is ModelConfig and tokenize_only:
             values = {}  # nothing is trained: model flags (from a recipe, say) are not looked at
-        if cls is DedupConfig and "dedup" not in values and given_ours.get("mode") == "sft":
-            values["dedup"] = "exact"  # chat samples share templates and system prompts: near would take too many
         try:
             configs[group] = cls(**values)
         except ConfigError as error:
@@ -213,7 +209,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         raise ConfigError(problems)
     given = frozenset(given_ours) | frozenset(given_training) | ({"seed"} if "--seed" in argv else frozenset())
     args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe,
-                overwrite_output_dir=overwrite)
+                defaults=defaults, overwrite_output_dir=overwrite)
     if tokenize_only:
         return args
     from rankzero.checks import check_training_arguments, data_defaults
@@ -226,13 +222,18 @@ def parse_args(argv: list[str] | None = None) -> Args:
                    "training": training, "training_given": as_given, "defaults": {**defaults, **more_defaults}})
 
 
-def model_tokenizer_default(given: dict) -> dict[str, str]:
-    """--tokenizer_path defaults to --pretrained_model's dir when that holds a tokenizer (HF checkpoints and
-    rankzero runs save one beside the weights): {flag: "value (why)"}, or {} when it does not apply."""
+def derived_defaults(given: dict) -> dict[str, tuple]:
+    """The one home of our flags set because the user did not give them, from others they gave:
+    {flag: (value, why)}, printed with the run's other defaults (and by --tokenize_only)."""
+    derived = {}
     model = given.get("pretrained_model")
-    if "tokenizer_path" in given or not model or not (Path(model) / "tokenizer_config.json").is_file():
-        return {}
-    return {"tokenizer_path": f"{model} (the tokenizer saved with --pretrained_model)"}
+    if "tokenizer_path" not in given and model and (Path(model) / "tokenizer_config.json").is_file():
+        # HF checkpoints and rankzero runs save the tokenizer beside the weights.
+        derived["tokenizer_path"] = (model, "the tokenizer saved with --pretrained_model")
+    if "dedup" not in given and given.get("mode") == "sft":
+        derived["dedup"] = ("exact", "--mode sft: chat samples share templates and system prompts, near dedup would "
+                                     "take too many")
+    return derived
 
 
 def _split_training_flags(rest: list[str], recipe: str | None, from_recipe: set[str]):

@@ -25,7 +25,7 @@ from rankzero.errors import ConfigError
 from rankzero.runtime import usable_cpu_count
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
-DEFAULT_DEDUP_THRESHOLD = 0.8  # FineWeb-2's class of setting (docs/data.md)
+DEFAULT_DEDUP_THRESHOLD = 0.55  # 40 bands of 3: catches re-edited copies 0.8 keeps (docs/data.md, bench/RESULTS.md)
 DEFAULT_SEED = 42  # TrainingArguments' default; tests keep the two in step
 
 
@@ -211,16 +211,18 @@ class WorkersConfig(_Config):
     prep_engine: str = flag("local", "this machine, or every CPU of a Ray cluster (docs/cluster.md)",
                             choices=("local", "ray"))
     ray_address: str | None = flag(None, "the cluster for --prep_engine ray (default RAY_ADDRESS, else start one)")
+    dedup_memory_mb: float | None = flag(None, "--dedup near: MiB of band keys held in memory before sorted runs "
+                                               "spill to disk (default 1024)", env="RANKZERO_DEDUP_MEMORY_MB")
 
     def __post_init__(self) -> None:
         # Flag > environment variable > default; resolved once, here.
         defaults = {"dataset_num_proc": usable_cpu_count(), "dataset_batch_size": 1000,
-                    "dataset_writer_batch_size": 1000}
+                    "dataset_writer_batch_size": 1000, "dedup_memory_mb": 1024.0}
         problems = []
         for f in fields(self):
             if f.name in defaults and getattr(self, f.name) is None:
                 try:
-                    self._set(f.name, _env_int(f.metadata["env"], defaults[f.name]))
+                    self._set(f.name, _env_number(f.metadata["env"], defaults[f.name]))
                 except ValueError as error:
                     problems.append(str(error))
         if problems:
@@ -228,8 +230,12 @@ class WorkersConfig(_Config):
         super().__post_init__()
 
     def problems(self) -> list[str]:
+        # `not >= 1`: NaN too. A budget below 1 MiB spills a run every few documents and the decision then
+        # re-reads every run per key range, quadratic in the runs: a hang, not a saving.
         problems = [f"--{f.name} {getattr(self, f.name)}: must be at least 1 (env {f.metadata['env']})"
-                    for f in fields(self) if "env" in f.metadata and getattr(self, f.name) < 1]
+                    for f in fields(self) if "env" in f.metadata and not getattr(self, f.name) >= 1]
+        if self.dedup_memory_mb == math.inf:
+            problems.append("--dedup_memory_mb inf: must be a finite number of MiB (env RANKZERO_DEDUP_MEMORY_MB)")
         if self.prep_engine == "ray" and not _installed("ray"):
             problems.append("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')")
         if self.prep_engine != "ray" and self.ray_address:
@@ -320,11 +326,13 @@ class Args:
     defaults: dict[str, str] = field(default_factory=dict)
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: int | float) -> int | float:
+    """The environment variable `name` read as a number of `default`'s type, or `default` when unset."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        return type(default)(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r}: expected a whole number") from None
+        expected = "a whole number" if isinstance(default, int) else "a number"
+        raise ValueError(f"environment variable {name}={raw!r}: expected {expected}") from None

@@ -1,4 +1,5 @@
-"""Logging set-up: rank 0 speaks at INFO, other ranks only warn, every line says which rank."""
+"""Logging set-up: rank 0 speaks at INFO, other ranks only warn, every line says which rank; a Python
+warning is one such line."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+import warnings
 
 from rankzero.runtime import Runtime
 
@@ -21,6 +23,14 @@ def setup_logging(runtime: Runtime) -> None:
     )
     # huggingface_hub logs through a handler of its own and to the root logger's: every line twice.
     logging.getLogger("huggingface_hub").propagate = False
+    warnings.showwarning = _log_warning
+
+
+def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one log line like the others (what was ignored or chosen, and why), instead of Python's
+    `file:line: UserWarning: …` with the source line under it. Another category keeps its name."""
+    prefix = "" if category is UserWarning else f"{category.__name__}: "
+    logging.getLogger("py.warnings").warning("%s%s", prefix, message)
 
 
 @contextlib.contextmanager

@@ -54,9 +54,10 @@ def _particle(noun: str, after_vowel: str, after_consonant: str) -> str:
     return noun + (after_consonant if final else after_vowel)
 
 
-def korean_documents(count: int, seed: int = 0) -> list[str]:
+def korean_documents(count: int, seed: int = 0, sentences: int = 20) -> list[str]:
     """Deterministic Korean-ish documents of varied length, all distinct and none a near-copy of another (for
-    --dedup near, the default): a few of the conftest paragraphs, then five sentences drawn for the document."""
+    --dedup near, the default): a few of the conftest paragraphs, then twenty sentences drawn for the document
+    (with five, two documents sharing a paragraph were near-copies at the default threshold of 0.55)."""
     import random
 
     from conftest import KOREAN_PARAGRAPHS
@@ -68,7 +69,7 @@ def korean_documents(count: int, seed: int = 0) -> list[str]:
                 f"{_particle(rng.choice(_OBJECTS), '를', '을')} {rng.choice(_VERBS)}.")
 
     return [" ".join(rng.choice(KOREAN_PARAGRAPHS) for _ in range(rng.randint(1, 4)))
-            + " " + " ".join(sentence() for _ in range(5)) + f" (문서 {i})" for i in range(count)]
+            + " " + " ".join(sentence() for _ in range(sentences)) + f" (문서 {i})" for i in range(count)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from helpers import korean_documents, prepare_cli, write_jsonl
+from helpers import korean_documents, prepare_cli, prepared_dir, write_jsonl
 from rankzero.data.compressed import zstd_problem
 
 
@@ -235,3 +235,45 @@ def test_a_parquet_page_that_does_not_decompress_is_one_line_not_a_traceback(tmp
     result = prepare_cli("--dataset", path, "--tokenizer_path", tokenizer_dir, "--cache_dir", tmp_path / "cache",
                          check=False)
     _failed_cleanly(result, f"{path}: cannot be read as Parquet (Corrupt snappy compressed data.)")
+
+
+# ------------------------------------------------------------------ what a directory holds that is not read (item 11)
+
+
+def test_other_spellings_of_compressed_files_are_read_and_what_is_not_read_is_listed(tmp_path, tokenizer_dir):
+    import gzip
+    import os
+    import tarfile
+
+    import zstandard
+
+    texts = korean_documents(240, seed=11)
+    parts = ["".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts[i::4]).encode() for i in range(4)]
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    plain.mkdir(), packed.mkdir()
+    for index, part in enumerate(parts):
+        (plain / f"{index}.jsonl").write_bytes(part)
+    (packed / "0.jsonl.zstd").write_bytes(zstandard.ZstdCompressor().compress(parts[0]))  # `zstd` writes .zst
+    (packed / "1.jsonl.gzip").write_bytes(gzip.compress(parts[1]))
+    (packed / "2.JSONL").write_bytes(parts[2])
+    (packed / "3.JSONL.GZ").write_bytes(gzip.compress(parts[3]))
+    with tarfile.open(packed / "more.tar.gz", "w:gz") as archive:
+        archive.add(plain / "0.jsonl", arcname="0.jsonl")
+    (packed / "README.md").write_text("notes", encoding="utf-8")
+    flags = ["--tokenizer_path", tokenizer_dir, "--max_seq_length", 32, "--dedup", "none"]
+    outputs = {}
+    for directory in (plain, packed):
+        result = prepare_cli("--dataset", directory, "--cache_dir", tmp_path / f"cache-{directory.name}", *flags)
+        manifest = json.loads((prepared_dir(result.stdout) / "manifest.json").read_text())
+        outputs[directory.name] = (manifest["docs_in"], manifest["tokens"], result.stderr)
+    assert outputs["packed"][:2] == outputs["plain"][:2] == (240, outputs["plain"][1])
+    warnings = [line for line in outputs["packed"][2].splitlines() if "are not read" in line]
+    assert len(warnings) == 1, outputs["packed"][2]
+    assert warnings[0].endswith(f"--dataset {packed}: 2 file(s) below it are not read: {packed / 'README.md'} (type "
+                                f"'.md' is not read); {packed / 'more.tar.gz'} (an archive: unpack it)"), warnings[0]
+    assert "are not read" not in outputs["plain"][2]
+    fifo = tmp_path / "corpus.jsonl"
+    os.mkfifo(fifo)
+    result = prepare_cli("--dataset", fifo, "--cache_dir", tmp_path / "cache", *flags, check=False)
+    line = _failed_cleanly(result, f"--dataset {fifo}: {fifo} is a FIFO (named pipe): rankzero reads regular files")
+    assert "did you mean" not in line

@@ -131,3 +131,14 @@ def test_identity_follows_content(tmp_path):
     before = benchmark_identity([tmp_path])
     write_kmmlu(path, QUESTIONS[::-1])
     assert benchmark_identity([tmp_path]) != before
+
+
+def test_the_index_follows_the_files(tmp_path):
+    from rankzero.data.screen import load_index
+
+    path = tmp_path / "law-test.csv"
+    write_kmmlu(path)
+    first = load_index((str(tmp_path),))
+    assert load_index((str(tmp_path),)) is first  # built once per process
+    write_kmmlu(path, QUESTIONS[:1])
+    assert len(load_index((str(tmp_path),)).items) == 1

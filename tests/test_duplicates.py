@@ -1,4 +1,4 @@
-"""Exact dedup's sorted runs (duplicates.py) against a plain Python set, the rule they replace.
+"""Exact dedup's sorted runs (dedup/exact.py) against a plain Python set, the rule they replace.
 
 The prepares that go through it (both engines, via split.py) are tested in test_split.py,
 test_prepare_dedup.py and test_ray_engine.py.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankzero.data.duplicates import MERGE_RATIO, ExactDuplicates
+from rankzero.data.dedup.exact import MERGE_RATIO, ExactDuplicates
 
 EDGES = np.array([0, 1, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 2, 2 ** 64 - 1], dtype=np.uint64)
 

@@ -37,11 +37,12 @@ def test_torchrun_builds_once_and_the_cached_rerun_writes_nothing(tmp_path, toke
     runner[-1] = str(free_port())
     second = prepare_cli(*_common(large_corpus, tokenizer_dir, cache), runner=runner)
     assert _snapshot(cache) == before, "a cached re-run must not write"
-    ready = [float(s) for s in re.findall(r"data ready in ([\d.]+) s", second.stderr)]
-    assert len(ready) == 2 and max(ready) < 2.0, second.stderr
+    # Both ranks found the published dir: nothing was built or waited for (how fast is handoff_bench's to say).
+    assert len(re.findall(r"data ready in ([\d.]+) s", second.stderr)) == 2, second.stderr
+    assert "[prepare] published" not in second.stderr and "waiting for" not in second.stderr, second.stderr
 
 
-def test_builder_error_reaches_the_waiting_rank_within_seconds(tmp_path, tokenizer_dir, large_corpus):
+def test_builder_error_reaches_the_waiting_rank(tmp_path, tokenizer_dir, large_corpus):
     lines = large_corpus.read_text(encoding="utf-8").splitlines()
     lines[1200] = lines[1200].replace('"text"', "'text'")
     bad = tmp_path / "bad.jsonl"
@@ -51,8 +52,10 @@ def test_builder_error_reaches_the_waiting_rank_within_seconds(tmp_path, tokeniz
     processes = [spawn(["--tokenize_only", *args], rank, 2, port=port) for rank in (0, 1)]
     (code0, _, err0, end0), (code1, _, err1, end1) = wait_all(processes)
     assert code0 != 0 and "bad.jsonl:1201: malformed JSON" in err0
+    # The waiter ends on the builder's failure marker, with its error, long before --prep_timeout_s (hours) would
+    # end it; the seconds it takes are bench/handoff_bench.py's (a busy machine must not fail a test).
     assert code1 != 0 and "rank 0 failed" in err1 and "bad.jsonl:1201: malformed JSON" in err1, err1
-    assert end1 - end0 < 5.0
+    assert "--prep_timeout_s" not in err1, err1
     assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
 
 
@@ -69,11 +72,10 @@ def test_killed_builder_is_noticed_and_the_next_run_rebuilds_the_same_data(tmp_p
     _wait_for_progress(cache, builder)
     assert builder.poll() is None, "the build finished before it could be killed; make the large_corpus larger"
     builder.send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
-    (code, _, err, ended), = wait_all([waiter], timeout=60)
+    (code, _, err, _), = wait_all([waiter])
     builder.communicate()
-    assert code != 0 and "died while preparing" in err, err
-    assert ended - killed_at < 10.0
+    # Noticed from the free lock, not from the last-resort timeout.
+    assert code != 0 and "died while preparing" in err and "--prep_timeout_s" not in err, err
     assert list(cache.glob("*.tmp-*")), "the killed builder's tmp dir is left (and must be cleaned next time)"
     rerun = prepared_dir(prepare_cli(*args).stdout)
     assert not list(cache.glob("*.tmp-*"))
@@ -136,10 +138,8 @@ def test_prep_timeout_is_the_last_resort(tmp_path, tokenizer_dir, large_corpus):
 
     args = data_args(tokenizer_dir, tmp_path, [large_corpus], prep_timeout_s=1.5)
     waiter = Runtime(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, hostname="n0")
-    started = time.monotonic()
     with pytest.raises(BuilderFailed, match="--prep_timeout_s"):
         wait_for_builder(args.cache.prep_timeout_s, waiter, tmp_path, "fp", "job", "rank 0")
-    assert time.monotonic() - started < 5
 
 
 # --------------------------------------------------------------------------- a cache dir others can write

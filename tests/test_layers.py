@@ -13,14 +13,14 @@ from helpers import REPO
 
 LAYERS = [  # lowest first
     ("base", ["errors", "runtime", "files", "malloc", "logging_utils", "config", "trainer_flags"]),
-    ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.readers", "data.records", "data.encode",
-                                    "data.quality", "data.quality.*", "data.minhash", "data.pack", "data.shards", "data.published",
+    ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.compressed", "data.readers", "data.records", "data.encode",
+                                    "data.quality", "data.quality.*", "data.decontaminate", "data.pii", "data.pii_checks", "data.pack", "data.shards", "data.published",
                                     "tokenizer_trainer"]),
-    ("data: the stage and its plan", ["data.stage", "data.plan", "data.duplicates", "data.neardup", "data.split",
-                                      "data.mixing", "data.report"]),
-    ("data: engines", ["data.local", "data.ray_tasks", "data.ray_engine", "data.near_ledger", "data.pipeline"]),
+    ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
+                                      "data.dedup.*", "data.split", "data.mixing", "data.report"]),
+    ("data: engines", ["data.space", "data.local", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
     ("data: the handoff", ["data.handoff"]),
-    ("training", ["train", "train.*"]),
+    ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
 ]
 

@@ -187,3 +187,15 @@ def test_a_run_from_scratch_into_a_used_dir_refuses_and_overwriting_moves_the_ea
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
     assert json.loads((out / "run_config.json").read_text())["run_id"] != earlier
     assert "--overwrite_output_dir" not in (out / "recipe.yaml").read_text()  # a decision for that start only
+
+
+def test_a_warning_is_one_log_line_not_a_python_userwarning():
+    code = ("import warnings\nfrom rankzero.logging_utils import setup_logging\nfrom rankzero.runtime import Runtime\n"
+            "setup_logging(Runtime(0, 1, 0, 1, 0, 'host'))\n"
+            "warnings.warn('--dataloader_prefetch_factor is ignored: it needs --dataloader_num_workers > 0')\n"
+            "warnings.warn('old', FutureWarning)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=quiet_env(), cwd=REPO)
+    lines = done.stderr.splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "WARNING py.warnings: --dataloader_prefetch_factor is ignored: it needs --dataloader_num_workers > 0",
+        "WARNING py.warnings: FutureWarning: old"], done.stderr

@@ -224,3 +224,17 @@ def test_samples_and_counts_hold_nothing_raw():
     assert described["documents_touched"] == {"email": 1, "phone": 1}
     assert described["documents_dropped_as_dumps"] == 1 and described["spans_in_dropped_documents"] == {"phone": 12}
     assert "9876" not in repr(described) + repr(counts.samples)
+
+
+def test_the_screen_masks_each_segment_and_keeps_its_label_flag():
+    from rankzero.data.screen import Screen
+
+    screen = Screen(PiiMasker(), None, None)
+    documents = [[("user: 제 번호는 010-1234-5678입니다\n", False), ("assistant: kim@naver.com로 보내 드릴게요", True)],
+                 [("평범한 문서", True)]]
+    texts = ["".join(text for text, _ in segments) for segments in documents]
+    keep, kept, report = screen(documents, texts, count_tokens=None)
+    assert keep.tolist() == [True, True]
+    assert kept[0] == [("user: 제 번호는 |||PHONE_NUMBER|||입니다\n", False),
+                       ("assistant: |||EMAIL_ADDRESS|||로 보내 드릴게요", True)]
+    assert kept[1] == documents[1] and report["pii"]["masked"] == {"phone": 1, "email": 1}

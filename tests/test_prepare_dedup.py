@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import data_args, korean_documents, plan_of, prepare, write_jsonl
+from rankzero.data.plan import Plan
 from test_neardup import distinct_texts, near_copy
 
 
@@ -49,7 +50,7 @@ def planted_corpus(tmp_path):
 def test_near_copies_are_removed_and_counted_per_source(tmp_path, tokenizer_dir):
     first, second = planted_corpus(tmp_path)
     out, manifest = build(tmp_path, tokenizer_dir, [first, second], "near")
-    assert manifest["dedup"] == "near" and manifest["near_dedup"]["threshold"] == 0.8
+    assert manifest["dedup"] == "near" and manifest["near_dedup"]["threshold"] == 0.55
     by_source = [source["dropped"] for source in manifest["sources"]]
     assert by_source[0] == {"near_duplicate": 10}
     # Six near-copies of the first source's documents; the exact copy and the repeated four words are exact
@@ -62,8 +63,12 @@ def test_near_copies_are_removed_and_counted_per_source(tmp_path, tokenizer_dir)
     assert all(len(side["text"]) <= 80 for pair in samples for side in pair.values())
     cross = [pair for pair in samples if pair["removed"]["source"] != pair["kept_earlier"]["source"]]
     assert len(cross) == 6 and all(pair["removed"]["text"].startswith("다른 사이트 머리말") for pair in cross)
-    assert samples[0]["kept_earlier"] == {"source": str(first), "document": 0, "split": "train",
+    assert samples[0]["kept_earlier"] == {"source": str(first), "file": str(first), "line": 1, "split": "train",
                                           "text": distinct_texts(1, words=80)[0][:80]}
+    for pair in samples:  # each side's file and line hold the document it shows
+        for side in pair.values():
+            line = open(side["file"], encoding="utf-8").read().splitlines()[side["line"] - 1]
+            assert json.loads(line)["text"].startswith(side["text"][:40]), side
 
 
 def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path, tokenizer_dir, monkeypatch):
@@ -71,7 +76,7 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.
-    monkeypatch.setattr("rankzero.data.neardup.DEFAULT_MEMORY_BUDGET", 4096)
+    monkeypatch.setattr(Plan, "dedup_memory_bytes", property(lambda plan: 4096))  # below --dedup_memory_mb's floor
     builds.append(build(tmp_path, tokenizer_dir, [first, second], "spill", dataset_batch_size=9))
     assert builds[-1][1]["near_dedup"]["spilled_runs"] > 3
     assert all(m["near_dedup"]["spilled_runs"] == 0 for _, m in builds[:-1])
@@ -89,7 +94,8 @@ def test_a_near_copy_of_a_held_out_document_is_not_trained_on(tmp_path, tokenize
     evaluation = write_jsonl(tmp_path / "eval.jsonl", [{"text": t} for t in texts[:20]])
     train = write_jsonl(tmp_path / "train.jsonl", [{"text": t} for t in texts[20:] + [near_copy(texts[2], 0.0)]])
     out, manifest = build(tmp_path, tokenizer_dir, [train], "eval", eval_dataset=[evaluation])
-    assert manifest["dropped"] == {"near_duplicate": 1}
+    # The stage's eval-overlap check (screen.py) finds it first, before near dedup would.
+    assert manifest["dropped"] == {"eval_overlap": 1}
     assert sum(documents(out).values()) == 80 and sum(documents(validation_dir(out)).values()) == 20
 
 
@@ -114,17 +120,18 @@ def test_real_korean_documents_are_not_near_copies_of_each_other(tmp_path, token
 
 
 def test_a_planted_copy_with_a_header_and_five_percent_of_words_changed(tmp_path, tokenizer_dir):
-    """The prepare removes such a copy at --dedup_threshold 0.5 (its word 5-gram Jaccard is ~0.6, so 0.8 keeps
-    it: see docs/data.md) and keeps every distinct document."""
+    """The default (0.55, 40 bands of 3) removes such a copy (its word 5-gram Jaccard is ~0.6) and keeps every
+    distinct document; --dedup_threshold 0.8 keeps it (see docs/data.md)."""
     texts = distinct_texts(120, words=400, seed=7)
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts[:60] + [near_copy(texts[7], 0.05, seed=2)]
                                                 + texts[60:]])
-    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted", dedup_threshold=0.5)
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "planted")
     assert manifest["dropped"] == {"near_duplicate": 1} and manifest["near_dedup"]["bands"] == 40
     samples = [json.loads(line) for line in (out / "dedup_samples.jsonl").read_text().splitlines()]
-    assert [(s["removed"]["document"], s["kept_earlier"]["document"]) for s in samples] == [(60, 7)]
-    _, default = build(tmp_path, tokenizer_dir, [corpus], "default")
-    assert default["dropped"] == {} and default["docs_kept"] == 121
+    assert [(s["removed"]["file"], s["removed"]["line"], s["kept_earlier"]["line"]) for s in samples] == [
+        (str(corpus), 61, 8)]
+    _, strict = build(tmp_path, tokenizer_dir, [corpus], "strict", dedup_threshold=0.8)
+    assert strict["dropped"] == {} and strict["docs_kept"] == 121
 
 
 def test_sft_with_near_dedup_drops_a_repeated_answer_and_keeps_every_other_sample_whole(tmp_path, tokenizer_dir):
@@ -148,3 +155,55 @@ def test_sft_with_near_dedup_drops_a_repeated_answer_and_keeps_every_other_sampl
             assert labels[0] == -100 and labels[-1] != -100  # each piece is one whole sample: prompt, then answer
             samples += 1
     assert samples == 30
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "0.5", "inf"])
+def test_a_dedup_memory_budget_that_cannot_work_is_one_line_naming_the_variable(tmp_path, tokenizer_dir, corpus,
+                                                                                 monkeypatch, value):
+    """RANKZERO_DEDUP_MEMORY_MB=0 or -1 used to hang (a spill per chunk, re-read per key range); abc and nan
+    gave an error that never named it."""
+    from rankzero.errors import ConfigError
+
+    monkeypatch.setenv("RANKZERO_DEDUP_MEMORY_MB", value)
+    with pytest.raises(ConfigError, match="RANKZERO_DEDUP_MEMORY_MB") as error:
+        data_args(tokenizer_dir, tmp_path, [corpus])
+    assert str(error.value).count("RANKZERO_DEDUP_MEMORY_MB") == 1  # one problem, naming the variable
+    monkeypatch.setenv("RANKZERO_DEDUP_MEMORY_MB", "64")
+    assert plan_of(data_args(tokenizer_dir, tmp_path, [corpus])).dedup_memory_bytes == 64 << 20
+    assert data_args(tokenizer_dir, tmp_path, [corpus], dedup_memory_mb=2).workers.dedup_memory_mb == 2  # flag wins
+
+
+def test_exact_copies_are_neither_signed_nor_tokenized(tmp_path, tokenizer_dir, monkeypatch):
+    """Near dedup's cost is paid once per distinct text: a repeat of an earlier chunk's text (or of its own
+    chunk's) is dropped before the signature and the tokenizer, and counted as exact dedup counts it."""
+    import rankzero.data.stage as stage
+
+    texts = distinct_texts(120, words=40, seed=3)
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": t} for t in texts + texts[::2] + texts[:10]])
+    signed, encoded = [], []
+    signatures, encode = stage.minhash_signatures, stage.DocumentEncoder.encode
+    monkeypatch.setattr(stage, "minhash_signatures", lambda texts: signed.extend(texts) or signatures(texts))
+    monkeypatch.setattr(stage.DocumentEncoder, "encode",
+                        lambda self, documents, labels: encoded.extend(documents) or encode(self, documents, labels))
+    out, manifest = build(tmp_path, tokenizer_dir, [corpus], "once", dataset_num_proc=1, dataset_batch_size=25)
+    assert manifest["dropped"] == {"exact_duplicate": 70} and manifest["docs_kept"] == 120
+    # Only the chunks in flight (2 x workers) before an earlier chunk is consumed may still sign a repeat.
+    assert set(signed) == set(texts) and len(signed) == len(encoded) <= 120 + 2 * 25 < 250
+    assert sum(documents(out).values()) == 120
+
+
+def test_sft_takes_exact_dedup_unless_given_and_says_so(tmp_path, tokenizer_dir, corpus):
+    """The rule lives with the other flags set because the user did not (args.derived_defaults) and is printed."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    sft = data_args(tokenizer_dir, tmp_path, [corpus], mode="sft")
+    assert sft.dedup.dedup == "exact" and sft.defaults["dedup"].startswith("exact (--mode sft")
+    given = data_args(tokenizer_dir, tmp_path, [corpus], mode="sft", dedup="near")
+    assert given.dedup.dedup == "near" and "dedup" not in given.defaults
+    result = subprocess.run([sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--mode", "sft",
+                             "--tokenizer_path", str(tokenizer_dir), "--cache_dir", str(tmp_path / "c"),
+                             "--max_seq_length", "64"], cwd=REPO, capture_output=True, text=True)
+    assert "[prepare] --dedup exact (--mode sft" in result.stderr, result.stderr[-2000:]

@@ -154,3 +154,14 @@ def test_eval_overlap_keeps_evaluation_text_out_of_training(tmp_path, tokenizer_
     assert len(rows["validation"]) > 30 and manifest["eval_overlap"]["documents_dropped"] == manifest["dropped"]["eval_overlap"]
     worst = max(jaccard(a, b) for a in rows["train"] for b in rows["validation"])
     assert worst < 0.8
+
+
+def test_quality_samples_are_masked_too(tmp_path, tokenizer_dir):
+    texts = korean_documents(60, seed=8) + [f"연락처 {RAW[0]}", f"mail {RAW[1]} ok ok ok ok ok"]
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts])
+    out, manifest = build(tmp_path, tokenizer_dir, corpus, "quality", quality_filter="ko")
+    samples = (out / "quality_samples.jsonl").read_text(encoding="utf-8")
+    assert manifest["docs_kept"] < 62 and "|||" in samples
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert not any(raw.encode() in path.read_bytes() for raw in RAW[:2]), path

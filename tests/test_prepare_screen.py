@@ -47,3 +47,16 @@ def test_a_hub_name_without_network_fails_at_once_in_one_line(tmp_path, tokenize
         f"error: --dataset someorg/news_ko: names a hub dataset, and {endpoint} cannot be reached from here "
         f"(ConnectError: [Errno 111] Connection refused); give a local file or directory (no someorg/news_ko here), a "
         "dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier"], result.stderr
+
+
+def test_a_hub_client_warning_is_printed_once():
+    import subprocess
+    import sys
+
+    from helpers import REPO, quiet_env
+
+    code = ("from rankzero.logging_utils import setup_logging\nfrom rankzero.runtime import Runtime\n"
+            "setup_logging(Runtime.from_env())\nfrom huggingface_hub.utils import logging\n"
+            "logging.get_logger('huggingface_hub.utils._http').warning('Retrying in 1s [Retry 1/5].')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=quiet_env(), cwd=REPO)
+    assert result.stderr.count("Retrying in 1s") == 1, result.stderr

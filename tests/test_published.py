@@ -172,17 +172,17 @@ def test_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monkeypa
     import errno
 
     from rankzero import files
-    from rankzero.data import published
+    from rankzero.data import space
     from rankzero.errors import RankzeroError
 
     usage = collections.namedtuple("usage", "total used free")
-    monkeypatch.setattr(published.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
     with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
-        published.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+        space.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
     with caplog.at_level("WARNING"):
-        assert published.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+        assert space.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
     assert "it may not fit" in caplog.text
-    assert published.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+    assert space.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
 
     assert files.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
     assert files.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
@@ -308,6 +308,38 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
         rebuilt = _run(nobody, args)
         assert rebuilt.returncode == 0 and prepared_dir(rebuilt.stdout) == final, rebuilt.stderr
         assert f"could not remove {dead}: it belongs to root (uid 0), mode 2700; ask its owner" in rebuilt.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_sticky_world_writable_cache_published_under_umask_077_is_usable_by_another_user(tokenizer_dir):
+    """`chmod 1777` (like /tmp, docs/design.md): the builder (uid 12345, its own private group, umask 077) shares no
+    group with the next user (nobody): what it publishes there is readable by all."""
+    import tempfile
+
+    nobody = _as_nobody()
+    builder = ["setpriv", "--reuid", "12345", "--regid", "12345", "--clear-groups"]
+    base = Path(tempfile.mkdtemp(prefix="rankzero-sticky-"))
+    try:
+        os.chmod(base, 0o755)
+        shutil.copytree(tokenizer_dir, base / "tokenizer")
+        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
+        for path in base.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        cache = base / "cache"
+        cache.mkdir()
+        os.chmod(cache, 0o1777)
+        args = ["--dataset", base / "corpus.jsonl", "--tokenizer_path", base / "tokenizer", "--max_seq_length", 64,
+                "--cache_dir", cache]
+        built = _run(builder, args, umask=0o077)
+        assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr
+        final = prepared_dir(built.stdout)
+        for path in [final, *final.rglob("*")]:
+            info = path.stat()
+            assert info.st_uid == 12345 and info.st_mode & 0o444 == 0o444, (path, oct(info.st_mode))
+        reused = _run(nobody, args)
+        assert reused.returncode == 0, reused.stderr
+        assert prepared_dir(reused.stdout) == final and "[prepare] published" not in reused.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -160,6 +160,7 @@ def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(t
     run([REPO / "pretrain.sh", *flags], env=env, cwd=work)
     out = work / "runs" / "d"
     first = json.loads((out / "run_config.json").read_text())["training"]
+    assert json.loads((out / "run_config.json").read_text())["training_given"]["report_to"] == "tensorboard"
 
     run([REPO / "pretrain_cont.sh", "runs/d", "--max_steps", "2", "--logging_steps", "1"],
         env={**env, "OUTPUT_DIR": str(work / "runs" / "cont")}, cwd=work)
@@ -180,3 +181,19 @@ def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(t
     recipe = yaml.safe_load((out / "recipe.yaml").read_text())
     assert recipe["max_steps"] == 9 and recipe["report_to"] == ["tensorboard"]
     assert recipe["dataset"] == [str(work / "docs.jsonl")] and os.path.isabs(recipe["cache_dir"])
+
+
+def test_an_fsdp_run_replays_from_its_recipe_to_the_same_losses(tmp_path, train_corpus, tokenizer_dir):
+    """`--fsdp full_shard` recorded as given (not as the processed `fsdp: true`): RESUME=1 of a checkpoint under
+    2 gloo processes shards again and reproduces the uninterrupted run's losses."""
+    out = tmp_path / "run"
+    flags = train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", out, max_steps=6, logging_steps=1,
+                        save_strategy="steps", save_steps=3, fsdp="full_shard")
+    run([REPO / "pretrain.sh", *flags], env=quiet_env(NGPU=2), timeout=600)
+    assert yaml.safe_load((out / "recipe.yaml").read_text())["fsdp"] == "full_shard"
+    uninterrupted = losses(out)
+    result = run([REPO / "pretrain_cont.sh", out / "checkpoint-3"], env=quiet_env(NGPU=2, RESUME=1), timeout=600)
+    assert "data_parallel = FSDP2 full_shard over 2 process(es)" in result.stdout
+    resumed = losses(out)
+    for step in (4, 5, 6):
+        assert resumed[step] == pytest.approx(uninterrupted[step], abs=1e-4), (step, resumed, uninterrupted)

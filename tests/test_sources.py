@@ -95,11 +95,10 @@ def test_symlink_loops_do_not_hang_globs_or_directory_walks(tmp_path):
     (root / "a" / "self").symlink_to(root / "a", target_is_directory=True)
     (root / "linked.jsonl").symlink_to(root / "a" / "mid.jsonl")  # a link to a file is read like a file
     expected = sorted(str(root / p) for p in ("top.jsonl", "linked.jsonl", "a/mid.jsonl", "a/b/deep.jsonl"))
-    started = time.monotonic()
+    # A loop followed forever would hang: each child has a timeout (a hang guard, not a speed test).
     assert _resolve_in_child(f"{root}/**/*.jsonl") == expected
     assert _resolve_in_child(str(root)) == expected
     assert _resolve_in_child(f"{root}/*/*.jsonl") == [str(root / "a" / "mid.jsonl")]
-    assert time.monotonic() - started < 30
     # A symlinked directory named as the spec itself is read.
     assert resolve_source(str(root / "a" / "self")).files == (str(root / "a" / "self" / "b" / "deep.jsonl"),
                                                                 str(root / "a" / "self" / "mid.jsonl"))
@@ -129,11 +128,20 @@ def test_an_at_sign_inside_a_path_is_not_a_weight(tmp_path):
 
 
 @pytest.mark.parametrize("spec", ["data/samplee", "./corpus", "corpora/ko/train", "missing_dir/"])
-def test_a_missing_local_path_is_no_such_file_at_once(spec):
-    started = time.monotonic()
+def test_a_missing_local_path_is_no_such_file_at_once(spec, monkeypatch):
+    import socket
+
+    class NetworkUsed(BaseException):  # not an Exception: no retry loop can swallow it
+        pass
+
+    def refuse(*args, **kwargs):
+        raise NetworkUsed(f"a local path looked up on the network: {args}")
+
+    # At once = no hub lookup: any connection or name lookup fails the test.
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
     with pytest.raises(RankzeroError, match="no such file or directory"):
         resolve_source(spec)
-    assert time.monotonic() - started < 1.0  # no hub lookup
     if spec == "data/samplee":
         with pytest.raises(RankzeroError, match=r"did you mean data/sample\?"):
             resolve_source(spec)

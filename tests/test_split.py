@@ -62,7 +62,7 @@ def manifest_of(out) -> dict:
 def test_held_out_documents_follow_the_hash_rule_and_never_reach_a_training_row(tmp_path, tokenizer_dir, corpus,
                                                                                  texts, packing):
     out = prepare(data_args(tokenizer_dir, tmp_path / "c", [corpus], validation_split_percentage=20,
-                            packing=packing, max_seq_length=64 if packing else 512), seed=0)
+                            packing=packing, max_seq_length=64 if packing else 2048), seed=0)
     expected = held_out_by_hash(texts, 20)
     assert 40 < len(expected) < 120  # the rule holds out about 20% of 400
     training, validation = markers(out, tokenizer_dir), markers(validation_dir(out), tokenizer_dir)
@@ -123,7 +123,7 @@ def test_eval_dataset_is_held_out_whole_and_training_repeats_of_it_are_dropped(t
     base = plan_of(data_args(tokenizer_dir, tmp_path / "c", [train_file]), 0).fingerprint
     for dedup in ("exact", "none"):
         args = data_args(tokenizer_dir, tmp_path / "c", [train_file], eval_dataset=[eval_file], dedup=dedup,
-                         packing=False, max_seq_length=512)
+                         packing=False, max_seq_length=2048)
         assert plan_of(args, 0).fingerprint != base
         out = prepare(args, seed=0)
         manifest = manifest_of(out)
@@ -141,7 +141,7 @@ def test_weighted_mixing_takes_held_out_documents_once(tmp_path, tokenizer_dir, 
     big = write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in texts[:300]])
     small = write_jsonl(tmp_path / "small.jsonl", [{"text": t} for t in texts[300:]])
     out = prepare(data_args(tokenizer_dir, tmp_path / "c", [f"{big}@1", f"{small}@1"], validation_split_percentage=20,
-                            packing=False, max_seq_length=512), seed=0)
+                            packing=False, max_seq_length=2048), seed=0)
     manifest = manifest_of(out)
     assert manifest["sources"][1]["ratio"] > 1.5
     validation = markers(validation_dir(out), tokenizer_dir)
@@ -218,10 +218,11 @@ def test_the_validation_files_are_checked_like_the_others(tmp_path, tokenizer_di
 def unpacked_samples(args) -> list[tuple[tuple, tuple]]:
     """Every sample as the stage makes it, one by one, untruncated: (ids, labels)."""
     from rankzero.data.readers import iter_chunks
-    from rankzero.data.stage import Stage
+    from rankzero.data.stage import Stage, StageSpec
 
     plan = plan_of(args, 0)
-    stage = Stage(plan.stage, plan.tokenizer)
+    stage = Stage(StageSpec(plan.stage, "hf", quality=None, hashes=False, signatures=False, truncate_to=None),
+                  plan.tokenizer)
     samples = []
     for index, source in enumerate(plan.sources):
         for chunk in iter_chunks(source, index, 1000, "line"):

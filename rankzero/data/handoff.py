@@ -59,9 +59,9 @@ from rankzero.config import CacheConfig
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
 from rankzero.data.report import print_summary
-from rankzero.data.published import (MISSING, build_id, check_free_space, check_writable, file_table, move_aside,
-                                     needed_text, remove_dead_builds, set_publish_modes, space_needed, usable,
-                                     verify_published)
+from rankzero.data.published import (MISSING, build_id, check_writable, file_table, move_aside, remove_dead_builds,
+                                     set_publish_modes, usable, verify_published)
+from rankzero.data.space import check_free_space, needed_text, space_needed
 from rankzero.data.readers import check_hub_sources
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
@@ -193,7 +193,8 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
-    needed, free, tmp = space_needed(plan.sources, plan.with_labels), None, None
+    near = plan.dedup.dedup_threshold if plan.near_dedup else None
+    needed, free, tmp = space_needed(plan.sources, plan.with_labels, near, plan.dedup_memory_bytes), None, None
     run_id = uuid.uuid4().hex
     try:
         with Heartbeat(heartbeat_path, runtime, run_id) as heartbeat:
@@ -212,7 +213,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
                         remove_dead_builds(cache_dir, fingerprint)
                         if problem != MISSING:
                             move_aside(final, problem)
-                        free = check_free_space(cache_dir, needed)
+                        free = check_free_space(cache_dir, needed, plan.near_dedup)
                         prefix = f"{fingerprint}.tmp-{runtime.hostname}-{os.getpid()}-"
                         tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=prefix))
                         return _build_and_publish(plan, runtime, tmp, final, heartbeat)
@@ -224,8 +225,9 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
         report = error
         if out_of_space(error):
             report = RankzeroError(f"--cache_dir {cache_dir}: no space left on the device while preparing "
-                                   f"({size_text(free)} were free when the build started; {needed_text(needed)}); the "
-                                   "partial build was removed: free space there, or pass another --cache_dir")
+                                   f"({size_text(free)} were free when the build started; "
+                                   f"{needed_text(needed, plan.near_dedup)}); the partial build was removed: free "
+                                   "space there, or pass another --cache_dir")
         elif tmp is not None and not cache_dir.is_dir():  # a file the build opens next names only itself
             report = RankzeroError(f"--cache_dir {cache_dir} was removed while preparing the data ({type(error).__name__}: "
                                    f"{error}); nothing was published: run again, and keep the cache dir while a job uses it")

@@ -7,10 +7,10 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing; exact duplicates are dropped
-   globally, first one wins (duplicates.py), and held-out documents go to the validation split
+   globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
-   signature goes to a ledger in the same order (near_ledger.py); once all are encoded, the near-copies
-   are decided over the whole corpus (neardup.py) and left out when the staged documents are read.
+   signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
+   are decided over the whole corpus (dedup/near.py) and left out when the staged documents are read.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -43,18 +43,16 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios, passes, subsample
-from rankzero.data.near_ledger import NearLedger, kept_documents, write_local_samples as _write_samples
+from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
 from rankzero.data.pack import make_packer, require_blocks, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
-from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
-                                  validation_manifest)
+from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
-from rankzero.data.stage import ChunkResult, Stage, rust_threads
-from rankzero.errors import RankzeroError
+from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
 from rankzero.runtime import usable_cpu_count
 
 KIWI_THREADS_PER_PROCESS = 2
@@ -113,7 +111,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
-        ledger = NearLedger(plan, staging / "near") if plan.near_dedup else None
+        ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
+                  if plan.near_dedup else None)
         quality_samples: list[list[dict]] = []  # per chunk, in source order
         screened = ScreenTotals(plan)
         staging.mkdir(parents=True, exist_ok=True)
@@ -137,15 +136,11 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
             progress.stage = "near-dedup"
-            ledger.decide(stats, progress)
+            progress.remove(int(ledger.decide(stats).sum()))
             _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
         t_dedup = time.perf_counter()
 
-        if sum(s.docs_kept for s in stats) == 0:
-            raise RankzeroError(nothing_left_message(stats))
-        problem = split_problem(plan, stats)
-        if problem:
-            raise RankzeroError(problem)
+        check_counts(stats, plan.validation_flags)
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
@@ -186,7 +181,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
                           extra={"builder_threads": threads, **screened.finish(stats, out_dir),
-                                 **({"near_dedup": ledger.describe(plan)} if ledger else {})})
+                                 **({"near_dedup": ledger.describe()} if ledger else {})})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -218,10 +213,19 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     return validation_manifest(plan, stats, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
 
 
+def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) -> None:
+    """dedup_samples.jsonl from this engine's staged files: one per source for training documents, one for all
+    held-out ones."""
+    def where(number: int) -> tuple[Path, int]:
+        source, held, position = ledger.locate(number)
+        return (staging / "validation.arrow" if held else staging / f"source-{source:03d}.arrow"), position
+
+    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
+
+
 def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
     def add(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
-        stat.tokens_out += int(lengths.sum())
-        stat.documents_out += len(lengths)
+        stat.packed(len(lengths), int(lengths.sum()))
         scatter.add(ids, lengths, labels)
 
     return add
@@ -231,14 +235,14 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 # Stage A: where the per-chunk work runs
 
 
-_STAGE: Stage | None = None  # the stage of this process: the builder's, or a worker's own
+# A worker process's own stage, built by its initializer: a process pool hands its tasks nothing else that
+# outlives one call (the builder's own stage never goes here; it is passed where it runs).
+_WORKER_STAGE: Stage | None = None
 
 
-def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: bool,
-                 truncate_to: int | None, rust_threads: int, signatures: bool, overlap: dict | None) -> None:
-    global _STAGE
-    _STAGE = Stage.in_worker(stage, engine_name, quality_config, threads, hashes, truncate_to, rust_threads,
-                             signatures, overlap)
+def _worker_init(spec: StageSpec, threads: int, rust_threads: int) -> None:
+    global _WORKER_STAGE
+    _WORKER_STAGE = Stage.in_worker(spec, threads, rust_threads)
     # The builder turns SIGTERM into a failure marker; its workers just stop.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
@@ -250,12 +254,13 @@ def _worker_init(stage, engine_name: str, quality_config, threads: int, hashes: 
         pass
 
 
-def _run_stage(chunk) -> ChunkResult:
-    return _STAGE(chunk)
+def _run_in_worker(chunk) -> ChunkResult:
+    return _WORKER_STAGE(chunk)
 
 
 def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
-    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage).
+    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
+    chunk goes to a worker process).
 
     Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
     release the GIL and share one Rust thread pool of every core, while another thread parses the next
@@ -267,23 +272,19 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    hashes, truncate_to, signatures = plan.needs_hashes, plan.truncate_to, plan.near_dedup
+    spec = StageSpec.of(plan, engine.name, overlap)
     if plan.quality is None:
-        stage = Stage(plan.stage, plan.tokenizer, engine, hashes=hashes, truncate_to=truncate_to, signatures=signatures,
-                      eval_overlap=overlap)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
-        return pool, stage
+        return pool, Stage(spec, plan.tokenizer, engine)
     processes = _kiwi_processes(plan)
     if not processes:
         from rankzero.data.quality import QualityFilter
 
-        return None, Stage(plan.stage, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers), hashes,
-                           truncate_to, signatures, overlap)
+        return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
     import multiprocessing
 
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(plan.stage, engine.name, plan.quality, KIWI_THREADS_PER_PROCESS, hashes,
-                                         truncate_to, builder_threads(plan)["rust_threads"], signatures, overlap))
+                               initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
     return pool, None
 
 
@@ -303,7 +304,6 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
                     screened: ScreenTotals | None = None, overlap: dict | None = None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
-    global _STAGE
     workers = plan.workers.dataset_num_proc
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
     holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.exact_dedup)
@@ -321,30 +321,35 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
             held_documents, held_tokens = len(held[1]), len(held[0])
         truncated = result.truncated if result.truncated is not None else np.zeros(len(result.lengths), dtype=bool)
         kept, tokens = len(lengths) + held_documents, len(ids) + held_tokens
-        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines)
+        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines,
+                 int(truncated[decision.train | decision.validation].sum()))
         stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
-        stat.truncated += int(truncated[decision.train].sum())
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
         if ledger is not None:
             survivors = decision.train | decision.validation
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
-                       decision.validation[survivors], result.lengths[survivors], truncated[survivors])
+                       decision.validation[survivors], result.lengths[survivors], truncated[survivors],
+                       (result.path, result.lines[survivors]))
         seconds.update(result.seconds)
         if result.quality_samples and quality_samples is not None:
             quality_samples.append(result.quality_samples)
         if screened is not None:
             screened.add(result.source_index, result.screen)
-        progress.update(result.docs_in, kept, result.bytes_in, tokens, decision.dropped.get("exact_duplicate", 0))
+        progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
-    pool, _STAGE = _start_pool(plan, engine, workers, overlap)
+    pool, stage = _start_pool(plan, engine, workers, overlap)
+    # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
+    # source order, so those are earlier); worker processes run their own (_worker_init).
+    seen = holdout.duplicates.seen if holdout.duplicates is not None else None
+    run = (lambda chunk: stage(chunk, seen)) if stage is not None else _run_in_worker
     in_flight: deque = deque()
     try:
         for chunk in chunks:
-            in_flight.append(pool.submit(_run_stage, chunk) if pool else _Ready(_STAGE(chunk)))
+            in_flight.append(pool.submit(run, chunk) if pool else _Ready(run(chunk)))
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:
@@ -362,7 +367,6 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
-        _STAGE = None
     progress.report()
 
 

@@ -7,7 +7,7 @@ The pieces, in the order data flows through them:
     plan.py        sources, tokenizer, quality settings and fingerprint, resolved once; the tokenizer
                    engine (fastokens or HF) chosen by checking its ids on a sample
     stage.py       the per-chunk stage, the same on every engine: records → text → quality → tokens
-    duplicates.py  exact duplicates, first one wins: one decision for both engines
+    dedup/exact.py  exact duplicates, first one wins: one decision for both engines
     split.py       the validation split: held-out documents by the hash of their text, --eval_dataset whole
     mixing.py      SPEC@WEIGHT: mixing ratios and weighted passes, for both engines
     local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,

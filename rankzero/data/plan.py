@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
 from rankzero.data.decontaminate import benchmark_identity
-from rankzero.data.minhash import algorithm as minhash_algorithm
+from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
 from rankzero.data.readers import iter_chunks
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.screen import load_index
@@ -64,9 +64,24 @@ class Plan:
         return int(self.source_config.max_document_mb * (1 << 20))
 
     @property
+    def validation_flags(self) -> str | None:
+        """The flags that asked for a validation split, as the user gave them (None: no split)."""
+        if not self.has_validation:
+            return None
+        config = self.source_config
+        given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
+                 if config.validation_split_percentage is not None else [])
+        return ", ".join(given + ([f"--eval_dataset {' '.join(config.eval_dataset)}"] if config.eval_dataset else []))
+
+    @property
     def near_dedup(self) -> bool:
-        """Whether near-copies are removed (neardup.py); exact copies are too, first, by their hash."""
+        """Whether near-copies are removed (dedup/near.py); exact copies are too, first, by their hash."""
         return self.dedup.dedup == "near"
+
+    @property
+    def dedup_memory_bytes(self) -> int:
+        """What near dedup's band keys may hold in memory before they spill (--dedup_memory_mb)."""
+        return int(self.workers.dedup_memory_mb * (1 << 20))
 
     @property
     def exact_dedup(self) -> bool:

@@ -1,10 +1,9 @@
-"""A published dataset: what its manifest promises, the checks before it is used, the space a build needs.
+"""A published dataset: what its manifest promises, and the checks before and as it is used.
 
     problem = verify_published(FP, inputs, deep=False)   # None, MISSING, or what is wrong (ForeignDataset raised)
     files = file_table(tmp)                              # the manifest's "files": size and xxh3 of each
     validation = validation_dir(FP)                      # FP/validation (a save_to_disk Dataset), or None
     move_aside(FP, problem)                              # a damaged FP/ out of sight in one rename, then deleted
-    free = check_free_space(cache_dir, needed)           # refuse a build that cannot fit, warn when it may not
 
 handoff.py runs the protocol (who builds, who waits, when to publish) on top of these and of
 rankzero/files.py (the file primitives that never follow a planted link).
@@ -23,21 +22,13 @@ from pathlib import Path
 
 from rankzero.errors import RankzeroError
 from rankzero.files import (content_hash, current_umask, lstat, open_no_follow, owner_text, read_json,
-                            read_json_or_problem, size_text, this_user)
+                            read_json_or_problem, this_user)
 
 logger = logging.getLogger(__name__)
 
 MISSING = "not built yet"
 VALIDATION = "validation"  # the one subdirectory of a published dataset: the validation split's own Dataset
 ALWAYS_HASHED_BYTES = 1 << 20  # files this small (state.json, dataset_info.json) are checksummed on every use
-# Free space a build needs, from its input size: a token takes 4 bytes while it is built (the shuffle's
-# buckets hold int32 ids and are removed as the output, 2 bytes a token with a vocabulary under 65,536, is
-# written) and Korean JSONL gives a token per 2.7-3.4 bytes with 1k-16k vocabularies
-# (bench/handoff_bench.py --space; larger vocabularies make fewer tokens).
-BYTES_PER_TOKEN = 3
-OUTPUT_BYTES_PER_TOKEN = 4
-
-
 class ForeignDataset(RankzeroError):
     """The cache holds something at FP that rankzero did not build for these inputs: never used, never removed."""
 
@@ -50,19 +41,25 @@ def _check_readable(final: Path, *files: Path) -> None:
     unreadable = [path for path in (final, final / "manifest.json", final / VALIDATION, *files)
                   if os.path.lexists(path) and not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0))]
     if unreadable:
+        world = os.stat(final.parent).st_mode & stat.S_IWOTH
         raise UnreadableDataset(
             f"{unreadable[0]} cannot be read by {this_user()}: it belongs to {owner_text(unreadable[0])} (published "
-            f"by a rankzero that did not give a shared cache group access, or into a cache dir that is not "
-            f"group-writable); ask its owner to run `chmod -R g+rwX {final}`, or use your own --cache_dir")
+            f"by a rankzero that did not give a shared cache access, or into a cache dir that is not group-writable); "
+            f"ask its owner to run `chmod -R {'a+rX' if world else 'g+rwX'} {final}`, or use your own --cache_dir")
 
 
 def publish_modes(cache_dir: Path) -> tuple[int, int]:
     """The modes of a published dataset's dirs and files: the umask's, plus group read and write when the cache
     dir is a team's (group-writable, docs/design.md), so that one member's umask 077 cannot lock the others out
-    of the data or stop them from rebuilding a damaged copy. Dirs get the setgid bit there (the team's group)."""
+    of the data or stop them from rebuilding a damaged copy. Dirs get the setgid bit there (the team's group).
+    In a world-writable cache (1777, like /tmp) every user is a writer and no group is shared: read for all
+    instead (write would not help: the sticky bit lets only the owner replace a dataset)."""
     mask = current_umask()
     dirs, files = 0o777 & ~mask, 0o666 & ~mask
-    if os.stat(cache_dir).st_mode & stat.S_IWGRP:
+    mode = os.stat(cache_dir).st_mode
+    if mode & stat.S_IWOTH:
+        dirs, files = dirs | 0o755, files | 0o644
+    elif mode & stat.S_IWGRP:
         dirs, files = dirs | 0o070 | stat.S_ISGID, files | 0o060
     return dirs, files
 
@@ -336,33 +333,3 @@ def move_aside(final: Path, problem: str) -> None:
                             f"to {owner_text(final)}): ask its owner to remove it, or use another --cache_dir") from None
     logger.warning("%s is damaged (%s): removed, building it again", final, problem)
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def space_needed(sources, with_labels: bool) -> int | None:
-    """Roughly the disk a build takes at its peak, from the input size (None when a hub source hides it)."""
-    sizes = [source.total_bytes() for source in sources]
-    if any(size is None for size in sizes):
-        return None
-    per_token = OUTPUT_BYTES_PER_TOKEN * (2 if with_labels else 1)  # labels double the ids
-    staged = 2 if any(source.weight is not None for source in sources) else 1  # mixing stages every token once more
-    return int(sum(sizes) / BYTES_PER_TOKEN * per_token * staged)
-
-
-def needed_text(needed: int | None) -> str:
-    if needed is None:
-        return "the input size is not known beforehand (a hub source)"
-    return (f"this build needs about {size_text(needed)}: a token per ~{BYTES_PER_TOKEN} bytes of input, "
-            f"{OUTPUT_BYTES_PER_TOKEN} bytes per prepared token")
-
-
-def check_free_space(cache_dir: Path, needed: int | None) -> int:
-    """Fail before the build when it cannot fit; warn when it might not. Returns the free bytes."""
-    free = shutil.disk_usage(cache_dir).free
-    if needed is not None and free < needed:
-        # A tokenizer with a large vocabulary (or ASCII-escaped JSON input) makes fewer tokens per byte than
-        # the estimate assumes; below a third of it, a build would need 9+ input bytes per token to fit.
-        message = f"--cache_dir {cache_dir}: {size_text(free)} free, and {needed_text(needed)}"
-        if free < needed / 3:
-            raise RankzeroError(f"{message}; free space there, or pass another --cache_dir")
-        logger.warning("%s; it may not fit", message)
-    return free

@@ -13,7 +13,7 @@ filesystem, `FP.ray-work/` beside the build dir; only counts come back to the dr
     --eval_dataset          it picks its held-out documents by their hashes, and packs them apart)
     --dedup exact or        two passes: tasks stage their documents, hashes (and with near, MinHash
     near, SPEC@WEIGHT or    signatures); the driver finds the exact duplicates over the whole corpus,
-    --eval_dataset          the held-out documents, the near-copies (split.py, neardup.py, in task
+    --eval_dataset          the held-out documents, the near-copies (split.py, dedup/near.py, in task
                             order: the local engine's decisions) and the mixing ratios; then each
                             task packs what is left, each split apart
 
@@ -31,6 +31,7 @@ tasks whose meta file exists and runs the rest (`tasks.json` says which list it 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 import sys
@@ -44,14 +45,14 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
-from rankzero.data.near_ledger import NearLedger, write_ray_samples
+from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
 from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
-from rankzero.data.report import (Progress, SourceStats, build_manifest, nothing_left_message, split_problem,
-                                  validation_manifest)
+from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
-from rankzero.data.split import Holdout, threshold
+from rankzero.data.split import Holdout
+from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json, write_json_atomic
 
@@ -78,13 +79,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
-        job = Job(plan.stage, engine.engine.name, plan.quality, plan.needs_hashes, threads,
-                  plan.workers.dataset_batch_size, plan.source_config.txt_sample_by, plan.packing,
-                  plan.workers.dataset_writer_batch_size, str(work), "stage" if two_pass else "single", plan.seed,
-                  plan.columns, truncate_to=plan.truncate_to, validation=plan.has_validation,
-                  held_out_below=threshold(percentage), signatures=plan.near_dedup,
-                  max_document_bytes=plan.max_document_bytes,
-                  eval_overlap=write_evaluation(plan, work / "evaluation.jsonl"))
+        spec = StageSpec.of(plan, engine.engine.name, write_evaluation(plan, work / "evaluation.jsonl"))
+        job = Job.of(plan, spec, threads, work, "stage" if two_pass else "single")
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -93,16 +89,17 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
             started = time.perf_counter()
-            ledger = NearLedger(plan, work / "near") if plan.near_dedup else None
-            _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup), plan.needs_hashes, ledger,
-                    progress)
+            ledger = (NearLedger(plan.dedup.dedup_threshold, work / "near", plan.dedup_memory_bytes)
+                      if plan.near_dedup else None)
+            survivors = _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup),
+                                plan.needs_hashes, ledger, progress)
             if ledger is not None:
-                write_ray_samples(plan, ledger, work, out_dir / "dedup_samples.jsonl")
+                _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
-            _check_counts(plan, stats)
+            check_counts(stats, plan.validation_flags)
             mixing_ratios([s for s in stats if not s.evaluation])
             progress.report()
-            job.phase, job.ratios = "pack", {str(i): s.ratio for i, s in enumerate(stats)}
+            job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
             packing = Progress(progress.total_bytes, on_progress)
             packing.stage = "pack"
             todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
@@ -115,11 +112,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         for meta in packed:  # the task split its documents itself
             stat = stats[meta["source_index"]]
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
-            stat.truncated += meta["truncated"]
     for meta in packed:
-        stats[meta["source_index"]].tokens_out += meta["tokens_out"]
-        stats[meta["source_index"]].documents_out += meta["documents_out"]
-    _check_counts(plan, stats)
+        stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
+    check_counts(stats, plan.validation_flags)
     if plan.quality is not None:
         from rankzero.data.quality.samples import write_quality_samples
 
@@ -157,7 +152,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              # Each actor sizes its own Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
-        extra["near_dedup"] = ledger.describe(plan)
+        extra["near_dedup"] = ledger.describe()
     screened = ScreenTotals(plan)
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         screened.add(meta["source_index"], meta.get("screen"))
@@ -227,7 +222,7 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
     results = dataset.map_batches(
         TaskRunner, fn_constructor_kwargs={"job": job}, batch_size=1,
         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors),
-        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.quality is not None and job.phase != "pack"])
+        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.stage.quality is not None and job.phase != "pack"])
     try:
         for row in results.iter_rows():
             progress.update(int(row["docs"]), int(row["kept"]), int(row["bytes"]), int(row["tokens"]))
@@ -279,19 +274,19 @@ def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
 def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
     for meta in metas:
         stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
-                                        meta["dropped"], meta["replaced_lines"])
+                                        meta["dropped"], meta["replaced_lines"], meta["truncated"])
         if "path" in meta:  # a task finished by an older rankzero (a reused work dir) did not record it
             stats[meta["source_index"]].add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
-            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> None:
+            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> list[tuple]:
     """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
     engine's decision (split.py) in task order, which is source order, evaluation sources first; then, with
-    `--dedup near`, the survivors' signatures through the same ledger (near_ledger.py) in the same order. Only
+    `--dedup near`, the survivors' signatures through the same ledger (dedup/ledger.py) in the same order. Only
     hashes and signatures reach the driver, never text. Each task's `split.npz` says which of its documents
-    are dropped or held out."""
-    splits = []
+    are dropped or held out. Returns, per task, (task index, the positions of the documents it gave the ledger)."""
+    splits, survivors_of = [], []
     for task, meta in zip(tasks, metas):
         with np.load(task_file(work, task.index, "hashes.npz")) as files:
             hashes, lengths, truncated = files["hashes"], files["lengths"], files["truncated"]
@@ -299,22 +294,24 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
         lost = ~(decision.train | decision.validation)
         splits.append((lost, decision.validation))
         stat = stats[meta["source_index"]]
-        stat.drop(decision.dropped, int(lengths[lost].sum()))
+        stat.drop(decision.dropped, int(lengths[lost].sum()), int(truncated[lost].sum()))
         stat.hold_out(int(decision.validation.sum()), int(lengths[decision.validation].sum()),
                       int(truncated[decision.validation].sum()))
-        stat.truncated += int(truncated[decision.train].sum())
         if progress is not None:
             progress.removed += decision.dropped.get("exact_duplicate", 0)
         if ledger is not None:
             survivors = ~lost
             with np.load(task_file(work, task.index, "minhash.npz")) as files:
+                lines = (task.path, files["lines"][survivors]) if "lines" in files else None  # older tasks: none
                 ledger.add(task.source_index, files["signatures"][survivors], files["shingles"][survivors],
-                           decision.validation[survivors], lengths[survivors], truncated[survivors])
-            ledger.task_survivors.append((task.index, np.flatnonzero(survivors)))
+                           decision.validation[survivors], lengths[survivors], truncated[survivors], lines)
+            survivors_of.append((task.index, np.flatnonzero(survivors)))
     if ledger is not None:
         if progress is not None:
             progress.stage = "near-dedup"
-        removed = ledger.decide(stats, progress)
+        removed = ledger.decide(stats)
+        if progress is not None:
+            progress.remove(int(removed.sum()))
         start = 0
         for lost, validation in splits:
             survivors = np.flatnonzero(~lost)
@@ -325,14 +322,20 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
     for task, (lost, validation) in zip(tasks, splits):
         write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
                          validation=np.flatnonzero(validation))
+    return survivors_of
 
 
-def _check_counts(plan, stats: list[SourceStats]) -> None:
-    if sum(s.docs_kept for s in stats) == 0:
-        raise RankzeroError(nothing_left_message(stats))
-    problem = split_problem(plan, stats)
-    if problem:
-        raise RankzeroError(problem)
+def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Path, path: Path) -> None:
+    """dedup_samples.jsonl from this engine's staged files: one per task, holding all the task's documents that
+    passed the filter; `survivors_of`: (task, positions it gave the ledger), in ledger order."""
+    firsts = np.cumsum([0] + [len(positions) for _, positions in survivors_of])
+
+    def where(number: int) -> tuple[Path, int]:
+        entry = int(np.searchsorted(firsts, number, side="right")) - 1
+        task, positions = survivors_of[entry]
+        return task_file(work, task, "stage.arrow"), int(positions[number - firsts[entry]])
+
+    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,

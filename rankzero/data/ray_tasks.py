@@ -19,7 +19,7 @@ a `validation-tail.npz` of their own (taken once: mixing is for training documen
 task picks them by the hash rule itself (split.py: it depends on the text alone); in two passes the
 driver decides, in task order, with the `--eval_dataset` sources first, and writes `split.npz`.
 
-A task gets a `Job`: the stage config, the packing config and the few numbers it uses — never the
+A task gets a `Job`: the stage's spec, the packing config and the few numbers it uses — never the
 command line.
 """
 
@@ -34,17 +34,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rankzero.config import PackingConfig, StageConfig
-from rankzero.data.minhash import PERMUTATIONS
+from rankzero.config import PackingConfig
+from rankzero.data.dedup.exact import ExactDuplicates
+from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.readers import (MAX_DOCUMENT_BYTES, iter_chunks, iter_file_chunks, line_format, line_ranges,
-                                   lines_before)
+from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source, compression_of, text_bytes
-from rankzero.data.split import held_out
 from rankzero.data.screen import combine
-from rankzero.data.stage import Stage
+from rankzero.data.split import held_out, threshold
+from rankzero.data.stage import Stage, StageSpec
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
 
@@ -100,30 +100,34 @@ def write_npz_atomic(path: Path, **arrays) -> None:
 # The actor
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
-    """What every task of one phase needs; small and picklable (paths and settings, no tokenizer)."""
+    """What every task of one phase needs; small and picklable (the stage's spec, paths and settings, no
+    tokenizer). Built once per build (`Job.of`); the pack phase is the same job with its ratios."""
 
-    stage: StageConfig
-    engine_name: str
-    quality: object | None  # rankzero.data.quality.QualityConfig
-    hashes: bool  # --dedup exact or a validation split: stage each document's text hash
-    threads: int
+    stage: StageSpec
+    threads: int  # CPUs per actor: Kiwi's threads, and the tokenizer's Rust pool
+    work: str
+    phase: str  # "single" | "stage" | "pack"
     batch_size: int
     txt_sample_by: str
     packing: PackingConfig
     writer_batch_size: int
-    work: str
-    phase: str  # "single" | "stage" | "pack"
     seed: int
     columns: dict  # output column → Arrow value type (Plan.columns)
+    validation: bool  # a validation split is made
+    held_out_below: int | None  # "single": the hash threshold of --validation_split_percentage
+    max_document_bytes: int  # --max_document_mb
     ratios: dict | None = None  # source index → mixing ratio, for "pack"
-    truncate_to: int | None = None  # SFT: samples cut to a row's length (stage.py)
-    validation: bool = False  # a validation split is made
-    held_out_below: int | None = None  # "single": the hash threshold of --validation_split_percentage
-    signatures: bool = False  # --dedup near: stage each document's MinHash signature (minhash.py)
-    max_document_bytes: int = MAX_DOCUMENT_BYTES  # --max_document_mb
-    eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
+
+    @classmethod
+    def of(cls, plan, stage: StageSpec, threads: int, work: Path, phase: str) -> Job:
+        return cls(stage=stage, threads=threads, work=str(work), phase=phase,
+                   batch_size=plan.workers.dataset_batch_size, txt_sample_by=plan.source_config.txt_sample_by,
+                   packing=plan.packing, writer_batch_size=plan.workers.dataset_writer_batch_size, seed=plan.seed,
+                   columns=plan.columns, validation=plan.has_validation,
+                   held_out_below=threshold(plan.source_config.validation_split_percentage),
+                   max_document_bytes=plan.max_document_bytes)
 
 
 class TaskRunner:
@@ -132,9 +136,7 @@ class TaskRunner:
     def __init__(self, job: Job):
         self.job = job
         self.work = Path(job.work)
-        self.stage = None if job.phase == "pack" else Stage.in_worker(
-            job.stage, job.engine_name, job.quality, job.threads, job.hashes, job.truncate_to,
-            signatures=job.signatures, eval_overlap=job.eval_overlap)
+        self.stage = None if job.phase == "pack" else Stage.in_worker(job.stage, job.threads)
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -167,7 +169,9 @@ class TaskRunner:
         return self._pack(task, training, held, meta)
 
     def _split(self, documents: list, meta: dict) -> tuple[list, list]:
-        """One pass: the held-out documents by the hash rule (no dedup, no --eval_dataset here); counts in meta."""
+        """One pass: the held-out documents by the hash rule (no dedup, no --eval_dataset here); counts in meta
+        (`docs_kept`, `tokens`, `truncated` of both splits, as `SourceStats.add` takes them; `validation_*` of
+        the held-out ones)."""
         training, held = [], []
         meta.update(docs_kept=0, tokens=0, truncated=0, validation_documents=0, validation_tokens=0,
                     validation_truncated=0)
@@ -175,14 +179,13 @@ class TaskRunner:
             meta["docs_kept"] += len(lengths)
             meta["tokens"] += len(ids)
             truncated = truncated if truncated is not None else np.zeros(len(lengths), dtype=bool)
+            meta["truncated"] += int(truncated.sum())
             if not self.job.validation:
                 training.append((ids, lengths, labels))
-                meta["truncated"] += int(truncated.sum())
                 continue
             validation = held_out(hashes, self.job.held_out_below)
             training.append(select_documents(ids, lengths, labels, ~validation))
             held.append(select_documents(ids, lengths, labels, validation))
-            meta["truncated"] += int(truncated[~validation].sum())
             meta["validation_documents"] += int(validation.sum())
             meta["validation_tokens"] += len(held[-1][0])
             meta["validation_truncated"] += int(truncated[validation].sum())
@@ -190,7 +193,7 @@ class TaskRunner:
 
     def _encode(self, task: Task):
         """Run the stage over the task's chunks: a list of (ids, lengths, labels, hashes, truncated, (signatures,
-        shingles)) and counts."""
+        shingles, lines)) and counts."""
         source = Source(task.path, task.kind, task.path)
         job = self.job
         if task.kind == "saved":
@@ -201,16 +204,20 @@ class TaskRunner:
         documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
                 "quality_samples": [], "path": task.path}
+        # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned).
+        earlier = ExactDuplicates() if job.stage.drop_repeats else None
         for chunk in chunks:
             try:
-                result = self.stage(chunk)
+                result = self.stage(chunk, earlier.seen if earlier is not None else None)
+                if earlier is not None:
+                    earlier.keep(result.hashes)
             except RankzeroError:
                 if task.start > 0:  # say where in the file, not where in the task's range
                     chunk.first_line += lines_before(task.path, task.start)
                     self.stage(chunk)  # raises again, with the file's own line numbers
                 raise
             documents.append((result.ids, result.lengths, result.labels, result.hashes, result.truncated,
-                              (result.signatures, result.shingles)))
+                              (result.signatures, result.shingles, result.lines)))
             dropped.update(result.dropped)
             seconds.update(result.seconds)
             screened.append(result.screen)
@@ -226,7 +233,7 @@ class TaskRunner:
         return documents, meta
 
     def _stage_files(self, task: Task, documents: list, meta: dict) -> dict:
-        with_labels = self.job.stage.with_labels
+        with_labels = self.job.stage.config.with_labels
         path = task_file(self.work, task.index, "stage.arrow")
 
         def write(handle):
@@ -238,18 +245,21 @@ class TaskRunner:
         hashes = [h for _, _, _, h, *_ in documents if h is not None]
         lengths = [lengths for _, lengths, *_ in documents]
         truncated = [np.zeros(len(lengths), bool) if cut is None else cut for _, lengths, _, _, cut, _ in documents]
-        if self.job.signatures:  # only signatures and counts: the driver decides the near-copies from these
+        if self.job.stage.signatures:  # only signatures and counts: the driver decides the near-copies from these
             signed = [signed for *_, signed in documents]
+            # The file's line of each document (dedup_samples.jsonl), not the line within the task's range.
+            lines = np.concatenate([n for *_, n in signed]) if signed else np.empty(0, np.int64)
             write_npz_atomic(task_file(self.work, task.index, "minhash.npz"),
-                             signatures=np.concatenate([s for s, _ in signed]) if signed else
+                             lines=lines + (lines_before(task.path, task.start) if task.start > 0 else 0),
+                             signatures=np.concatenate([s for s, *_ in signed]) if signed else
                              np.empty((0, PERMUTATIONS), np.uint32),
-                             shingles=np.concatenate([c for _, c in signed]) if signed else np.empty(0, np.int64))
+                             shingles=np.concatenate([c for _, c, _ in signed]) if signed else np.empty(0, np.int64))
         write_npz_atomic(task_file(self.work, task.index, "hashes.npz"),
                          hashes=np.concatenate(hashes) if hashes else np.empty(0, np.uint64),
                          lengths=np.concatenate(lengths) if lengths else np.empty(0, np.int64),
                          truncated=np.concatenate(truncated) if truncated else np.empty(0, bool))
         meta.update(docs_kept=sum(len(lengths) for _, lengths, *_ in documents),
-                    tokens=sum(len(ids) for ids, *_ in documents))
+                    tokens=sum(len(ids) for ids, *_ in documents), truncated=int(sum(cut.sum() for cut in truncated)))
         write_json_atomic(task_file(self.work, task.index, "stage.json"), meta)
         return meta
 
@@ -290,7 +300,7 @@ class TaskRunner:
         return meta
 
     def _pack_split(self, task: Task, documents: list, prefix: str) -> tuple[int, int, int]:
-        packer = make_packer(self.job.packing, whole_samples=self.job.stage.with_labels)
+        packer = make_packer(self.job.packing, whole_samples=self.job.stage.config.with_labels)
         batches, tokens_out, documents_out = [], 0, 0
         for ids, lengths, labels in documents:
             tokens_out += int(lengths.sum())

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from rankzero import malloc
-from rankzero.data.minhash import algorithm
-from rankzero.data.neardup import RULE, SAMPLES
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
+from rankzero.errors import RankzeroError
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +56,12 @@ class Progress:
         if now - self.last >= PROGRESS_EVERY_S:
             self.last = now
             self.report()
+
+    def remove(self, documents: int) -> None:
+        """Documents counted as kept that a decision over the whole corpus removed (near dedup)."""
+        self.removed += documents
+        self.kept -= documents
+        self.report()
 
     def snapshot(self) -> dict:
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -108,17 +113,27 @@ class SourceStats:
     # the quality rules). Dedup decides over the whole corpus, and is counted per source.
     files: dict = field(default_factory=dict)
 
+    def packed(self, documents: int, tokens: int) -> None:
+        """Training documents that went into rows (repeats and subsamples of mixing included)."""
+        self.documents_out += documents
+        self.tokens_out += tokens
+
     @classmethod
     def of(cls, source) -> SourceStats:
         return cls(source.spec, source.weight, source.evaluation)
 
-    def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int) -> None:
+    # The counts change only through these methods, in this order: `add` a piece, `drop` what a decision over
+    # more than the piece takes back, `hold_out` what goes to the validation split, `packed` what went out.
+
+    def add(self, docs_in: int, kept: int, bytes_in: int, tokens: int, dropped: dict, replaced_lines: int,
+            truncated: int = 0) -> None:
         """Count a piece of this source (a chunk, or a Ray task), of which `kept` documents and `tokens`
-        tokens go on: every engine counts through here."""
+        tokens go on (`truncated` of them SFT samples cut to a row): every engine counts through here."""
         self.docs_in += docs_in
         self.docs_kept += kept
         self.bytes_in += bytes_in
         self.tokens += tokens
+        self.truncated += truncated
         self.dropped.update(dropped)
         if replaced_lines:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
@@ -127,17 +142,26 @@ class SourceStats:
         counts = self.files.setdefault(path, {"docs_in": 0, "bytes_in": 0, "dropped": Counter()})
         counts["docs_in"] += docs_in
         counts["bytes_in"] += bytes_in
-        counts["dropped"].update({reason: count for reason, count in dropped.items() if count})
+        # A file's own verdicts: exact dedup is decided over the corpus (the stage drops some repeats early).
+        counts["dropped"].update({reason: count for reason, count in dropped.items()
+                                  if count and reason != "exact_duplicate"})
 
-    def drop(self, dropped: dict, tokens: int) -> None:
-        """Take back documents counted as kept (reason → count; duplicates found after counting) and their tokens."""
+    def drop(self, dropped: dict, tokens: int, truncated: int = 0, held: tuple[int, int, int] = (0, 0, 0)) -> None:
+        """Take back documents counted as kept (reason → count; duplicates found after counting): `tokens` and
+        `truncated` of the training documents among them, and `held` (documents, tokens, truncated) of the
+        held-out ones."""
         self.docs_kept -= sum(dropped.values())
         self.tokens -= tokens
+        self.truncated -= truncated
+        self.validation_documents -= held[0]
+        self.validation_tokens -= held[1]
+        self.validation_truncated -= held[2]
         self.dropped.update(dropped)
 
     def hold_out(self, documents: int, tokens: int, truncated: int = 0) -> None:
-        """Move kept documents from the training count to the validation split."""
+        """Move kept documents (`truncated` of them cut) from the training count to the validation split."""
         self.tokens -= tokens
+        self.truncated -= truncated
         self.validation_documents += documents
         self.validation_tokens += tokens
         self.validation_truncated += truncated
@@ -160,11 +184,6 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
                                              for r in dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
-
-
-def near_dedup_manifest(plan) -> dict:
-    return {"threshold": plan.dedup.dedup_threshold, **algorithm(plan.dedup.dedup_threshold), "rule": RULE,
-            "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
 def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shards: int, tail_tokens: int) -> dict:
@@ -202,11 +221,13 @@ def _removal_cause(removed: dict) -> str:
     return " and ".join(causes)
 
 
-def split_problem(plan, stats: list[SourceStats]) -> str | None:
-    """After counting: a validation split that holds nothing, or a training split that does, is an error."""
-    if not plan.has_validation:
-        return None
-    flags = _validation_flags(plan)
+def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None:
+    """After counting, before packing: nothing left to train on, or a validation split (asked for by
+    `validation_flags`, None: none) that holds nothing, or that holds everything, is one line to the user."""
+    if sum(s.docs_kept for s in stats) == 0:
+        raise RankzeroError(nothing_left_message(stats))
+    if validation_flags is None:
+        return
     held = sum(s.validation_documents for s in stats)
     training = sum(s.docs_kept for s in stats) - held
     evaluation = eval_dataset_counts(stats)
@@ -217,19 +238,12 @@ def split_problem(plan, stats: list[SourceStats]) -> str | None:
                 "evaluate on: give an eval set that passes (--quality_filter applies to it too), or leave "
                 "--eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
     if held == 0:
-        return (f"validation: no document was held out ({flags}, {training:,} documents kept); raise "
-                "--validation_split_percentage or give --eval_dataset")
+        raise RankzeroError(f"validation: no document was held out ({validation_flags}, {training:,} documents kept); "
+                            "raise --validation_split_percentage or give --eval_dataset")
     if training == 0:
-        return (f"validation: all {held:,} kept documents were held out ({flags}) and none is left to train on; "
-                "lower --validation_split_percentage, or check that --dataset is not the same data as --eval_dataset")
-    return None
-
-
-def _validation_flags(plan) -> str:
-    config = plan.source_config
-    given = ([f"--validation_split_percentage {config.validation_split_percentage:g}"]
-             if config.validation_split_percentage is not None else [])
-    return ", ".join(given + ([f"--eval_dataset {' '.join(config.eval_dataset)}"] if config.eval_dataset else []))
+        raise RankzeroError(f"validation: all {held:,} kept documents were held out ({validation_flags}) and none is "
+                            "left to train on; lower --validation_split_percentage, or check that --dataset is not "
+                            "the same data as --eval_dataset")
 
 
 def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
@@ -268,7 +282,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "quality_samples": ("quality_samples.jsonl (the first documents each rule dropped: file, line, text, the values "
                             "the rule read against its thresholds)") if plan.quality else None,
         "dedup": plan.dedup.dedup,
-        "near_dedup": near_dedup_manifest(plan) if plan.near_dedup else None,
+        "near_dedup": None,  # the engine's ledger says how near dedup went (in `extra`)
         "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
                      "skip_bad_records": plan.stage.skip_bad_records, "on_decode_error": plan.stage.on_decode_error,
                      "num_proc": plan.workers.dataset_num_proc, "batch_size": plan.workers.dataset_batch_size,

@@ -25,7 +25,7 @@ import numpy as np
 import xxhash
 
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
-                                         read_benchmarks)
+                                         benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
@@ -33,9 +33,15 @@ from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOL
 PII_DUMP, CONTAMINATED = "pii_dump", "benchmark_contamination"
 
 
-@functools.lru_cache(maxsize=2)
 def load_index(paths: tuple[str, ...]) -> ContaminationIndex:
-    """The index of the benchmark files, built once per process (the plan checks the files with it first)."""
+    """The index of the benchmark files, built once per process and version of the files (the plan checks
+    the files with it first; the local engine's stage then reuses it)."""
+    stamps = tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in benchmark_files(paths))
+    return _index(paths, stamps)
+
+
+@functools.lru_cache(maxsize=2)
+def _index(paths: tuple[str, ...], stamps: tuple) -> ContaminationIndex:
     return ContaminationIndex(read_benchmarks(paths))
 
 

@@ -12,8 +12,10 @@ source's share of output tokens (rankzero/data/mixing.py).
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,16 @@ from rankzero.data.walk import GLOB_CHARS, glob_files, walk_files
 from rankzero.errors import RankzeroError
 from rankzero.files import content_hash
 
+logger = logging.getLogger(__name__)
+
 LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
 RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
 # Read as streams (readers.open_input); the suffix before decides the format: corpus.jsonl.zst is JSONL.
 # Parquet and Arrow compress inside the file and cannot be read as a stream: not with these.
 COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
+COMPRESSION_ALIASES = {".gzip": ".gz", ".zstd": ".zst", ".bzip2": ".bz2"}  # spellings other tools write
+ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")  # many files in one: rankzero reads none of them
 STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".json", ".csv")
 # Korean JSONL shrinks ~3-5x under these; a compressed file's text size is estimated at 4x its bytes where its
 # header does not say (progress ETA and the disk a build needs; nothing exact depends on it).
@@ -36,8 +42,10 @@ COMPRESSION_RATIO_GUESS = 4
 
 
 def compression_of(path: str | os.PathLike) -> str | None:
-    """The compression suffix of a file name (".gz", ".zst", ".bz2", ".xz"), or None."""
+    """The compression suffix of a file name (".gz", ".zst", ".bz2", ".xz"; .gzip, .zstd and .bzip2 alike, any
+    case), or None."""
     suffix = Path(path).suffix.lower()
+    suffix = COMPRESSION_ALIASES.get(suffix, suffix)
     return suffix if suffix in COMPRESSIONS else None
 
 
@@ -144,12 +152,19 @@ def resolve_source(spec: str, evaluation: bool = False) -> Source:
     if path.is_dir():
         if _is_saved_dataset(path):
             return Source(spec, "saved", str(path), weight, evaluation=evaluation)
-        files = sorted(p for p in walk_files(str(path)) if _readable_type(Path(p)))
+        found = sorted(walk_files(str(path)))
+        files = [p for p in found if _readable_type(Path(p))]
+        skipped = [f"{p} ({_unread_reason(Path(p))})" for p in found if not _readable_type(Path(p))]
         if not files:
             raise RankzeroError(
-                f"{flag} {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk dataset"
-            )
+                f"{flag} {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk "
+                f"dataset{f'; not read: {_listed(skipped)}' if skipped else ''}")
+        if skipped:
+            logger.warning("%s %s: %d file(s) below it are not read: %s", flag, spec, len(skipped), _listed(skipped))
         return Source(spec, "files", str(path), weight, tuple(files), evaluation=evaluation)
+    if os.path.lexists(path):  # a FIFO, socket or device, or a symlink to nothing
+        raise RankzeroError(f"{flag} {spec}: {path} is {_file_kind(path)}: rankzero reads regular files, directories "
+                            "and globs of them")
     if GLOB_CHARS & set(location):
         files = glob_files(os.path.expanduser(location))
         if not files:
@@ -167,11 +182,34 @@ def resolve_source(spec: str, evaluation: bool = False) -> Source:
 
 def _did_you_mean(path: Path) -> str:
     try:
-        siblings = os.listdir(path.parent)
+        siblings = [name for name in os.listdir(path.parent) if name != path.name]
     except OSError:
         return ""
     close = difflib.get_close_matches(path.name, siblings, n=1)
     return f" (did you mean {path.parent / close[0]}?)" if close else ""
+
+
+def _file_kind(path: Path) -> str:
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        return f"a symlink to {os.readlink(path)}, which is missing"
+    return ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def _unread_reason(path: Path) -> str:
+    """Why a file found in a directory is not read, for the warning that lists them."""
+    name = path.name.lower()
+    if any(name.endswith(archive) or f"{archive}." in name for archive in ARCHIVES):
+        return "an archive: unpack it"
+    if compression_of(path) and format_suffix(path) in SUPPORTED_SUFFIXES:
+        return f"a compressed {format_suffix(path)} cannot be read as a stream"
+    return f"type '{''.join(path.suffixes[-2:]) or path.name}' is not read"
+
+
+def _listed(items: list[str], most: int = 10) -> str:
+    more = f"; and {len(items) - most} more" if len(items) > most else ""
+    return "; ".join(items[:most]) + more
 
 
 def _readable_type(path: Path) -> bool:

@@ -12,7 +12,7 @@ and exact duplicates always land in the same split. Every document of an `--eval
 held out. Evaluation sources come first in source order, and a training document whose text repeats
 one of theirs is dropped (`in_eval_dataset`), with or without `--dedup exact`: held-out text is never
 trained on. With `--dedup exact` repeats are then dropped across both splits, first one wins
-(duplicates.py).
+(dedup/exact.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankzero.data.duplicates import ExactDuplicates
+from rankzero.data.dedup.exact import ExactDuplicates
 
 HOW_CHOSEN = ("a document of --dataset is held out when xxh3-64(its text) / 2**64 < percentage / 100; every "
               "document of --eval_dataset is held out; training documents repeating an evaluation document "

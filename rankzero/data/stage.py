@@ -1,20 +1,21 @@
 """The per-chunk stage, the same for every build engine: records → text → quality → tokens.
 
-    stage = Stage(plan.stage, tokenizer, engine, quality_filter, hashes=True)   # in the builder's process
-    stage = Stage.in_worker(plan.stage, "fastokens", quality, threads, True)     # in a fresh worker or Ray actor
-    result = stage(chunk)                                                        # a ChunkResult: ids, lengths, drops
+    spec = StageSpec.of(plan, engine.name)                   # once per build: what every worker needs
+    stage = Stage(spec, plan.tokenizer, engine, quality_filter)   # in the builder's process
+    stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray actor
+    result = stage(chunk)                                    # a ChunkResult: ids, lengths, drops
 
-A worker builds its own tokenizer, engine and Kiwi from the stage config (paths and names, never a
-pickled tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
+A worker builds its own tokenizer, engine and Kiwi from the spec (paths and names, never a pickled
+tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
 fastokens' Rayon pool), and a Ray actor on another machine has nothing to inherit anyway.
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
-of its text: the engine removes exact duplicates across chunks (duplicates.py, first one wins) and picks
+of its text: the engine removes exact duplicates across chunks (dedup/exact.py, first one wins) and picks
 the held-out documents by it (split.py) before packing. With `--dedup near` it also carries its MinHash
-signature (minhash.py), from which the engine decides the near-copies over the whole corpus (neardup.py). In SFT (`truncate_to`) a sample longer than a row
-is cut at its end here, so both engines and both splits count the same cut samples (`truncated`); a sample
-left with no token to train on (no answer, or an answer cut off) is dropped here and counted
-(`no_trainable_tokens`).
+signature (dedup/minhash.py), from which the engine decides the near-copies over the whole corpus
+(dedup/near.py). In SFT (`truncate_to`) a sample longer than a row is cut at its end here, so both engines and
+both splits count the same cut samples (`truncated`); a sample left with no token to train on (no answer, or
+an answer cut off) is dropped here and counted (`no_trainable_tokens`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import numpy as np
 import xxhash
 
 from rankzero.config import StageConfig
+from rankzero.data.dedup.minhash import minhash_signatures
 from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
-from rankzero.data.minhash import minhash_signatures
 from rankzero.data.pack import select_documents, truncate_documents
 from rankzero.data.records import ChatRenderer, chunk_documents
 from rankzero.data.screen import Screen
@@ -46,7 +47,7 @@ class ChunkResult:
     lengths: np.ndarray
     labels: np.ndarray | None
     hashes: np.ndarray | None  # uint64 per kept document (with --dedup exact or near, or a validation split)
-    signatures: np.ndarray | None  # (documents, 120) uint32 MinHash signatures (--dedup near; minhash.py)
+    signatures: np.ndarray | None  # (documents, 120) uint32 MinHash signatures (--dedup near; dedup/minhash.py)
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
@@ -55,6 +56,7 @@ class ChunkResult:
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
+    lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -109,14 +111,36 @@ def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | 
     return trained - ends_with_eos > 0
 
 
+@dataclass(frozen=True)
+class StageSpec:
+    """The stage as one value: its settings and paths, never a tokenizer or a thread pool, so it pickles to a
+    worker process or a Ray actor. Built once per build from the plan (`StageSpec.of`)."""
+
+    config: StageConfig
+    engine: str  # the tokenizer engine the builder checked ("fastokens" | "hf")
+    quality: object | None  # rankzero.data.quality.QualityConfig; None: no filter
+    hashes: bool  # each kept document's text hash: exact dedup and the validation split
+    signatures: bool  # each kept document's MinHash signature: --dedup near
+    truncate_to: int | None  # SFT: a sample longer than a row is cut at its end
+    drop_repeats: bool = False  # exact dedup: a repeat is dropped here, before it is signed and tokenized
+    eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
+
+    @classmethod
+    def of(cls, plan, engine: str, eval_overlap: dict | None = None) -> StageSpec:
+        # A repeat of an earlier text is dropped whatever else happens to it, and counted as the engine's exact
+        # dedup would (`exact_duplicate`), so the stage drops it before the costly part. Not with --eval_dataset
+        # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
+        # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
+        drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
+        return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
+                   drop_repeats, eval_overlap)
+
+
 class Stage:
     """Everything the per-chunk work needs; calling it processes one chunk."""
 
-    def __init__(self, config: StageConfig, tokenizer: TokenizerInfo, engine=None, quality_filter=None,
-                 hashes: bool = False, truncate_to: int | None = None, signatures: bool = False,
-                 eval_overlap: dict | None = None):
-        self.config = config
-        self.signatures = signatures
+    def __init__(self, spec: StageSpec, tokenizer: TokenizerInfo, engine=None, quality_filter=None):
+        self.spec = spec
         self.renderer = ChatRenderer(tokenizer.chat_template, tokenizer.special_tokens)
         self.encoder = DocumentEncoder(tokenizer, engine)
         self.quality_filter = quality_filter
@@ -125,28 +149,26 @@ class Stage:
             from rankzero.data.quality.samples import SampleTaker
 
             self.sample_taker = SampleTaker(quality_filter)
-        self.hashes = hashes
-        self.truncate_to = truncate_to
-        self.screen = Screen.of(config, eval_overlap)
+        self.screen = Screen.of(spec.config, spec.eval_overlap)
 
     @classmethod
-    def in_worker(cls, config: StageConfig, engine_name: str, quality_config, threads: int, hashes: bool,
-                  truncate_to: int | None = None, rust_threads: int | None = None, signatures: bool = False,
-                  eval_overlap: dict | None = None) -> "Stage":
-        """Build a stage from its config alone, in the process that will run it: `threads` for Kiwi, and for
+    def in_worker(cls, spec: StageSpec, threads: int, rust_threads: int | None = None) -> Stage:
+        """Build a stage from its spec alone, in the process that will run it: `threads` for Kiwi, and for
         the tokenizer's Rust pools unless `rust_threads` says otherwise."""
         set_rust_threads(rust_threads or threads)
-        tokenizer = load_tokenizer(config.tokenizer_path)
+        tokenizer = load_tokenizer(spec.config.tokenizer_path)
         quality_filter = None
-        if quality_config is not None:
+        if spec.quality is not None:
             from rankzero.data.quality import QualityFilter
 
-            quality_filter = QualityFilter(quality_config, threads=threads)
-        return cls(config, tokenizer, build_engine(engine_name, tokenizer), quality_filter, hashes, truncate_to,
-                   signatures, eval_overlap)
+            quality_filter = QualityFilter(spec.quality, threads=threads)
+        return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
-    def __call__(self, chunk) -> ChunkResult:
-        config = self.config
+    def __call__(self, chunk, seen=None) -> ChunkResult:
+        """Process one chunk. `seen(hashes)`: which texts an earlier chunk (in source order) already had, for
+        `drop_repeats`; only the chunk's own repeats are dropped without it."""
+        spec = self.spec
+        config = spec.config
         started = time.perf_counter()
         parsed = chunk_documents(chunk, config.text_column, self.renderer, with_masks=config.with_labels,
                                  skip_bad_records=config.skip_bad_records, on_decode_error=config.on_decode_error)
@@ -154,13 +176,16 @@ class Stage:
         docs_in = len(documents) + parsed.bad_records + parsed.empty
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
-        samples = []
+        samples, numbers = [], parsed.numbers
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
-            self.quality_filter is not None or self.hashes or self.signatures or self.screen) else None
+            self.quality_filter is not None or spec.hashes or spec.signatures or self.screen) else None
         if self.quality_filter is not None:
             verdicts, fixed = self.quality_filter.judge_and_repair(texts)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
+            if samples and self.screen is not None and self.screen.masker is not None:
+                _mask_samples(samples, dict(zip(parsed.numbers, texts)), self.screen.masker)
+            numbers = [n for n, reason in zip(numbers, verdicts) if reason is None]
             kept = [(d, t, f) for d, t, f, reason in zip(documents, texts, fixed, verdicts) if reason is None]
             # A document whose mojibake the filter repaired is hashed and tokenized as repaired.
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
@@ -173,29 +198,49 @@ class Stage:
             dropped.update(report.pop("dropped"))
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
+            numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
         screened = time.perf_counter()
-        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if self.hashes else None
-        signatures, shingles = minhash_signatures(texts) if self.signatures else (None, None)
+        lines = np.asarray(numbers, dtype=np.int64) if spec.signatures else None
+        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
+        if spec.drop_repeats and len(hashes):
+            first = np.zeros(len(hashes), dtype=bool)
+            first[np.unique(hashes, return_index=True)[1]] = True
+            if seen is not None:
+                first &= ~seen(hashes)
+            if not first.all():
+                dropped["exact_duplicate"] += int((~first).sum())
+                documents = [d for d, keep in zip(documents, first) if keep]
+                texts = [t for t, keep in zip(texts, first) if keep]
+                hashes = hashes[first]
+                lines = None if lines is None else lines[first]
+        signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
         truncated = None
-        if self.truncate_to is not None:
-            ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, self.truncate_to)
+        if spec.truncate_to is not None:
+            ids, lengths, labels, truncated = truncate_documents(ids, lengths, labels, spec.truncate_to)
         if labels is not None:
             keep = has_answer(lengths, labels, truncated)
             if not keep.all():
                 dropped["no_trainable_tokens"] = int((~keep).sum())
                 ids, lengths, labels = select_documents(ids, lengths, labels, keep)
-                hashes, signatures, shingles, truncated = (None if values is None else values[keep] for values in
-                                                           (hashes, signatures, shingles, truncated))
+                hashes, signatures, shingles, truncated, lines = (
+                    None if values is None else values[keep] for values in (hashes, signatures, shingles, truncated,
+                                                                            lines))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples, chunk.path)
+                           samples, chunk.path, lines)
 
     def _count_tokens(self, documents: list) -> list[int]:
-        _, lengths, _ = self.encoder.encode(documents, self.config.with_labels)
+        _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)
         return lengths.tolist()
 
+
+def _mask_samples(samples: list[dict], text_of_line: dict, masker) -> None:
+    """quality_samples.jsonl shows dropped documents: with --pii mask, as masked as the kept ones (the whole
+    text is masked, then cut, so no number is cut in half before it is looked at)."""
+    for sample in samples:
+        sample["text"] = masker.mask(text_of_line[sample["line"]]).text.strip()[:len(sample["text"])]

@@ -15,9 +15,8 @@ central directory sits at its very end, so reading that directory (a few KB, one
 finds any cut, and each member must lie inside the file; JSON files must parse. A sharded model's
 index must name shards that exist and pass the same check. `--resume_from_checkpoint auto` takes the
 newest checkpoint that passes and warns naming each one it skipped and why; a damaged checkpoint given
-by name is an error naming the file. FSDP's DCP folders and files are checked alike
-(sharded_checkpoints.py). What is not checked: bytes changed in place inside a tensor (that needs a
-checksum of everything; no tool writes one), and DeepSpeed's checkpoint folders (its own format).
+by name is an error naming the file; FSDP's files likewise (sharded_checkpoints.py). Not checked: bytes
+changed in place inside a tensor (no tool writes a checksum of everything), DeepSpeed's own folders.
 
 **The data a checkpoint was trained on** is recorded in it (`data_fingerprint.json`: the prepared
 dir's fingerprint, path, sources and fingerprint inputs). On resume it is compared with this run's
@@ -45,14 +44,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.files import out_of_space, read_json, size_text
-from rankzero.train.checkpoint_records import data_record_problems, trainer_state_problems
+from rankzero.train.checkpoint_records import (CHECKPOINT, DATA_RECORD, checkpoints_in, data_record_problems,  # noqa: F401 (re-exported)
+                                               not_resumable, step_of, torch_file_problems,
+                                               trainer_state_problems)
 from rankzero.errors import RankzeroError
 from rankzero.train.sharded_checkpoints import fsdp_checkpoint_problems, is_fsdp_checkpoint
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-DATA_RECORD = "data_fingerprint.json"
 TORCH_FILES = re.compile(r"(optimizer|scheduler|scaler)\.pt|rng_state(_\d+)?\.pth|training_args\.bin")  # not weights
 SAFETENSORS_HEADER_LIMIT = 100 << 20  # the format's own cap on the JSON header
 PROBE_BYTES = 1 << 20
@@ -93,11 +92,9 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
         problems += trainer_state_problems(path / "trainer_state.json")
     if DATA_RECORD in names:  # absent: saved by an older rankzero (check_data warns); present, it must read
         problems += data_record_problems(path / DATA_RECORD)
-    own_format = any(name.startswith(("pytorch_model_fsdp", "optimizer_", "global_step")) and (path / name).is_dir()
-                     for name in names)  # FSDP or DeepSpeed: their weights and optimizer live in sub-folders
-    if is_fsdp_checkpoint(names):
-        own_format = True
-        problems += fsdp_checkpoint_problems(path, names)
+    own_format = is_fsdp_checkpoint(names) or any(name.startswith("global_step") and (path / name).is_dir()
+                                                  for name in names)  # FSDP's or DeepSpeed's own weight files
+    problems += fsdp_checkpoint_problems(path, names)
     if not own_format:
         problems += _weight_problems(path, names)
         problems += [f"{name} is missing (not a checkpoint-N dir, or one saved with --save_only_model, which cannot "
@@ -105,7 +102,7 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
                      for name in ("optimizer.pt", "scheduler.pt") if name not in names]
     for name in sorted(names):
         if TORCH_FILES.fullmatch(name):
-            problems += _torch_problems(path / name)
+            problems += torch_file_problems(path / name)
     if "config.json" in names:
         problems += _json_problems(path / "config.json")
     return problems
@@ -113,7 +110,7 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
 
 def _weight_problems(path: Path, names: set[str]) -> list[str]:
     for index_name, check in (("model.safetensors.index.json", _safetensors_problems),
-                              ("pytorch_model.bin.index.json", _torch_problems)):
+                              ("pytorch_model.bin.index.json", torch_file_problems)):
         if index_name in names:
             problems = _json_problems(path / index_name, key="weight_map")
             if problems:
@@ -129,8 +126,8 @@ def _weight_problems(path: Path, names: set[str]) -> list[str]:
                 else:
                     problems += check(path / shard)
             return problems
-    for name, check in (("model.safetensors", _safetensors_problems), ("pytorch_model.bin", _torch_problems),
-                        ("adapter_model.safetensors", _safetensors_problems), ("adapter_model.bin", _torch_problems)):
+    for name, check in (("model.safetensors", _safetensors_problems), ("pytorch_model.bin", torch_file_problems),
+                        ("adapter_model.safetensors", _safetensors_problems), ("adapter_model.bin", torch_file_problems)):
         if name in names:
             return check(path / name)
     return ["no model weights (model.safetensors, a sharded index, pytorch_model.bin)"]
@@ -163,25 +160,6 @@ def _safetensors_problems(path: Path) -> list[str]:
     return []
 
 
-def _torch_problems(path: Path) -> list[str]:
-    """A torch.save zip: its central directory (at the very end) reads, and every member lies inside the file."""
-    size = path.stat().st_size
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-    except zipfile.BadZipFile:
-        return [f"{path.name} ({size:,} bytes) is cut short: no zip directory at its end (or torch's legacy "
-                "non-zip format, which rankzero does not write)"]
-    except OSError as error:
-        return [f"{path.name} cannot be read ({error.strerror})"]
-    if not any(member.filename.endswith("data.pkl") for member in members):
-        return [f"{path.name} is a zip archive but not a torch.save file (no data.pkl)"]
-    for member in members:  # the directory follows the data: every member must end before the file does
-        if member.header_offset + member.compress_size > size:
-            return [f"{path.name}: {member.filename} runs past the end of the file (cut short)"]
-    return []
-
-
 def _json_problems(path: Path, key: str | None = None) -> list[str]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -194,15 +172,6 @@ def _json_problems(path: Path, key: str | None = None) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Choosing the checkpoint to resume from
-
-
-def checkpoints_in(output_dir: str | os.PathLike) -> list[Path]:
-    """`checkpoint-N` dirs in output_dir, newest (largest N) first."""
-    if not os.path.isdir(output_dir):
-        return []
-    found = [(int(m.group(1)), m.group(0)) for m in map(CHECKPOINT.fullmatch, os.listdir(output_dir)) if m]
-    return [Path(output_dir) / name for _, name in sorted(found, reverse=True)
-            if (Path(output_dir) / name).is_dir()]
 
 
 def newest_intact_checkpoint(output_dir: str | os.PathLike, candidates: list[Path] | None = None
@@ -224,7 +193,7 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
     Every rank calls it and reads the same files, so all of them choose alike; `report` (rank 0) says why."""
     if value is None or value == "":
         return None  # a dir holding checkpoints is an argument error (used_output_dir_problems)
-    from rankzero.train.output_dir import not_resumable, run_id_of, step_of
+    from rankzero.train.output_dir import run_id_of
 
     if value == "auto":
         run_id = run_id_of(output_dir)

@@ -96,21 +96,31 @@ def load_config(path: str | Path):
 
 
 def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, attn_implementation: str,
-                checkpoint: str | None = None) -> tuple[PreTrainedModel, Extension | None]:
+                checkpoint: str | None = None, load_weights: bool = True) -> tuple[PreTrainedModel, Extension | None]:
     """The model, and what was done to its embeddings for tokens its checkpoint did not have (None: nothing).
 
     `checkpoint`: a resume's, whose weights the Trainer loads: the model is built from its config.json as it
     is, so neither the config file the run started from nor the pretrained weights are read again (nor are
-    new rows made: the checkpoint has them)."""
+    new rows made: the checkpoint has them). `load_weights=False`: no weights read or initialised (under FSDP
+    the ranks other than 0 receive their shards from rank 0: sharding.build_without_weights)."""
+    from rankzero.train.sharding import build_without_weights
+
+    def from_config(config):
+        def build():
+            return AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        return build() if load_weights else build_without_weights(build)
+
     old_tokenizer = None
     if checkpoint:
-        config = AutoConfig.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        model = from_config(AutoConfig.from_pretrained(checkpoint))
         source = f"--resume_from_checkpoint {checkpoint}"
     elif model_args.pretrained_model:
-        model = AutoModelForCausalLM.from_pretrained(
-            model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
-        )
+        if load_weights:
+            model = AutoModelForCausalLM.from_pretrained(
+                model_args.pretrained_model, dtype=torch.float32, attn_implementation=attn_implementation
+            )
+        else:
+            model = from_config(AutoConfig.from_pretrained(model_args.pretrained_model))
         source = f"--pretrained_model {model_args.pretrained_model}"
         old_tokenizer = checkpoint_tokenizer(model_args.pretrained_model)
     else:
@@ -118,7 +128,7 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
         # A new model embeds the tokenizer's vocabulary (a multiple of 64: tensor-core shapes), whatever the
         # config file says: there are no weights to keep, so nothing to resize or warn about.
         config.vocab_size = padded_vocabulary(len(tokenizer))
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+        model = from_config(config)
         source = f"--model_config {model_args.model_config}"
     extension = match_vocabulary(model, tokenizer, max_token_id, source, old_tokenizer)
     # Generation after training should stop and pad the way the tokenizer says.

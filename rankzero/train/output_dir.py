@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -75,7 +75,7 @@ class OutputDirBusy(RankzeroError):
 
 def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
     """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
-    from rankzero.train.checkpoints import checkpoints_in
+    from rankzero.train.checkpoint_records import checkpoints_in
 
     found = checkpoints_in(output_dir) if output_dir and not resume else []
     if not found or overwrite:
@@ -137,7 +137,7 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
         _check_not_held_elsewhere(path, key)
         yield
         return
-    created = _missing_dirs(path.parent)
+    created = [d for d in (path.parent, *path.parent.parents) if not d.exists()]  # what mkdir makes, deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = _acquire(path)
@@ -159,23 +159,10 @@ def hold_output_dir(output_dir: str | os.PathLike | None, runtime: Runtime):
             except OSError:
                 pass
             os.close(fd)
-    finally:
-        # A run that stopped before writing anything (a missing dataset, a failed prepare) leaves no
-        # empty output dir behind: the next attempt would otherwise find a dir it did not expect.
+    finally:  # a run that stopped before writing anything (a missing dataset) leaves no empty output dir
         for directory in created:
-            try:
-                directory.rmdir()  # only if empty
-            except OSError:
-                break
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """The dirs that `path.mkdir(parents=True)` would create, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
+            with suppress(OSError):  # only an empty dir goes
+                directory.rmdir()
 
 
 def _open_lock(path: Path, flags: int) -> int:
@@ -347,25 +334,6 @@ def new_run_id() -> str:
     import uuid
 
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-def step_of(checkpoint: Path) -> int:
-    return int(checkpoint.name.rpartition("-")[2])
-
-
-def not_resumable(checkpoint: Path, run_id: str | None, max_steps: int) -> str | None:
-    """Why `auto` must not take this checkpoint although it is whole: past the run's end, or another run's."""
-    from rankzero.files import read_json
-    from rankzero.train.checkpoints import DATA_RECORD
-
-    if max_steps > 0 and step_of(checkpoint) > max_steps:
-        # The Trainer would restore the step, train nothing and save those weights as this run's model.
-        return f"step {step_of(checkpoint)} is past --max_steps {max_steps} (raise --max_steps to train on from it)"
-    record = read_json(checkpoint / DATA_RECORD)
-    written_by = record.get("run_id") if isinstance(record, dict) else None
-    if run_id and isinstance(written_by, str) and written_by != run_id:
-        return f"written by another run ({written_by}; this dir's run_config.json is run {run_id})"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
-    from rankzero.train.sharding import fsdp_defaults
+    from rankzero.train.sharding import RankZeroWeights, fsdp_defaults, rank_zero_loads
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
     from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
 
@@ -79,7 +79,11 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
                                          mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
-    model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume)
+    # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
+    # shards from the checkpoint (sharding.py).
+    empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
+    model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
+                                   load_weights=not empty)
     first_new_row = stage_start(args.model, tokenizer, extension)
     training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
@@ -123,6 +127,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
+    if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
+        trainer.add_callback(RankZeroWeights(model, runtime))
     if args.model.train_new_embeddings_steps and first_new_row is not None:
         trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
     if trainer.is_world_process_zero():
@@ -305,6 +311,7 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
     return {
         "run_id": run_id,
         "given": sorted(args.given),
+        "training_given": args.training_given,  # the Trainer's flags as given; "training" holds them processed
         "defaults_applied": defaults,
         "warnings": notes,
         "prepared_dir": str(prepared_dir),

@@ -34,14 +34,14 @@ def is_fsdp_checkpoint(names: set[str]) -> bool:
 
 def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
     """What is wrong with FSDP's files in the checkpoint dir `path` ([] when they are whole, or there are none)."""
-    from rankzero.train.checkpoints import _torch_problems
+    from rankzero.train.checkpoint_records import torch_file_problems
 
     problems = []
     for name in sorted(names):
         if (path / name).is_dir() and name.startswith((FSDP_MODEL, "optimizer_")):
             problems += dcp_problems(path / name)
         elif name.startswith(FSDP_MODEL) and name.endswith(".bin") or name.startswith("optimizer") and name.endswith(".bin"):
-            problems += _torch_problems(path / name)
+            problems += torch_file_problems(path / name)
     if is_fsdp_checkpoint(names) and not any(name.startswith("optimizer") for name in names):
         problems.append("no optimizer state (optimizer_0/ or optimizer.bin): the save did not finish")
     return problems
@@ -99,23 +99,14 @@ def save_model_files(directory: str | os.PathLike, model, tokenizer) -> None:
 
 
 def export_checkpoint(checkpoint: str | os.PathLike, output_dir: str | os.PathLike) -> Path:
-    """A checkpoint (FSDP's DCP shards, or any HF weights) as one plain HF directory in `output_dir`."""
+    """A checkpoint (FSDP's DCP shards, or any HF weights) as one plain HF directory in `output_dir`: one
+    process, no process group, the whole model in host memory."""
     import torch
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     checkpoint, output_dir = Path(checkpoint), Path(output_dir)
-    shards = checkpoint / f"{FSDP_MODEL}_0"
-    if shards.is_dir():
-        config = AutoConfig.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        state = {"model": model.state_dict()}
-        # Tied weights are one tensor under two names; the shards may hold it under one only.
-        dcp.load(state, storage_reader=dcp.FileSystemReader(str(shards)),
-                 planner=DefaultLoadPlanner(allow_partial_load=True), no_dist=True)
-        model.load_state_dict(state["model"])
-        model.tie_weights()
+    if (checkpoint / f"{FSDP_MODEL}_0").is_dir():
+        model = _model_from_shards(checkpoint, checkpoint / f"{FSDP_MODEL}_0")
     else:
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -123,3 +114,32 @@ def export_checkpoint(checkpoint: str | os.PathLike, output_dir: str | os.PathLi
     if (checkpoint / "tokenizer_config.json").is_file():
         AutoTokenizer.from_pretrained(checkpoint).save_pretrained(output_dir)
     return output_dir
+
+
+def _model_from_shards(checkpoint: Path, shards: Path):
+    """The model of config.json with the weights of a DCP folder (accelerate saves them under "model.")."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rankzero.errors import RankzeroError
+
+    if not (checkpoint / "config.json").is_file():
+        raise RankzeroError(f"{checkpoint}: no config.json beside {shards.name}/ (saved by an older rankzero or "
+                            "another tool): copy the run's config.json into it")
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint), dtype=torch.float32)
+    reader = dcp.FileSystemReader(str(shards))
+    stored = set(reader.read_metadata().state_dict_metadata)
+    wanted = model.state_dict()
+    present = {name: tensor for name, tensor in wanted.items() if f"model.{name}" in stored}
+    dcp.load({"model": present}, storage_reader=reader, no_dist=True)
+    model.load_state_dict(present, strict=False)
+    model.tie_weights()
+    # A name the shards lack must be a tied weight (one tensor under two names), never a weight left at its init.
+    loaded = {tensor.data_ptr() for tensor in present.values()}
+    untied = sorted(name for name, tensor in model.state_dict().items()
+                    if name not in present and tensor.data_ptr() not in loaded)
+    if untied:
+        raise RankzeroError(f"{shards}: holds no {', '.join(untied[:5])}{' …' if len(untied) > 5 else ''}: not a "
+                            "checkpoint of this config's model")
+    return model

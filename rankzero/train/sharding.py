@@ -2,7 +2,9 @@
 
     problems = deepspeed_problems(training_argv)       # args.py, before TrainingArguments is built
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
+    model, extension = build_model(…, load_weights=not (rank_zero_loads(training, runtime) and runtime.rank))
     training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
+    trainer.add_callback(RankZeroWeights(model, runtime))  # run.py: rank 0's weights into every rank's shards
     one_process_group()                                # training_args.set_up_devices: --fsdp in one process
     policy = mixed_precision_policy(training)          # trainer.py, into accelerate's FSDP plugin
     shard_on_cpu(accelerator, plugin)                  # trainer.py: a CPU run shards too (see below)
@@ -12,8 +14,8 @@ FSDP means FSDP2 (torch's `fully_shard`, accelerate's `fsdp_version` 2): every d
 whose parameters are DTensor shards, gathered for its forward and backward only. `--fsdp full_shard` is
 enough; what it leaves open is filled in (each printed as a default, each overridable in `--fsdp_config`):
 the unit is the model's own decoder-layer class (transformers' `_no_split_modules`), checkpoints are
-sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are loaded once
-(rank 0) and broadcast into the shards, the other ranks holding the model on the meta device until then.
+sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are read once,
+by rank 0, which sends every other rank only its shards (the others build the model without weights).
 Under bf16 the parameters are cast to bf16 for compute while the fp32 master weights stay sharded, and
 gradients are reduced in fp32 (torch's MixedPrecisionPolicy; accelerate's own default reduces in bf16).
 
@@ -26,6 +28,8 @@ import importlib.util
 import os
 import socket
 
+from transformers import TrainerCallback
+
 from rankzero.errors import RankzeroError
 
 # What --fsdp full_shard alone leaves open: key → (value, why). The decoder-layer class is the model's.
@@ -33,7 +37,7 @@ FSDP_DEFAULTS = {
     "version": (2, "FSDP2: per-parameter DTensor shards (torch fully_shard)"),
     "auto_wrap_policy": ("TRANSFORMER_BASED_WRAP", "one FSDP unit per decoder layer"),
     "state_dict_type": ("SHARDED_STATE_DICT", "checkpoints in DCP shards: each rank writes its own, no gather"),
-    "cpu_ram_efficient_loading": (True, "weights loaded by rank 0 only and broadcast into the shards"),
+    "cpu_ram_efficient_loading": (True, "weights read by rank 0 only and broadcast into the shards"),
 }
 
 
@@ -103,12 +107,89 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
     wanted = {**FSDP_DEFAULTS}
     if layers:
         wanted["transformer_layer_cls_to_wrap"] = (layers, f"{type(model).__name__}'s decoder layer")
+    changes = {}
+    if training.gradient_checkpointing:
+        # HF's own checkpointing re-runs each layer's forward outside FSDP's view: a second all-gather per layer in
+        # the backward. accelerate's wraps each decoder layer inside its FSDP unit: recomputed on the one gather.
+        # (transformers refuses the two together.)
+        wanted["activation_checkpointing"] = (True, "--gradient_checkpointing under FSDP: each decoder layer "
+                                                    "recomputed inside its FSDP unit, on the same all-gather")
+        flags = {f.name for f in dataclasses.fields(training)}
+        changes = {name: False for name in ("gradient_checkpointing", "activation_checkpointing") if name in flags}
     filled = []
     for key, (value, why) in wanted.items():
         if key not in config:
             config[key] = value
             filled.append(f"{key} {value!r} ({why})")
-    return dataclasses.replace(training, fsdp_config=config), ({"fsdp_config": "; ".join(filled)} if filled else {})
+    training = dataclasses.replace(training, fsdp_config=config, **changes)
+    return training, ({"fsdp_config": "; ".join(filled)} if filled else {})
+
+
+def rank_zero_loads(training, runtime) -> bool:
+    """Whether rank 0 alone reads the weights and broadcasts them into the other ranks' shards (RankZeroWeights):
+    under FSDP with cpu_ram_efficient_loading (the default) and 2+ ranks. One copy of the weights in host memory
+    per job instead of one per rank; the other ranks build the model without weights (build_without_weights)."""
+    if not training.fsdp or not runtime.is_distributed:
+        return False
+    return str((training.fsdp_config or {}).get("cpu_ram_efficient_loading", True)).lower() == "true"
+
+
+def build_without_weights(build):
+    """`build()`'s model without reading or initialising weights: its parameters are allocated and never
+    written. Linux maps such pages only when they are touched, so they cost no memory, while each parameter
+    still has storage of its own (accelerate maps the optimizer's parameters to their shards by data pointer:
+    on the meta device they would all be 0). Sharding copies one shard of each, and RankZeroWeights or the
+    checkpoint fills the shards in. Buffers (rotary frequencies) are computed as usual."""
+    import torch
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = build()
+    for module in model.modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            module._parameters[name] = torch.nn.Parameter(torch.empty_like(parameter, device="cpu"),
+                                                          requires_grad=parameter.requires_grad)
+    model.tie_weights()  # parameters replaced one by one: shared ones (tied embeddings) come apart
+    return model
+
+
+class RankZeroWeights(TrainerCallback):
+    """Rank 0's weights into every rank's shards, once the Trainer has sharded the model (on_train_begin comes
+    right after accelerate's prepare, before the first step). Not used on a resume: each rank reads its own
+    shard from the checkpoint instead.
+
+    Written here because neither library sends a rank only its shard: accelerate's cpu_ram_efficient_loading
+    broadcasts each full tensor and keeps the shard as a view of it (every rank ends up holding the whole
+    model), and torch's set_model_state_dict(broadcast_from_rank0) copies the shard out but still receives
+    every full tensor on every rank. Here rank 0 cuts each tensor as FSDP2 does (torch.chunk along dim 0,
+    `Shard(0)` on the 1-D mesh of full_shard) and sends each rank its piece, received in place."""
+
+    def __init__(self, model, runtime):
+        self.weights = model.state_dict() if runtime.rank == 0 else {}  # references, no copy: kept past sharding
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.weights is None:
+            return
+        import torch.distributed as dist
+        from torch.distributed.tensor import DTensor, Shard
+
+        rank, world = dist.get_rank(), dist.get_world_size()
+        for name, tensor in model.state_dict().items():
+            sharded = isinstance(tensor, DTensor)
+            assert not sharded or (tuple(tensor.placements) == (Shard(0),) and tensor.device_mesh.ndim == 1), \
+                f"{name}: {tensor.placements} is not full_shard's layout"
+            local = tensor.to_local() if sharded else tensor
+            if rank == 0:
+                full = self.weights[name].detach()
+                pieces = list(full.chunk(world, dim=0)) if sharded else [full] * world
+                pieces += [full.new_empty((0, *full.shape[1:]))] * (world - len(pieces))
+                for destination in range(1, world):
+                    if pieces[destination].numel():
+                        dist.send(pieces[destination].contiguous().to(local.device), dst=destination)
+                local.copy_(pieces[0])
+            elif local.numel():
+                dist.recv(local, src=0)
+        self.weights = None
 
 
 def one_process_group() -> None:
@@ -174,5 +255,6 @@ def describe_sharding(accelerator) -> str:
                  f"gradients reduced in {str(policy.reduce_dtype).removeprefix('torch.')}")
     layers = ", ".join(plugin.transformer_cls_names_to_wrap or []) or "the whole model"
     mode = "full_shard" if plugin.reshard_after_forward else "shard_grad_op"
+    recompute = "; activations recomputed per unit" if plugin.activation_checkpointing else ""
     return (f"FSDP{plugin.fsdp_version} {mode} over {accelerator.num_processes} process(es), one unit per {layers}; "
-            f"{precision}; {str(plugin.state_dict_type).rsplit('.', 1)[-1]} checkpoints")
+            f"{precision}{recompute}; {str(plugin.state_dict_type).rsplit('.', 1)[-1]} checkpoints")

@@ -92,6 +92,7 @@ class RankzeroTrainer(Trainer):
         self._fsdp_plugin = args.get("fsdp_plugin")
         if self._fsdp_plugin is not None:
             self._fsdp_plugin.mixed_precision_policy = mixed_precision_policy(self.args)
+            self._fsdp_plugin.cpu_ram_efficient_loading = False  # rankzero loads rank 0's weights itself (sharding.py)
         return args
 
     def create_accelerator_and_postprocess(self):

@@ -1,4 +1,4 @@
-"""MinHash signatures of documents, for near-duplicate removal (neardup.py): the same numbers in every process.
+"""MinHash signatures of documents, for near-duplicate removal (near.py): the same numbers in every process.
 
     signatures, shingles = minhash_signatures(texts)      # (n, PERMUTATIONS) uint32, and word 5-grams per text
     bands, rows = lsh_shape(0.8)                          # 20 x 6: the LSH bands for a threshold

@@ -78,6 +78,15 @@ class ExactDuplicates:
         """Distinct hashes seen so far."""
         return sum(len(run) for run in self.runs)
 
+    def seen(self, hashes: np.ndarray) -> np.ndarray:
+        """True for each hash an earlier call kept. Safe beside a `keep` in another thread: runs are never
+        changed once made, so a hash found was seen (one being merged may be missed: only a saving lost)."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        found = np.zeros(len(hashes), dtype=bool)
+        for run in list(self.runs):
+            found |= run.contains(hashes)
+        return found
+
     def keep(self, hashes: np.ndarray) -> np.ndarray:
         """True for each document whose hash was not seen before (in earlier calls or earlier in `hashes`)."""
         hashes = np.asarray(hashes, dtype=np.uint64)

@@ -7,7 +7,7 @@
 
 The rule, exactly: number the documents in the order they are added (source order, after the quality
 filter, exact dedup and the evaluation-set check). Document j is removed when, for some band b of the
-bands (20 of 6 values at the threshold 0.8), one of the first 3 documents i < j whose band-b key
+bands (40 of 3 values at the default threshold 0.55), one of the first 3 documents i < j whose band-b key
 (minhash.band_hashes) equals j's has at least
 ceil(threshold x 120) of its 120 MinHash values equal to j's (compared on their low 16 bits, stored so:
 a chance agreement is 2**-16, an estimate high by at most 0.00002). `i` itself may be removed too:
@@ -15,14 +15,14 @@ the rule is a property of the pair, so it needs no order of decisions and gives 
 work is split. A document of fewer than 5 words has no shingle and takes no part: never removed, never
 the reason another is.
 
-Bands and rows (minhash.lsh_shape), 20 x 6 for the threshold 0.8: two documents of Jaccard similarity s
-share a band with probability 1 - (1 - s**6)**20: 0.998 at s = 0.8, 0.92 at 0.7, 0.27 at 0.5, 0.0013 at
-0.3. The band test only proposes pairs; the signature test decides them, so the S-curve is set high at
+Bands and rows (minhash.lsh_shape), 40 x 3 for the threshold 0.55: two documents of Jaccard similarity s
+share a band with probability 1 - (1 - s**3)**40: 0.9993 at s = 0.55, 0.93 at 0.4, 0.67 at 0.3, 0.27 at 0.2
+(20 x 6 at 0.8: 0.998 at 0.8, 0.27 at 0.5). The band test only proposes pairs; the signature test decides them, so the S-curve is set high at
 the threshold (few pairs at s >= threshold are never compared) and the cost of a low-s pair is one
 comparison. Another threshold gets its own shape: the most rows for which the S-curve is >= 0.99 there.
 
 Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys with
-their document number (20 x 16 = 320 bytes at 0.8); past `memory_budget_bytes` the keys are sorted per band and
+their document number (40 x 16 = 640 bytes at 0.55, 320 at 0.8); past `memory_budget_bytes` the keys are sorted per band and
 written to disk as a run. The decision reads, per band, one range of key values at a time from every run
 (the runs are sorted, so a range is a slice of each), sized to the budget: a merge of sorted runs without
 a heap, since every key of one value lands in one range. The signatures go straight to a file (240 bytes
@@ -35,7 +35,6 @@ Python or Rust heap) that answer queries, and neither spills nor numbers documen
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data.minhash import PERMUTATIONS, band_hashes, lsh_shape, minhash_signatures
+from rankzero.config import DEFAULT_DEDUP_THRESHOLD
+from rankzero.data.dedup.minhash import PERMUTATIONS, algorithm, band_hashes, lsh_shape, minhash_signatures
 
-# RANKZERO_DEDUP_MEMORY_MB sets the budget of the band keys (the tests spill on a tiny one).
-DEFAULT_MEMORY_BUDGET = int(float(os.environ.get("RANKZERO_DEDUP_MEMORY_MB", 1024)) * (1 << 20))
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of band keys; a build's is --dedup_memory_mb (config.WorkersConfig)
 ENTRY_BYTES = 16  # a band key (uint64) and its document number (int64)
 DECIDE_BYTES_PER_ENTRY = 112  # key, number, sort order, sorted copies, group and rank, up to 3 pairs: one range
 SAMPLES = 20
@@ -63,6 +62,12 @@ RULE = ("documents in source order (after the filter and exact dedup); one is re
 class NearDecision:
     removed: np.ndarray  # bool per document added
     pairs: list[tuple[int, int]]  # the first SAMPLES removed documents (by number) and the earlier one they repeat
+
+
+def settings(threshold: float) -> dict:
+    """What the manifest says of near dedup at `threshold`: the settings, the sketch and the rule."""
+    return {"threshold": threshold, **algorithm(threshold), "rule": RULE,
+            "samples": f"dedup_samples.jsonl (the first {SAMPLES} removed documents and the earlier ones they repeat)"}
 
 
 def required_matches(threshold: float) -> int:
@@ -217,7 +222,7 @@ def _first_holders(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, n
     return np.concatenate([e for e, _ in pairs]), np.concatenate([l for _, l in pairs])
 
 
-def near_duplicate_indices(texts: Sequence[str], threshold: float = 0.8) -> list[int]:
+def near_duplicate_indices(texts: Sequence[str], threshold: float = DEFAULT_DEDUP_THRESHOLD) -> list[int]:
     """The indices into `texts` that `--dedup near --dedup_threshold THRESHOLD` removes (first one wins):
     the prepare's own signatures (minhash.py) and decision (NearDuplicates), over texts as they are."""
     batch = 1000

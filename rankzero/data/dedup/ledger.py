@@ -1,16 +1,17 @@
 """`--dedup near` in a build: the engines' one bookkeeping of which document went where, and the decision applied.
 
-    ledger = NearLedger(plan, work_dir)
+    ledger = NearLedger(threshold, work_dir, memory_budget_bytes)
     ledger.add(source_index, signatures, shingles, validation, lengths, truncated)   # in dedup order
-    removed = ledger.decide(stats, progress)       # neardup.py's decision; stats lose the near-copies
+    removed = ledger.decide(stats)                 # near.py's decision; each source's stats lose its near-copies
     ledger.training_keep(source_index)             # bool per training document of the source, in order
     ledger.validation_keep()                       # bool per held-out document, in order
-    write_samples(path, ledger, tokenizer, where)   # dedup_samples.jsonl; where(number) → (staged file, position)
+    write_samples(path, ledger, specs, tokenizer, where)   # dedup_samples.jsonl; where(number) → (staged file, position)
 
 Both engines add the documents that survived the filter, exact dedup and the evaluation-set check, in
 source order (the local engine as chunks are consumed, the Ray driver task by task), so the numbering,
 and with it the decision, is the same on both. Per document the ledger keeps its source (int32), split
-(bool), tokens (int64) and SFT cut flag (bool): 14 bytes, in numpy arrays.
+(bool), tokens (int64) and SFT cut flag (bool): 14 bytes, in numpy arrays. Where an engine staged a
+document is the engine's to say (`where`): the ledger knows no file layout.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data.neardup import NearDuplicates
+from rankzero.data.dedup.near import NearDuplicates, settings
 from rankzero.data.pack import select_documents
-from rankzero.data.ray_tasks import task_file
-from rankzero.data.report import near_dedup_manifest
 from rankzero.data.shards import read_staged
 
 SAMPLE_CHARS = 80
@@ -33,27 +32,28 @@ SAMPLE_CHARS = 80
 class NearLedger:
     """One build's near dedup: the documents in dedup order, where each went, the decision and its samples."""
 
-    def __init__(self, plan, work_dir: Path):
-        self.near = NearDuplicates(plan.dedup.dedup_threshold, work_dir)
-        self.specs = [source.spec for source in plan.sources]
+    def __init__(self, threshold: float, work_dir: Path, memory_budget_bytes: int | None = None):
+        self.near = NearDuplicates(threshold, work_dir, memory_budget_bytes)
         self._parts: list[tuple] = []
+        self._lines: list[tuple[int, tuple[str, np.ndarray] | None]] = []  # per add: (documents, (file, lines))
         self.removed: np.ndarray | None = None
         self.pairs: list[tuple[int, int]] = []
-        self.task_survivors: list[tuple[int, np.ndarray]] = []  # the Ray driver's: (task, positions added)
 
     def add(self, source_index: int, signatures: np.ndarray, shingles: np.ndarray, validation: np.ndarray,
-            lengths: np.ndarray, truncated: np.ndarray | None) -> None:
-        """The next documents in dedup order, all of one source; `validation`: held out (else training)."""
+            lengths: np.ndarray, truncated: np.ndarray | None, lines: tuple[str, np.ndarray] | None = None) -> None:
+        """The next documents in dedup order, all of one source; `validation`: held out (else training);
+        `lines`: their file and each one's line (record number) in it, for dedup_samples.jsonl."""
         self.near.add(signatures, shingles)
         count = len(lengths)
+        self._lines.append((count, lines))
         self._parts.append((np.full(count, source_index, np.int32), validation.astype(bool), lengths.astype(np.int64),
                             np.zeros(count, bool) if truncated is None else truncated.astype(bool)))
 
     def _column(self, index: int) -> np.ndarray:
         return np.concatenate([part[index] for part in self._parts]) if self._parts else np.empty(0)
 
-    def decide(self, stats: list, progress=None) -> np.ndarray:
-        """Decide; take the near-copies off each source's counts (`near_duplicate`). Returns the removed mask."""
+    def decide(self, stats: list) -> np.ndarray:
+        """Decide; each source's stats lose its near-copies (`SourceStats.drop`). Returns the removed mask."""
         decision = self.near.decide()
         self.near.close()
         self.removed, self.pairs = decision.removed, decision.pairs
@@ -62,25 +62,29 @@ class NearLedger:
         self._parts = []
         for index, stat in enumerate(stats):
             mine = self.removed & (self.source == index)
-            if not mine.any():
-                continue
-            training, held = mine & ~self.validation, mine & self.validation
-            stat.drop({"near_duplicate": int(mine.sum())}, int(tokens[training].sum()))
-            stat.truncated -= int(truncated[training].sum())
-            stat.validation_documents -= int(held.sum())
-            stat.validation_tokens -= int(tokens[held].sum())
-            stat.validation_truncated -= int(truncated[held].sum())
-        if progress is not None:
-            progress.removed += int(self.removed.sum())
-            progress.kept -= int(self.removed.sum())
-            progress.report()
+            if mine.any():
+                training, held = mine & ~self.validation, mine & self.validation
+                stat.drop({"near_duplicate": int(mine.sum())}, int(tokens[training].sum()),
+                          truncated=int(truncated[training].sum()), held=(int(held.sum()), int(tokens[held].sum()),
+                                                                          int(truncated[held].sum())))
         return self.removed
 
-    def describe(self, plan) -> dict:
+    def line_of(self, number: int) -> dict:
+        """{"file", "line"} of a document (by its number in dedup order), or its number within its source
+        where the engine did not say."""
+        starts = np.cumsum([0] + [count for count, _ in self._lines])
+        part = int(np.searchsorted(starts, number, side="right")) - 1
+        if self._lines[part][1] is None:
+            return {"document": int((self.source[:number] == self.source[number]).sum())}
+        path, lines = self._lines[part][1]
+        return {"file": path, "line": int(lines[number - starts[part]])}
+
+    def describe(self) -> dict:
         """The manifest's "near_dedup": the settings, the rule, and how this build's decision went."""
-        return {**near_dedup_manifest(plan), "documents": self.near.count, "removed": int(self.removed.sum()),
-                "pairs_compared": self.near.compared, "spilled_runs": self.near.spilled_runs,
-                "memory_budget_mb": round(self.near.budget / (1 << 20), 3)}
+        near = self.near
+        return {**settings(near.threshold), "documents": near.count, "removed": int(self.removed.sum()),
+                "pairs_compared": near.compared, "spilled_runs": near.spilled_runs,
+                "memory_budget_mb": round(near.budget / (1 << 20), 3)}
 
     def training_keep(self, source_index: int) -> np.ndarray:
         mine = (self.source == source_index) & ~self.validation
@@ -124,10 +128,12 @@ def staged_starts(path: Path, positions: set[int]) -> dict[int, np.ndarray]:
     return found
 
 
-def write_samples(path: Path, ledger: NearLedger, tokenizer, where: Callable[[int], tuple[Path, int]]) -> None:
+def write_samples(path: Path, ledger: NearLedger, specs: list[str], tokenizer,
+                  where: Callable[[int], tuple[Path, int]]) -> None:
     """dedup_samples.jsonl: a line per removed pair (the first SAMPLES removed documents), each side with its
-    source, its number among that source's documents that reached near dedup, and its first SAMPLE_CHARS
-    characters, decoded from the staged token ids. `where(number)` → (staged file, position in it)."""
+    source (`specs[source index]`), its file and line (record number for record formats), and its first
+    SAMPLE_CHARS characters, decoded from the staged token ids. `where(number)` → (staged file, position in
+    it): the engine's layout."""
     numbers = sorted({n for pair in ledger.pairs for n in pair})
     located = {n: where(n) for n in numbers}
     by_file: dict[Path, set[int]] = {}
@@ -135,37 +141,15 @@ def write_samples(path: Path, ledger: NearLedger, tokenizer, where: Callable[[in
         by_file.setdefault(file, set()).add(position)
     ids = {file: staged_starts(file, positions) for file, positions in by_file.items()}
 
-    def describe(number: int) -> dict:
+    def side(number: int) -> dict:
         source = int(ledger.source[number])
         file, position = located[number]
-        return {"source": ledger.specs[source], "document": int((ledger.source[:number] == source).sum()),
+        return {"source": specs[source], **ledger.line_of(number),
                 "split": "validation" if ledger.validation[number] else "train",
                 "text": decode_start(tokenizer, ids[file][position])}
 
-    lines = [json.dumps({"removed": describe(j), "kept_earlier": describe(i)}, ensure_ascii=False)
-             for j, i in ledger.pairs]
+    lines = [json.dumps({"removed": side(j), "kept_earlier": side(i)}, ensure_ascii=False) for j, i in ledger.pairs]
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
-def write_local_samples(plan, ledger: NearLedger, staging: Path, path: Path) -> None:
-    """The local engine's staged files: one per source for training documents, one for all held-out ones."""
-    def where(number: int) -> tuple[Path, int]:
-        source, held, position = ledger.locate(number)
-        return (staging / "validation.arrow" if held else staging / f"source-{source:03d}.arrow"), position
-
-    write_samples(path, ledger, plan.tokenizer, where)
-
-
-def write_ray_samples(plan, ledger: NearLedger, work: Path, path: Path) -> None:
-    """The Ray engine's staged files: one per task, holding all the task's documents that passed the filter."""
-    firsts = np.cumsum([0] + [len(positions) for _, positions in ledger.task_survivors])
-
-    def where(number: int) -> tuple[Path, int]:
-        entry = int(np.searchsorted(firsts, number, side="right")) - 1
-        task, positions = ledger.task_survivors[entry]
-        return task_file(work, task, "stage.arrow"), int(positions[number - firsts[entry]])
-
-    write_samples(path, ledger, plan.tokenizer, where)
 
 
 def decode_start(tokenizer, ids: np.ndarray) -> str:

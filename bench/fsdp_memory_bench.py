@@ -1,0 +1,173 @@
+"""Host memory of FSDP's loading: peak RSS per rank while a ~100M-parameter pretrained model is loaded and
+sharded, rank 0 reading the weights (rankzero's default) against every rank reading them (the baseline).
+
+    python bench/fsdp_memory_bench.py                    # 2 gloo processes on CPU, ~110M-parameter Llama
+    python bench/fsdp_memory_bench.py --rounds 3 --hidden 1024 --layers 16
+
+A Llama of `--hidden`/`--layers` (vocab 32000, tied embeddings) is built here from a fresh init and saved
+as a pretrained dir (fp32 safetensors); then `train.py --pretrained_model DIR --fsdp full_shard` runs under
+torchrun with 2 processes for one step, twice per round, alternating:
+
+- `rankzero`: the defaults (`cpu_ram_efficient_loading`): rank 0 reads the weights, rank 1 builds the model
+  without weights (never-written storage) and receives only its shards from rank 0 (sharding.RankZeroWeights);
+- `every rank loads` (baseline, rankzero before issue 31 and accelerate's own default):
+  `--fsdp_config '{"cpu_ram_efficient_loading": false}'`: each rank reads the whole fp32 model, then shards it.
+
+Each rank records, at its first training step (the model loaded and sharded, before any forward), its peak
+RSS so far (getrusage's ru_maxrss) and its RSS just before the model was built (imports, data, tokenizer:
+the same in both). Prints one JSON line per system and round, then the table with rank 1's ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+# train.py, with each rank's memory recorded: before the model is built, and the peak at its first step.
+RECORDING_RANK = """
+import json, os, resource, sys
+sys.path.insert(0, {repo!r})
+import train
+from rankzero.train import model as model_module
+from rankzero.train.trainer import RankzeroTrainer
+
+def rss_mb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+build = model_module.build_model
+before = {{}}
+
+def recording_build(*args, **kwargs):
+    before.setdefault("rss_before_model_mb", rss_mb())
+    return build(*args, **kwargs)
+
+step = RankzeroTrainer.training_step
+
+def recording_step(self, model, inputs, num_items_in_batch=None):
+    if self.state.global_step == 0 and not hasattr(self, "recorded"):
+        self.recorded = dict(before, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        with open(os.path.join({out!r}, f"memory-{{os.environ['RANK']}}.json"), "w") as handle:
+            json.dump(self.recorded, handle)
+    return step(self, model, inputs, num_items_in_batch)
+
+model_module.build_model = recording_build
+RankzeroTrainer.training_step = recording_step
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+SYSTEMS = {"rankzero": [], "every_rank_loads": ["--fsdp_config", '{"cpu_ram_efficient_loading": false}']}
+NAMES = {"rankzero": "rank 0 reads, sends shards (rankzero)", "every_rank_loads": "every rank reads (baseline)"}
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--work_dir", default=None)
+    return parser.parse_args()
+
+
+def pretrained(args, work: Path) -> tuple[Path, int]:
+    """A Llama of the bench's size, saved as an HF dir; its parameter count."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    directory = work / f"llama-{args.hidden}x{args.layers}"
+    config = LlamaConfig(vocab_size=32000, hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3 // 64 * 64,
+                         num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
+                         num_key_value_heads=args.hidden // 64, max_position_embeddings=2048, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    if not (directory / "config.json").is_file():
+        model.save_pretrained(directory)
+    return directory, model.num_parameters()
+
+
+def run_system(args, work: Path, model_dir: Path, tokenizer: str, system: str) -> dict:
+    out = work / system
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    script = work / "recording_rank.py"
+    script.write_text(RECORDING_RANK.format(repo=str(REPO), out=str(out)))
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+               str(free_port()), str(script), "--dataset", str(REPO / "data/sample/ko.jsonl"), "--tokenizer_path",
+               tokenizer, "--cache_dir", str(work / "cache"), "--max_seq_length", "128", "--pretrained_model",
+               str(model_dir), "--output_dir", str(out), "--fsdp", "full_shard", "--max_steps", "1",
+               "--per_device_train_batch_size", "1", "--save_strategy", "no", "--report_to", "none",
+               "--dataloader_num_workers", "0", *SYSTEMS[system]]
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout[-2000:] + result.stderr[-6000:])
+        raise SystemExit(f"{system} failed")
+    ranks = [json.loads((out / f"memory-{rank}.json").read_text()) for rank in (0, 1)]
+    return {"system": system, **{f"rank{rank}_{key}": round(value, 1) for rank, record in enumerate(ranks)
+                                 for key, value in record.items()}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tokenizer_dir(work: Path) -> str:
+    directory = work / "tokenizer"
+    if not (directory / "tokenizer.json").is_file():
+        subprocess.run([sys.executable, str(REPO / "scripts/train_tokenizer.py"), "--dataset",
+                        str(REPO / "data/sample/ko.jsonl"), str(REPO / "data/sample/en.txt"), "--vocab_size", "2048",
+                        "--output_dir", str(directory)], check=True, capture_output=True)
+    return str(directory)
+
+
+def main() -> None:
+    import torch
+    import transformers
+
+    from _measure import machine_info
+
+    args = parse()
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="fsdp_memory_bench-"))
+    model_dir, parameters = pretrained(args, work)
+    tokenizer = tokenizer_dir(work)
+    print(json.dumps({**machine_info(), "torch": torch.__version__, "transformers": transformers.__version__,
+                      "parameters": parameters, "weights_mb": round(parameters * 4 / 2**20, 1)}), flush=True)
+    rounds = []
+    for index in range(args.rounds):
+        systems = list(SYSTEMS) if index % 2 == 0 else list(reversed(SYSTEMS))
+        results = {system: run_system(args, work, model_dir, tokenizer, system) for system in systems}
+        for system in SYSTEMS:
+            print(json.dumps({"round": index + 1, **results[system]}), flush=True)
+        rounds.append(results)
+
+    print(f"\n{'system':<42} {'rank 1 peak RSS MB':>19} {'over its pre-model RSS':>23} {'rank 0 peak':>12}")
+    for system in SYSTEMS:
+        peak = statistics.median(r[system]["rank1_peak_rss_mb"] for r in rounds)
+        grown = statistics.median(r[system]["rank1_peak_rss_mb"] - r[system]["rank1_rss_before_model_mb"]
+                                  for r in rounds)
+        zero = statistics.median(r[system]["rank0_peak_rss_mb"] for r in rounds)
+        print(f"{NAMES[system]:<42} {peak:>19,.0f} {grown:>23,.0f} {zero:>12,.0f}")
+    ratio = statistics.median(r["rankzero"]["rank1_peak_rss_mb"] / r["every_rank_loads"]["rank1_peak_rss_mb"]
+                              for r in rounds)
+    grown = statistics.median((r["rankzero"]["rank1_peak_rss_mb"] - r["rankzero"]["rank1_rss_before_model_mb"])
+                              / (r["every_rank_loads"]["rank1_peak_rss_mb"]
+                                 - r["every_rank_loads"]["rank1_rss_before_model_mb"]) for r in rounds)
+    print(f"rank 1, rankzero ÷ baseline (medians of per-round ratios): peak RSS {ratio:.2f}, "
+          f"its growth over the pre-model RSS {grown:.2f}")
+
+
+if __name__ == "__main__":
+    main()
