@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 import inspect
 import json
@@ -94,7 +95,8 @@ def make_optimizer(model, lr: float, steps: int, warmup: float, min_lr_rate: flo
     return optimizer, scheduler
 
 
-def train(model, data, steps: int, batch: int, optimizer, scheduler, seed: int, device: str) -> list[float]:
+def train(model, data, steps: int, batch: int, optimizer, scheduler, seed: int, device: str,
+          report=None) -> list[float]:
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -113,6 +115,8 @@ def train(model, data, steps: int, batch: int, optimizer, scheduler, seed: int, 
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        if report is not None and (step + 1) % 25 == 0:
+            report(step + 1, sum(losses[-25:]) / 25)
     return losses
 
 
@@ -136,6 +140,8 @@ def main() -> None:
     parser.add_argument("--new_tokens", type=int, default=2000)
     parser.add_argument("--base_korean", action="store_true", help="train the base on some Korean too")
     parser.add_argument("--eval_blocks", type=int, default=64, help="held-out blocks evaluated")
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--device", default="cpu")
@@ -169,8 +175,9 @@ def main() -> None:
         extended = AutoTokenizer.from_pretrained(scratch / "extended")
 
         torch.manual_seed(args.seed)
-        config = LlamaConfig(vocab_size=padded_vocabulary(len(base_tokenizer)), hidden_size=128, intermediate_size=384,
-                             num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+        config = LlamaConfig(vocab_size=padded_vocabulary(len(base_tokenizer)), hidden_size=args.hidden,
+                             intermediate_size=3 * args.hidden, num_hidden_layers=args.layers, num_attention_heads=4,
+                             num_key_value_heads=4,
                              max_position_embeddings=seq, tie_word_embeddings=False,
                              bos_token_id=base_tokenizer.bos_token_id, eos_token_id=base_tokenizer.eos_token_id)
         base = LlamaForCausalLM(config).to(device)
@@ -178,9 +185,9 @@ def main() -> None:
         base_data = blocks(base_tokenizer, base_texts, seq)
         say(f"base data: {base_data.numel():,} tokens; training {parameters:,} parameters", started)
         optimizer, scheduler = make_optimizer(base, learning_rate_for(parameters), args.base_steps, WARMUP_FRACTION, None)
-        base_losses = train(base, base_data, args.base_steps, batch, optimizer, scheduler, args.seed, device)
-        base.save_pretrained(scratch / "model")
-        base_tokenizer.save_pretrained(scratch / "model")
+        base_losses = train(base, base_data, args.base_steps, batch, optimizer, scheduler, args.seed, device,
+                            report=lambda step, loss: say(f"base step {step}: loss {loss:.3f}", started))
+        base_state = {name: value.detach().clone() for name, value in base.state_dict().items()}
         base_seconds = time.perf_counter() - started
         say(f"base model: loss {base_losses[0]:.2f} → {base_losses[-1]:.2f}", started)
 
@@ -189,7 +196,8 @@ def main() -> None:
                   for name, t in (("base", base_tokenizer), ("extended", extended))}
         results = {}
         for init in ("hf_mean", "subword"):
-            model = LlamaForCausalLM.from_pretrained(scratch / "model", dtype=torch.float32).to(device)
+            model = LlamaForCausalLM(copy.deepcopy(config)).to(device)  # a resize changes its config in place
+            model.load_state_dict(base_state)
             if init == "hf_mean":
                 model.resize_token_embeddings(padded_vocabulary(len(extended)))  # its default: mean_resizing=True
             else:
