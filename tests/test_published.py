@@ -147,7 +147,8 @@ def test_a_full_disk_is_one_line_naming_the_cache_free_space_and_need(tmp_path, 
         pytest.skip("needs a private mount namespace (unshare -rm) for a tiny tmpfs")
     # Estimated need: ~4/3 of the input. Below half of it the build is refused; above it may start.
     documents = 6000 if when == "before the build" else 4000
-    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(documents)])
+    # Five sentences a document: the tmpfs sizes below are set for documents of that length.
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(documents, sentences=5)])
     cache = tmp_path / "cache"
     cache.mkdir()
     size = "1m" if when == "before the build" else "2m"

@@ -252,7 +252,8 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
 
 def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: Heartbeat) -> Path:
     started = time.time()
-    check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
+    if plan.workers.prep_engine != "ray":  # Ray refuses hub sources outright, with its own advice (plan_tasks)
+        check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
     manifest = build_dataset(plan, tmp, on_progress=heartbeat.progress)
     checksum_started = time.perf_counter()
     files = file_table(tmp)

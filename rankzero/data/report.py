@@ -232,11 +232,11 @@ def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None
     training = sum(s.docs_kept for s in stats) - held
     evaluation = eval_dataset_counts(stats)
     if held == 0 and evaluation and evaluation["read"]:
-        specs = " ".join(plan.source_config.eval_dataset)
-        return (f"validation: all {evaluation['read']:,} documents of --eval_dataset {specs} were removed "
-                f"({_reasons(evaluation['removed'])}) by {_removal_cause(evaluation['removed'])}; nothing is left to "
-                "evaluate on: give an eval set that passes (--quality_filter applies to it too), or leave "
-                "--eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
+        eval_flag = next(flag for flag in validation_flags.split(", ") if flag.startswith("--eval_dataset "))
+        raise RankzeroError(f"validation: all {evaluation['read']:,} documents of {eval_flag} were removed "
+                            f"({_reasons(evaluation['removed'])}) by {_removal_cause(evaluation['removed'])}; nothing is "
+                            "left to evaluate on: give an eval set that passes (--quality_filter applies to it too), or "
+                            "leave --eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
     if held == 0:
         raise RankzeroError(f"validation: no document was held out ({validation_flags}, {training:,} documents kept); "
                             "raise --validation_split_percentage or give --eval_dataset")
