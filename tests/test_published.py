@@ -250,18 +250,24 @@ def _run(prefix: list, args: list, umask: int = 0o022) -> subprocess.CompletedPr
                           env={**os.environ, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"})
 
 
-def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir):
+def _readable_inputs(tokenizer_dir, prefix: str) -> Path:
+    """A fresh dir every user can read, holding a copy of the tokenizer and a corpus whose shards pass
+    ALWAYS_HASHED_BYTES (only stat'ed by the checks, read first by the loader)."""
     import tempfile
 
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(base, 0o755)
+    shutil.copytree(tokenizer_dir, base / "tokenizer")
+    write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
+    for path in base.rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return base
+
+
+def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(tokenizer_dir):
     nobody = _as_nobody()
-    base = Path(tempfile.mkdtemp(prefix="rankzero-team-"))
+    base = _readable_inputs(tokenizer_dir, "rankzero-team-")
     try:
-        os.chmod(base, 0o755)
-        shutil.copytree(tokenizer_dir, base / "tokenizer")
-        # Shards past ALWAYS_HASHED_BYTES: only stat'ed by the checks, read first by the loader.
-        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
-        for path in base.rglob("*"):
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
         cache = base / "cache"
         cache.mkdir()
         os.chown(cache, 0, NOBODY)  # the team's group: nobody's
@@ -316,17 +322,10 @@ def test_a_team_cache_published_under_umask_077_is_usable_by_another_member(toke
 def test_a_sticky_world_writable_cache_published_under_umask_077_is_usable_by_another_user(tokenizer_dir):
     """`chmod 1777` (like /tmp, docs/design.md): the builder (uid 12345, its own private group, umask 077) shares no
     group with the next user (nobody): what it publishes there is readable by all."""
-    import tempfile
-
     nobody = _as_nobody()
     builder = ["setpriv", "--reuid", "12345", "--regid", "12345", "--clear-groups"]
-    base = Path(tempfile.mkdtemp(prefix="rankzero-sticky-"))
+    base = _readable_inputs(tokenizer_dir, "rankzero-sticky-")
     try:
-        os.chmod(base, 0o755)
-        shutil.copytree(tokenizer_dir, base / "tokenizer")
-        write_jsonl(base / "corpus.jsonl", [{"text": t} for t in korean_documents(4000)])
-        for path in base.rglob("*"):
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
         cache = base / "cache"
         cache.mkdir()
         os.chmod(cache, 0o1777)
