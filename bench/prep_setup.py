@@ -33,15 +33,17 @@ def make_corpus(workdir: Path, size_mb: float, seed: int) -> tuple[Path, dict]:
 
 
 def given_corpus(workdir: Path, files: list[Path]) -> tuple[Path, dict]:
-    """The --corpus file, or the files joined into one (every tool then reads the same single file)."""
+    """The --corpus file, or the files joined into one of {"text"} rows (every tool then reads the same single
+    file; files with other columns besides would not load as one `datasets` JSON table)."""
     path = files[0].resolve()
     if len(files) > 1:
         path = workdir / ("joined-" + "-".join(file.stem for file in files)[:80] + ".jsonl")
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as out:
+        with open(tmp, "w", encoding="utf-8") as out:
             for file in files:
-                data = file.read_bytes()
-                out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+                for line in open(file, encoding="utf-8"):
+                    if line.strip():
+                        out.write(json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False) + "\n")
         os.replace(tmp, path)
     documents = sum(1 for line in open(path, "rb") if line.strip())
     stats = {"bytes": path.stat().st_size, "documents": documents, "files": [str(file) for file in files]}

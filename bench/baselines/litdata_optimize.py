@@ -7,7 +7,7 @@
         [--block_size 2048 --num_workers 2]
 
 The job of rankzero's prepare as far as LitData has it, and nothing else: no dedup, no filter, no
-personal-information masking. The JSONL file is cut at line boundaries into pieces of `--piece_mb`
+personal-information masking. The JSONL file is cut at line boundaries into pieces of at most `--piece_mb`
 (LitData hands whole inputs to its workers, so a single file needs cutting to use every core); each
 worker reads its pieces' lines, encodes them with fastokens' `encode_batch_flat` in batches of
 `--batch_size` documents, appends the tokenizer's eos to each document (rankzero's `ids + [eos]`) and
@@ -98,7 +98,8 @@ def main() -> None:
     parser.add_argument("--block_size", type=int, default=2048)
     parser.add_argument("--chunk_blocks", type=int, default=1024, help="blocks per chunk file")
     parser.add_argument("--num_workers", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--piece_mb", type=float, default=4.0, help="input piece size handed to a worker")
+    parser.add_argument("--piece_mb", type=float, default=4.0,
+                        help="most bytes of input handed to a worker at once (a small corpus gets 8 pieces a worker)")
     parser.add_argument("--batch_size", type=int, default=1000, help="documents per encode call")
     parser.add_argument("--text_column", default="text")
     parser.add_argument("--start_method", choices=("spawn", "fork"), default=None,
@@ -111,7 +112,9 @@ def main() -> None:
     tokenizer, _ = load_tokenizer(args.tokenizer_dir)
     highest = max([tokenizer.vocab_size - 1] + [token["id"] for token in tokenizer.added_tokens()])
     dtype = "uint16" if highest < 2**16 else "uint32"
-    pieces = line_pieces(args.corpus, int(args.piece_mb * 2**20))
+    # Pieces small enough that every worker gets several (the shared work queue then evens out their ends).
+    piece_bytes = min(int(args.piece_mb * 2**20), os.path.getsize(args.corpus) // (8 * args.num_workers) + 1)
+    pieces = line_pieces(args.corpus, piece_bytes)
     fn = functools.partial(tokenize_piece, tokenizer_dir=args.tokenizer_dir, batch_size=args.batch_size,
                            text_column=args.text_column, dtype_name=dtype)
     optimize(fn=fn, inputs=pieces, output_dir=args.output_dir, chunk_size=args.block_size * args.chunk_blocks,
