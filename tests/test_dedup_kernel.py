@@ -188,6 +188,20 @@ def test_signatures_are_those_of_the_reference():
     assert np.array_equal(minhash.minhash_signatures(texts)[0], expected)
 
 
+def test_a_process_moves_from_numpy_to_the_compiled_pass_with_the_same_signatures(monkeypatch):
+    texts = random_texts(400, seed=4)
+    expected = minhash.signatures_from_shingles(*shingles.numpy_shingle_hashes(texts))
+    calls = []
+    monkeypatch.setattr(minhash, "_numpy_chars_left", sum(map(len, texts[:200])))
+    monkeypatch.setattr(minhash, "numpy_shingle_hashes", lambda batch: calls.append("numpy") or
+                        shingles.numpy_shingle_hashes(batch))
+    monkeypatch.setattr(kernel, "shingle_hashes", lambda batch, hashes=kernel.shingle_hashes: calls.append("kernel") or
+                        hashes(batch))
+    ours = np.concatenate([minhash.minhash_signatures(texts[start:start + 50])[0] for start in range(0, 400, 50)])
+    assert calls == ["numpy"] * 4 + ["kernel"] * 4
+    assert np.array_equal(ours, expected)
+
+
 def test_the_compiled_functions_release_the_gil():
     for function in (kernel._scan, kernel._merge, kernel._shingles):
         assert function.targetoptions["nogil"] is True

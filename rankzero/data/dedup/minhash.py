@@ -8,7 +8,8 @@ Text is normalised first: NFKC, lower-case, every digit folded to "0", punctuati
 categories P* and S*, and "_") folded to a word break like whitespace, invisible format and control
 characters dropped. A shingle is 5 consecutive words of that text; a text of fewer than 5 words has no
 shingle and no signature (it is never a near-copy). shingles.py defines the word and shingle hashes (numpy,
-the reference); kernel.py computes them in one compiled pass per character that releases the GIL.
+the reference); kernel.py computes them in one compiled pass per character that releases the GIL, used once
+a process has hashed NUMPY_CHARS characters (shingle_hashes: where numba's start-up pays).
 
 The MinHash itself is rensa's `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle
 hashes: bench/minhash_bench.py measures it against datasketch and rensa's per-document API on real Korean text
@@ -23,11 +24,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, fmix64
+from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, fmix64, numpy_shingle_hashes
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
 CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often
 SEED = 19  # fixed: the permutations are part of the output's definition (the fingerprint names rensa's version)
+NUMPY_CHARS = 10_000_000  # characters a process hashes with numpy before the compiled pass (shingle_hashes)
+_numpy_chars_left = NUMPY_CHARS
 
 
 def algorithm(threshold: float) -> dict:
@@ -51,8 +54,17 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
 
 
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The hashes of every text's word 5-grams, flat, and each text's count of them (kernel.py)."""
-    from rankzero.data.dedup import kernel  # numba (~0.2 CPU-s to import) only where near dedup runs
+    """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
+    path. A process hashes its first NUMPY_CHARS characters with numpy (shingles.py) and the rest with the
+    compiled pass (kernel.py): numba's start in a process (~0.4 CPU-s: its import, its type registry, the cached
+    machine code, the tables) is what numpy spends on ~10 M characters, and the pass then costs a third of
+    numpy's per character (bench/RESULTS.md). A small corpus never pays the start; a large one pays it once, at
+    most doubling what the first 10 M characters cost."""
+    global _numpy_chars_left
+    if _numpy_chars_left > 0:
+        _numpy_chars_left -= sum(map(len, texts))  # threads may race here: a few characters either way
+        return numpy_shingle_hashes(texts)
+    from rankzero.data.dedup import kernel  # numba is imported where it pays only
 
     return kernel.shingle_hashes(texts)
 
