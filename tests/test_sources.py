@@ -104,6 +104,25 @@ def test_symlink_loops_do_not_hang_globs_or_directory_walks(tmp_path):
                                                                 str(root / "a" / "self" / "mid.jsonl"))
 
 
+def test_fifos_and_dangling_links_in_a_directory_or_glob_are_named_not_skipped_silently(tmp_path, caplog):
+    """A FIFO inside a dataset directory was left out without a word (opening it would block the reader)."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    write_jsonl(root / "a.jsonl", [{"text": "읽는 문서"}])
+    os.mkfifo(root / "b.jsonl")
+    (root / "c.jsonl").symlink_to(root / "gone.jsonl")
+    unread = f"{root / 'b.jsonl'} (a FIFO (named pipe)); {root / 'c.jsonl'} (a symlink to {root / 'gone.jsonl'}"
+    for spec in (str(root), f"{root}/*.jsonl", f"{root}/**/*.jsonl"):
+        caplog.clear()
+        assert resolve_source(spec).files == (str(root / "a.jsonl"),)
+        assert unread in caplog.text, (spec, caplog.text)
+    (root / "a.jsonl").unlink()
+    for spec in (str(root), f"{root}/*.jsonl"):
+        with pytest.raises(RankzeroError) as error:
+            resolve_source(spec)
+        assert unread in str(error.value)
+
+
 def test_hidden_files_and_dirs_are_skipped_unless_named(tmp_path, caplog):
     root = tmp_path / "corpus"
     (root / ".ipynb_checkpoints").mkdir(parents=True)
