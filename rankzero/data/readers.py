@@ -249,13 +249,34 @@ def _arrow_batches(path: str):
 
 def _iter_saved_records(location: str) -> Iterator[dict]:
     import datasets
+    import pyarrow as pa
 
-    loaded = datasets.load_from_disk(location)
+    # What a damaged save_to_disk dir raises from inside `datasets` and pyarrow (measured: a cut or
+    # overwritten .arrow file, one deleted, a state.json or dataset_info.json that does not parse or holds
+    # the wrong types): one error naming the directory, not a traceback.
+    damage = (pa.ArrowException, OSError, ValueError, TypeError, KeyError)
+
+    def failed(error: BaseException) -> RankzeroError:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return RankzeroError(f"{location}: cannot be read as a save_to_disk dataset ({type(error).__name__}: {reason}): "
+                             "a file of it is cut short, missing or damaged; save it again")
+
+    try:
+        loaded = datasets.load_from_disk(location)
+    except damage as error:
+        raise failed(error) from None
     if isinstance(loaded, datasets.DatasetDict):
         if "train" not in loaded:
             raise RankzeroError(f"--dataset {location}: a DatasetDict without a 'train' split (splits: {list(loaded)})")
         loaded = loaded["train"]
-    for batch in loaded.iter(batch_size=1024):
+    batches = loaded.iter(batch_size=1024)
+    while True:
+        try:
+            batch = next(batches, None)
+        except damage as error:
+            raise failed(error) from None
+        if batch is None:
+            return
         columns = list(batch)
         for row in zip(*(batch[c] for c in columns)):
             yield dict(zip(columns, row))
