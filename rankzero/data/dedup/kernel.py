@@ -32,8 +32,8 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fold, fold_table, \
-    text_segments
+from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fmix64, fold, \
+    fold_table, text_segments
 
 SLOW = np.uint32(0xFFFFFFFE)  # in the normalising table: a code point whose text unicodedata must normalise
 _EXPANDED = np.uint32(0x80000000)  # + i: NFKC makes several code points of it, their folds at expansions[i + 1:]
@@ -50,14 +50,7 @@ def _compile(function=None, **options):
         return numba.njit(nogil=True, **options)(function)
 
 
-@_compile
-def _fmix64(value):
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xFF51AFD7ED558CCD)
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xC4CEB9FE1A85EC53)
-    value ^= value >> np.uint64(33)
-    return value
+_fmix64 = _compile(fmix64)  # the reference's finaliser, compiled for one uint64 at a time
 
 
 @_compile

@@ -64,7 +64,8 @@ def _powers() -> tuple[np.ndarray, np.ndarray]:
 
 
 def fmix64(values: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: spreads every input bit over the output (in place, uint64)."""
+    """MurmurHash3's 64-bit finaliser: spreads every input bit over the output (in place, uint64; kernel.py
+    compiles it for one value)."""
     values ^= values >> np.uint64(33)
     values *= np.uint64(0xFF51AFD7ED558CCD)
     values ^= values >> np.uint64(33)
