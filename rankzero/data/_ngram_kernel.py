@@ -26,7 +26,16 @@ def _passes(bits, value):
     return (bits[np.int64(slot >> np.uint64(6))] >> (slot & np.uint64(63))) & np.uint64(1)
 
 
-@numba.njit(nogil=True, cache=True)
+def _compile(function):
+    """numba's njit, releasing the GIL, cached on disk when numba finds a writable cache directory (next to this
+    file, NUMBA_CACHE_DIR or the user's cache); else compiled once per process."""
+    try:
+        return numba.njit(nogil=True, cache=True)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
+@_compile
 def scan_kernel(codes, offsets, table, astral, astral_words, n, window, step, bits, grams, gram_owners, windows,
                 window_owners):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
