@@ -53,6 +53,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -115,6 +116,9 @@ def parse_args() -> argparse.Namespace:
                         help="JSONL file(s) of {\"text\"} to run on instead of the generated corpus (several are "
                              "joined into one file in --workdir first); --size_mb and --seed then apply to nothing "
                              "but the tokenizer's name, and the --scale run is skipped")
+    parser.add_argument("--max_load", type=float, default=None,
+                        help="before each round, wait until the 1-minute load average is below this (a shared VM)")
+    parser.add_argument("--max_wait_s", type=float, default=600, help="the longest --max_load waits before a round")
     parser.add_argument("--litdata_python", type=Path, default=None,
                         help="python of a venv with litdata, torch and fastokens: mode l")
     parser.add_argument("--datatrove_python", type=Path, default=None,
@@ -233,6 +237,15 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
     return cmd, env, REPO
 
 
+def wait_for_quiet(max_load: float | None, max_wait_s: float) -> float:
+    """Before a round on a shared machine: wait (at most `max_wait_s`) until the 1-minute load average is below
+    `max_load`. Returns the load the round starts at, which the report prints beside the round."""
+    deadline = time.monotonic() + max_wait_s
+    while max_load is not None and os.getloadavg()[0] >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
@@ -253,8 +266,10 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
                                             "stderr_tail": result["stderr"][-4000:]}}
         if not is_rankzero(mode):
             details = {"summary": result["stdout"].strip().splitlines()[-1] if result["stdout"].strip() else ""}
-        print(f"[{label}] {result['wall_s']:.1f} s, peak PSS {result['peak_pss_mb']:.0f} MB", file=sys.stderr)
-        return {"cmd": cmd, "wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"], **details}
+        print(f"[{label}] {result['wall_s']:.1f} s, {result['cpu_s']:.1f} CPU-s, peak PSS {result['peak_pss_mb']:.0f} MB",
+              file=sys.stderr)
+        return {"cmd": cmd, "wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_pss_mb": result["peak_pss_mb"],
+                **details}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -263,12 +278,14 @@ def summarize(mode: str, label: str, corpus: Path, corpus_bytes: int, runs: list
     """Medians over a mode's runs (or the first failure)."""
     entry = {"mode": mode, "label": label, "what": describe(mode), "corpus": str(corpus), "corpus_bytes": corpus_bytes,
              "cmd": runs[-1]["cmd"], "walls_s": [r["wall_s"] for r in runs if "wall_s" in r],
+             "cpus_s": [r["cpu_s"] for r in runs if "cpu_s" in r],
              "peak_pss_mbs": [r["peak_pss_mb"] for r in runs if "peak_pss_mb" in r]}
-    entry.update({k: v for k, v in runs[-1].items() if k not in ("cmd", "wall_s", "peak_pss_mb")})
+    entry.update({k: v for k, v in runs[-1].items() if k not in ("cmd", "wall_s", "cpu_s", "peak_pss_mb")})
     if any("failure" in r for r in runs):
         entry["failure"] = next(r["failure"] for r in runs if "failure" in r)
         return entry
     entry["wall_s"] = statistics.median(entry["walls_s"])
+    entry["cpu_s"] = statistics.median(entry["cpus_s"])
     entry["peak_pss_mb"] = statistics.median(entry["peak_pss_mbs"])
     entry["mb_per_s"] = corpus_bytes / 2**20 / entry["wall_s"]
     return entry
@@ -305,7 +322,9 @@ def main() -> None:
     # Rounds, not one mode after another: this VM's speed drifts by ±20% over minutes, so each round
     # runs every mode back to back and the ratios are also taken within a round (paired).
     runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
+    loads = []
     for run in range(args.runs):
+        loads.append(wait_for_quiet(args.max_load, args.max_wait_s))
         for mode in (args.modes if run % 2 == 0 else args.modes[::-1]):
             if not any("failure" in r for r in runs[mode]):
                 runs[mode].append(run_once(mode, mode, corpus, tokenizer, args, run))
@@ -323,7 +342,7 @@ def main() -> None:
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine_info(), "versions": versions(), "commit": git_commit(),
         "size_mb": args.size_mb, "seed": args.seed, "runs": args.runs, "num_proc": args.num_proc,
-        "corpus": corpus_stats, "tokenizer": tokenizer_description, "results": results,
+        "corpus": corpus_stats, "tokenizer": tokenizer_description, "results": results, "round_loads": loads,
     }
     report["ratios"] = compute_ratios(results)
     if args.out:
