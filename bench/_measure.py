@@ -58,6 +58,7 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None
 
     cpu_s is the user + system time of the child and every descendant reaped under it (getrusage of this
     process's children, before and after: run one command at a time), the figure a loaded machine distorts less.
+    Processes nobody waits for escape it: a multiprocessing fork server's workers (datatrove's default pool).
 
     Output goes to temporary files rather than pipes: a chatty child cannot block on a full pipe
     while we are busy sampling, and the sampler never waits on the child's output.
