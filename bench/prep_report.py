@@ -141,7 +141,7 @@ def markdown(report: dict) -> str:
         walls = f"{entry['wall_s']:.1f}"
         if len(entry["walls_s"]) > 1:  # every round's, in order: the ratios below pair them
             walls += f" ({', '.join(f'{wall:.1f}' for wall in entry['walls_s'])})"
-        cpu = f"{entry['cpu_s']:.1f}" if "cpu_s" in entry else ""
+        cpu = f"{entry['cpu_s']:.1f}" if "cpu_s" in entry and entry["mode"] != "dt" else "—"  # dt: see above
         lines.append(f"| ({label}) | {entry['what']}{size} | {walls} | {cpu} | {entry['mb_per_s']:.2f} | "
                      f"{entry['peak_pss_mb']:.0f} | {notes} |")
     lines.append("")
