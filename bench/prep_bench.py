@@ -24,6 +24,7 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
                       TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
                       blocks; no dedup, no filter, no masking
+  (ls) LitData as installed   (l) with LitData's default start method (spawn: each worker imports torch again)
   (dt) datatrove      bench/baselines/datatrove_minhash.py --tokenizer in --datatrove_python's venv: MinHash
                       at rankzero's default bands x rows, then its DocumentTokenizer on what it keeps; the
                       corpus cut into `cores` files beforehand (untimed), tasks = workers = cores
@@ -84,6 +85,7 @@ MODES = {
     "ae": "rankzero prepare with --dedup exact",
     "A": "rankzero prepare of the --against checkout",
     "l": "LitData optimize + TokensLoader, fastokens (no dedup)",
+    "ls": "LitData as (l), its default start method (spawn)",
     "dt": "datatrove MinHash + DocumentTokenizer",
 }
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
@@ -131,9 +133,9 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
     if "A" in modes and not (args.against and (args.against / "train.py").is_file()):
         problems.append("--only A: give --against CHECKOUT, a directory holding another rankzero's train.py")
-    for mode, python in (("l", args.litdata_python), ("dt", args.datatrove_python)):
+    for mode, python in (("l", args.litdata_python), ("ls", args.litdata_python), ("dt", args.datatrove_python)):
         if mode in modes and not (python and python.is_file()):
-            flag = "--litdata_python" if mode == "l" else "--datatrove_python"
+            flag = "--datatrove_python" if mode == "dt" else "--litdata_python"
             problems.append(f"--only {mode}: give {flag} PYTHON, the interpreter of the venv the baseline needs "
                             f"(its docstring in bench/baselines/ says how to make it)")
     missing = [str(path) for path in args.corpus or () if not path.is_file()]
@@ -217,10 +219,10 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
                "--engine", "hf" if mode == "c" else "fastokens"]
         if num_proc:
             env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_THREADS"] = str(num_proc)
-    elif mode == "l":
+    elif mode in ("l", "ls"):
         cmd = [str(args.litdata_python), str(BENCH / "baselines" / "litdata_optimize.py"), str(corpus), str(tokenizer),
                str(scratch / "optimized"), "--block_size", str(SEQUENCE_LENGTH),
-               "--num_workers", str(num_proc or usable_cores()), "--start_method", "fork"]
+               "--num_workers", str(num_proc or usable_cores())] + (["--start_method", "fork"] if mode == "l" else [])
         # LitData's staging folders default to the system temp dir: fresh per run, like every other cache here.
         env["DATA_OPTIMIZER_CACHE_FOLDER"] = str(scratch / "litdata_chunks")
         env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = str(scratch / "litdata_data")

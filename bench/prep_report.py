@@ -59,12 +59,14 @@ def compute_ratios(results: dict) -> list[dict]:
         ("faster than datatrove MinHash + tokenizer, dt / a", (results.get("dt"), a), "> 1", lambda v: v > 1),
         ("faster than the run_clm recipe with --dedup none, b / an", (b, results.get("an")), "—", None),
         ("LitData against --dedup none, l / an", (results.get("l"), results.get("an")), "—", None),
+        ("LitData as installed (spawn), ls / a", (results.get("ls"), a), "—", None),
     ]
     # CPU time of the process tree, which a loaded machine distorts less than wall time; no targets. Not for
     # datatrove: its pool's workers are children of a fork server that nobody reaps, so getrusage never sees them.
     an, l, against = (results.get(mode) for mode in ("an", "l", "A"))
     rows += [(f"CPU: {name}", pair, "—", None) for name, pair in (
-        ("b / a", (b, a)), ("l / a", (l, a)), ("b / an", (b, an)), ("l / an", (l, an)),
+        ("b / a", (b, a)), ("l / a", (l, a)), ("ls / a", (results.get("ls"), a)), ("b / an", (b, an)),
+        ("l / an", (l, an)),
         ("a / an", (a, an)), ("a / A", (a, against)))]
     rows += [(f"rankzero under RANKZERO_MALLOC={label[2:]} against (a), {label} / a", (entry, a), "—", None)
              for label, entry in results.items() if label.startswith("a:")]
