@@ -51,6 +51,19 @@ class _Config:
     def _set(self, name: str, value: Any) -> None:  # normalising a frozen field in __post_init__
         object.__setattr__(self, name, value)
 
+    def _from_env(self, defaults: dict[str, int | float]) -> None:
+        """Flag > environment variable (the field's `env`) > default, for the fields named; resolved once, here.
+        An unparseable variable is a ConfigError naming it."""
+        problems = []
+        for f in fields(self):
+            if f.name in defaults and getattr(self, f.name) is None:
+                try:
+                    self._set(f.name, _env_number(f.metadata["env"], defaults[f.name]))
+                except ValueError as error:
+                    problems.append(str(error))
+        if problems:
+            raise ConfigError(problems)
+
 
 def split_weight(spec: str) -> tuple[str, float | None]:
     """`SPEC@WEIGHT` → (SPEC, WEIGHT); ValueError for a weight that is not a finite number above 0.
@@ -213,29 +226,28 @@ class WorkersConfig(_Config):
     ray_address: str | None = flag(None, "the cluster for --prep_engine ray (default RAY_ADDRESS, else start one)")
     dedup_memory_mb: float | None = flag(None, "--dedup near: MiB of band keys held in memory before sorted runs "
                                                "spill to disk (default 1024)", env="RANKZERO_DEDUP_MEMORY_MB")
+    ray_task_mb: float | None = flag(None, "--prep_engine ray: MiB of input per task (default 64)",
+                                     env="RANKZERO_RAY_TASK_MB")
 
     def __post_init__(self) -> None:
-        # Flag > environment variable > default; resolved once, here.
-        defaults = {"dataset_num_proc": usable_cpu_count(), "dataset_batch_size": 1000,
-                    "dataset_writer_batch_size": 1000, "dedup_memory_mb": 1024.0}
-        problems = []
-        for f in fields(self):
-            if f.name in defaults and getattr(self, f.name) is None:
-                try:
-                    self._set(f.name, _env_number(f.metadata["env"], defaults[f.name]))
-                except ValueError as error:
-                    problems.append(str(error))
-        if problems:
-            raise ConfigError(problems)
+        self._from_env({"dataset_num_proc": usable_cpu_count(), "dataset_batch_size": 1000,
+                        "dataset_writer_batch_size": 1000, "dedup_memory_mb": 1024.0, "ray_task_mb": 64.0})
         super().__post_init__()
 
     def problems(self) -> list[str]:
         # `not >= 1`: NaN too. A budget below 1 MiB spills a run every few documents and the decision then
         # re-reads every run per key range, quadratic in the runs: a hang, not a saving.
+        at_least_one = ("dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size", "dedup_memory_mb")
         problems = [f"--{f.name} {getattr(self, f.name)}: must be at least 1 (env {f.metadata['env']})"
-                    for f in fields(self) if "env" in f.metadata and not getattr(self, f.name) >= 1]
+                    for f in fields(self) if f.name in at_least_one and not getattr(self, f.name) >= 1]
         if self.dedup_memory_mb == math.inf:
             problems.append("--dedup_memory_mb inf: must be a finite number of MiB (env RANKZERO_DEDUP_MEMORY_MB)")
+        if not 0 < self.ray_task_mb < math.inf:  # NaN too; below 1 MiB is fine (the tests cut tiny tasks)
+            problems.append(f"--ray_task_mb {self.ray_task_mb}: must be a finite number of MiB above 0 "
+                            "(env RANKZERO_RAY_TASK_MB)")
+        if os.environ.get("RANKZERO_RAY_TASK_BYTES"):  # the variable this replaced: never silently ignored
+            problems.append("environment variable RANKZERO_RAY_TASK_BYTES is no longer read: set RANKZERO_RAY_TASK_MB "
+                            "(MiB) or --ray_task_mb")
         if self.prep_engine == "ray" and not _installed("ray"):
             problems.append("--prep_engine ray: Ray is not installed (pip install 'rankzero[ray]')")
         if self.prep_engine != "ray" and self.ray_address:
@@ -251,17 +263,27 @@ class CacheConfig(_Config):
     prep_scope: str = flag("auto", "one builder per job or per node; auto: is the cache dir shared?",
                            choices=("auto", "global", "node"))
     prep_timeout_s: float = flag(6 * 3600.0, "waiting ranks give up after this many seconds")
+    prep_probe_s: float | None = flag(None, "--prep_scope auto on several nodes: seconds a rank looks for rank 0's "
+                                            "probe file in the cache dir before it calls the dir unshared (default 10)",
+                                      env="RANKZERO_PROBE_S")
+    prep_startup_grace_s: float | None = flag(None, "seconds waiting ranks give the builder to show its first sign "
+                                                    "of life (default 60; more for a slow shared filesystem)",
+                                              env="RANKZERO_STARTUP_GRACE_S")
     verify_data: bool = flag(False, "checksum every byte of a prepared dataset before use, not only sizes")
 
     def __post_init__(self) -> None:
         if self.cache_dir is None:  # flag > environment variable > default
             self._set("cache_dir", os.environ.get("RANKZERO_CACHE") or DEFAULT_CACHE_DIR)
+        self._from_env({"prep_probe_s": 10.0, "prep_startup_grace_s": 60.0})
         super().__post_init__()
 
     def problems(self) -> list[str]:
-        if not (self.prep_timeout_s > 0):
-            return [f"--prep_timeout_s {self.prep_timeout_s}: must be positive"]
-        return []
+        # `not > 0`: NaN too. Only the give-up timeout may be infinite (wait as long as the builder lives).
+        problems = [f"--prep_timeout_s {self.prep_timeout_s}: must be positive"] if not self.prep_timeout_s > 0 else []
+        return problems + [f"--{f.name} {getattr(self, f.name)}: must be a finite number of seconds above 0 "
+                           f"(env {f.metadata['env']})" for f in fields(self)
+                           if f.name in ("prep_probe_s", "prep_startup_grace_s")
+                           and not (getattr(self, f.name) > 0 and math.isfinite(getattr(self, f.name)))]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import pytest
 
 from helpers import REPO, TINY, free_port, quiet_env, run
 from rankzero.args import our_flags, parse_args
-from rankzero.config import CONFIGS, DEFAULT_SEED, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
+from rankzero.config import (CONFIGS, DEFAULT_SEED, CacheConfig, PackingConfig, SourcesConfig, StageConfig,
+                             WorkersConfig)
 from rankzero.errors import ConfigError
 
 
@@ -57,6 +58,47 @@ def test_env_knobs_flag_wins_over_env_over_default(monkeypatch, tmp_path):
     monkeypatch.setenv("DATASET_WRITER_BATCH_SIZE", "lots")
     with pytest.raises(ValueError, match="DATASET_WRITER_BATCH_SIZE"):
         WorkersConfig()
+
+
+# The knobs that were read from the environment wherever they were used (an `abc` there was a traceback from
+# deep inside the handoff or the Ray engine; RANKZERO_RAY_TASK_BYTES was read once, at import).
+ENV_KNOBS = [(CacheConfig, "prep_probe_s", "RANKZERO_PROBE_S", 10.0),
+             (CacheConfig, "prep_startup_grace_s", "RANKZERO_STARTUP_GRACE_S", 60.0),
+             (WorkersConfig, "ray_task_mb", "RANKZERO_RAY_TASK_MB", 64.0)]
+
+
+@pytest.mark.parametrize("config, name, env, default", ENV_KNOBS)
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan", "inf"])
+def test_environment_knobs_are_validated_config_fields_naming_the_variable(monkeypatch, config, name, env, default,
+                                                                           value):
+    assert getattr(config(), name) == default
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError) as error:
+        config()
+    assert len(error.value.problems) == 1 and env in error.value.problems[0]
+    monkeypatch.setenv(env, "0.25")
+    assert getattr(config(), name) == 0.25
+    assert getattr(config(**{name: 3.0}), name) == 3.0  # the flag wins
+
+
+def test_the_replaced_ray_task_variable_is_an_error_not_silence(monkeypatch):
+    monkeypatch.setenv("RANKZERO_RAY_TASK_BYTES", "20000")
+    with pytest.raises(ConfigError, match="RANKZERO_RAY_TASK_BYTES is no longer read: set RANKZERO_RAY_TASK_MB"):
+        WorkersConfig()
+
+
+def test_the_knobs_reach_the_code_that_waits(tokenizer_dir, tmp_path, monkeypatch):
+    """--prep_probe_s bounds how long a rank on another node looks for rank 0's probe."""
+    import time
+
+    from rankzero.data.handoff import elect_scope
+    from rankzero.runtime import Runtime
+
+    other_node = Runtime(rank=2, world_size=4, local_rank=0, local_world_size=2, node_rank=1, hostname="n1")
+    args = parse_args(prepare_only(tokenizer_dir, "--cache_dir", str(tmp_path), "--prep_probe_s", "0.3"))
+    started = time.monotonic()
+    assert elect_scope(args.cache.prep_scope, other_node, tmp_path, args.cache.prep_probe_s) == "node"
+    assert time.monotonic() - started >= 0.3  # looked for the probe that long (no upper bound: a busy machine)
 
 
 # ------------------------------------------------------------------ parsing

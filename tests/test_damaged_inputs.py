@@ -226,6 +226,36 @@ def test_a_damaged_parquet_or_arrow_input_is_an_error_naming_it(tmp_path, kind, 
         assert damage != "cut at half" and len(texts) == 6000 and texts != korean_documents(6000, seed=8)
 
 
+@pytest.mark.parametrize("damage", ["arrow cut at half", "arrow deleted", "arrow overwritten", "state.json cut",
+                                    "dataset_info.json wrong types"])
+def test_a_damaged_save_to_disk_input_is_an_error_naming_its_directory(tmp_path, damage):
+    """Each of these was a traceback from inside datasets or pyarrow (OSError, FileNotFoundError, ArrowInvalid,
+    JSONDecodeError, TypeError)."""
+    import datasets
+
+    from rankzero.data.readers import iter_texts
+    from rankzero.errors import RankzeroError
+
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_dict({"text": korean_documents(3000, seed=9)}).save_to_disk(str(saved))
+    [arrow] = saved.glob("*.arrow")
+    if damage == "arrow cut at half":
+        arrow.write_bytes(arrow.read_bytes()[:arrow.stat().st_size // 2])
+    elif damage == "arrow deleted":
+        arrow.unlink()
+    elif damage == "arrow overwritten":
+        with open(arrow, "r+b") as handle:
+            handle.write(bytes(100))
+    elif damage == "state.json cut":
+        (saved / "state.json").write_text("{")
+    else:
+        (saved / "dataset_info.json").write_text('{"features": 3}')
+    with pytest.raises(RankzeroError) as error:
+        list(iter_texts([str(saved)]))
+    assert str(error.value).startswith(f"{saved}: cannot be read as a save_to_disk dataset (")
+    assert str(error.value).endswith("cut short, missing or damaged; save it again") and "\n" not in str(error.value)
+
+
 def test_a_parquet_page_that_does_not_decompress_is_one_line_not_a_traceback(tmp_path, tokenizer_dir):
     path = _columnar_files(tmp_path)["parquet"]
     data = bytearray(path.read_bytes())

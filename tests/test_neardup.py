@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from rankzero.data.dedup import minhash
+from rankzero.data.dedup import kernel, minhash
 from rankzero.data.dedup.near import NearDuplicates, near_duplicate_indices, required_matches
 
 
@@ -130,12 +130,8 @@ def test_a_header_and_five_percent_of_the_words_changed():
 def test_a_text_longer_than_a_piece_has_the_shingles_it_would_have_whole(monkeypatch):
     texts = distinct_texts(3, words=300)  # ~1,000 characters each, cut into pieces of 64 at spaces
     whole = minhash.shingle_hashes(texts)
-    monkeypatch.setattr(minhash, "PIECE_CHARS", 64)
-    minhash._powers.cache_clear()
-    try:
-        pieces = minhash.shingle_hashes(texts)
-    finally:
-        minhash._powers.cache_clear()
+    monkeypatch.setattr(kernel, "PIECE_CHARS", 64)
+    pieces = minhash.shingle_hashes(texts)
     assert np.array_equal(whole[1], pieces[1]) and np.array_equal(whole[0], pieces[0])
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import data_args, korean_documents, plan_of, prepare, write_jsonl
+from rankzero.data.dedup import minhash
 from rankzero.data.plan import Plan
 from test_neardup import distinct_texts, near_copy
 
@@ -75,6 +76,11 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     first, second = planted_corpus(tmp_path)
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
+    # The compiled pass from the first character, and from the middle of the corpus on (minhash.shingle_hashes).
+    for name, numpy_chars in (("kernel", 0), ("switch", 20_000)):
+        monkeypatch.setattr(minhash, "_numpy_chars_left", numpy_chars)
+        builds.append(build(tmp_path, tokenizer_dir, [first, second], name, dataset_num_proc=2, dataset_batch_size=7))
+        assert minhash._numpy_chars_left <= 0
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.
     monkeypatch.setattr(Plan, "dedup_memory_bytes", property(lambda plan: 4096))  # below --dedup_memory_mb's floor
     builds.append(build(tmp_path, tokenizer_dir, [first, second], "spill", dataset_batch_size=9))

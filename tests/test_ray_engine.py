@@ -3,7 +3,7 @@ failure reported with its file and line, nothing published or left running after
 
 One local Ray cluster serves the whole module (`ray start --head`, 2 CPUs, a small object store);
 builds in this process and in subprocesses join it through RAY_ADDRESS. Tasks are made tiny
-(RANKZERO_RAY_TASK_BYTES) so every corpus here is cut into several.
+(RANKZERO_RAY_TASK_MB, ~20 kB) so every corpus here is cut into several.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import numpy as np
 import pytest
 
 from helpers import REPO, data_args, korean_documents, prepare, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data import ray_engine
 from rankzero.data.encode import DocumentEncoder, load_tokenizer
 from rankzero.errors import RankzeroError
 
 ray = pytest.importorskip("ray")
-TASK_BYTES = 20_000
+TASK_MB = str(20_000 / (1 << 20))
 
 
 def _ray_processes() -> set[int]:
@@ -51,11 +50,11 @@ def ray_cluster(tmp_path_factory):
                "--include-dashboard=false", "--object-store-memory=120000000", "--disable-usage-stats",
                f"--temp-dir={temp}"]
     # Token authentication depends on what ~/.ray holds; a test cluster on loopback does without it.
-    previous = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RANKZERO_RAY_TASK_BYTES", "RAY_AUTH_MODE")}
+    previous = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RANKZERO_RAY_TASK_MB", "RAY_AUTH_MODE")}
     os.environ["RAY_AUTH_MODE"] = "disabled"
     subprocess.run(command, check=True, capture_output=True, timeout=120)
     os.environ["RAY_ADDRESS"] = f"127.0.0.1:{port}"
-    os.environ["RANKZERO_RAY_TASK_BYTES"] = str(TASK_BYTES)
+    os.environ["RANKZERO_RAY_TASK_MB"] = TASK_MB
     try:
         yield os.environ["RAY_ADDRESS"]
     finally:
@@ -69,7 +68,7 @@ def ray_cluster(tmp_path_factory):
 
 @pytest.fixture
 def small_tasks(monkeypatch):
-    monkeypatch.setattr(ray_engine, "TASK_BYTES", TASK_BYTES)
+    monkeypatch.setenv("RANKZERO_RAY_TASK_MB", TASK_MB)
 
 
 def _build(tmp_path, tokenizer_dir, corpus, engine, **overrides):
@@ -255,7 +254,7 @@ def test_a_failing_task_names_file_and_line_publishes_nothing_and_leaves_no_ray_
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     before = _ray_processes()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["RANKZERO_RAY_TASK_BYTES"] = str(TASK_BYTES)
+    env["RANKZERO_RAY_TASK_MB"] = TASK_MB
     command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
                str(tokenizer_dir), "--max_seq_length", "64", "--cache_dir", str(tmp_path / "cache"),
                "--prep_engine", "ray", "--dataset_num_proc", "2"]

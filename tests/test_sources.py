@@ -104,6 +104,25 @@ def test_symlink_loops_do_not_hang_globs_or_directory_walks(tmp_path):
                                                                 str(root / "a" / "self" / "mid.jsonl"))
 
 
+def test_fifos_and_dangling_links_in_a_directory_or_glob_are_named_not_skipped_silently(tmp_path, caplog):
+    """A FIFO inside a dataset directory was left out without a word (opening it would block the reader)."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    write_jsonl(root / "a.jsonl", [{"text": "읽는 문서"}])
+    os.mkfifo(root / "b.jsonl")
+    (root / "c.jsonl").symlink_to(root / "gone.jsonl")
+    unread = f"{root / 'b.jsonl'} (a FIFO (named pipe)); {root / 'c.jsonl'} (a symlink to {root / 'gone.jsonl'}"
+    for spec in (str(root), f"{root}/*.jsonl", f"{root}/**/*.jsonl"):
+        caplog.clear()
+        assert resolve_source(spec).files == (str(root / "a.jsonl"),)
+        assert unread in caplog.text, (spec, caplog.text)
+    (root / "a.jsonl").unlink()
+    for spec in (str(root), f"{root}/*.jsonl"):
+        with pytest.raises(RankzeroError) as error:
+            resolve_source(spec)
+        assert unread in str(error.value)
+
+
 def test_hidden_files_and_dirs_are_skipped_unless_named(tmp_path, caplog):
     root = tmp_path / "corpus"
     (root / ".ipynb_checkpoints").mkdir(parents=True)
@@ -443,3 +462,57 @@ def test_struct_columns_are_an_error_listing_fields_and_binary_columns_are_decod
     replaced = _parse(binary, on_decode_error="replace")
     assert [d[0][0] for d in replaced.documents] == ["바이너리 글", "bad \ufffd byte"] and replaced.replaced_lines == 1
     assert _parse(binary, skip_bad_records=True).bad_records == 1
+
+
+@pytest.mark.parametrize("read_chars", [1, 7, 4096])
+def test_a_json_array_is_read_one_record_at_a_time_as_json_load_reads_it(tmp_path, monkeypatch, read_chars):
+    """Every cut of the text between reads (a piece of 1 character cuts it everywhere) gives json.load's records."""
+    import rankzero.data.json_array as json_array
+
+    monkeypatch.setattr(json_array, "READ_CHARS", read_chars)
+    records = [{"text": f"문서 {i} \"따옴표\", 괄호] }} {{ \\ \u00e9 \U0001F600", "meta": {"n": [i, -1.5e3, None, True]}}
+               for i in range(40)]
+    body = "\ufeff  [\n" + ",\n ".join(json.dumps(r, ensure_ascii=i % 2 == 0) for i, r in enumerate(records)) + "\n]\n"
+    path = tmp_path / "a.json"
+    path.write_text(body, encoding="utf-8")
+    assert [r for _, r in json_array.json_array_records(str(path), 1 << 20)] == json.loads(body.lstrip("\ufeff"))
+    (tmp_path / "empty.json").write_text(" [ ] ")
+    assert list(json_array.json_array_records(str(tmp_path / "empty.json"), 1 << 20)) == []
+
+
+@pytest.mark.parametrize("body, said", [
+    ('[{"text": "a"},\n{"text": "b"\n{"text": "c"}]', r"x.json:3: malformed JSON \(Expecting ',' delimiter, column 1"),
+    ('[{"text": "a"},\n{"text": "b"}', r"x.json:2: malformed JSON \(the array is not closed"),
+    ('[{"text": "a"}]\n[{"text": "b"}]', r"x.json:2: malformed JSON \(more data after the array"),
+    ('{"text": "a"}', r"x.json:1: malformed JSON \(expected one array in the file, '\[' first"),
+    ('[{"text": "a"},\n "b"]', r"x.json:2: item 2 of the JSON array is str, expected an object"),
+    ('[{"text": "a"},\n{"text": "' + "가" * 2000 + '"}]', r"x.json:2: a record \(item 2 of the JSON array\) is longer than "
+                                                          r"4,096 bytes \(--max_document_mb"),
+])
+def test_a_bad_json_array_is_an_error_at_its_line(tmp_path, monkeypatch, body, said):
+    import rankzero.data.json_array as json_array
+
+    monkeypatch.setattr(json_array, "READ_CHARS", 64)
+    path = tmp_path / "x.json"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(RankzeroError, match=said):
+        list(json_array.json_array_records(str(path), 4096))
+
+
+def test_a_json_array_bomb_stops_at_the_document_limit_not_in_memory(tmp_path):
+    """A .json.gz of 0.2 MB inflating to one 200 MB record was read whole by json.load."""
+    import gzip
+
+    from rankzero.data.json_array import json_array_records
+
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write('[{"text": "ok"}, {"text": "')
+        for _ in range(200):
+            handle.write("a" * (1 << 20))
+        handle.write('"}]')
+    records = json_array_records(str(path), 4 << 20)
+    assert next(records) == (1, {"text": "ok"})
+    with pytest.raises(RankzeroError, match=r"bomb.json.gz:1: a record \(item 2 of the JSON array\) is longer than "
+                                            r"4,194,304 bytes"):
+        next(records)

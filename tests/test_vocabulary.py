@@ -248,6 +248,48 @@ def test_continuing_with_an_extended_tokenizer_end_to_end(tmp_path, tokenizer_di
     assert len(rates) == 4 and max(rates) <= 2e-4 and min(rates[1:]) >= 2e-5  # warm-up, then never below the floor
 
 
+def test_the_first_stage_under_fsdp_moves_only_new_rows(tmp_path, tokenizer_dir, extended_dir, train_corpus):
+    """--fsdp full_shard, 2 gloo processes: each rank holds half of the embedding's rows, so the old rows' gradient
+    is zeroed in each rank's own shard. The stage's last checkpoint (DCP shards, exported) holds every old row and
+    every other parameter bit-identical to the checkpoint's; the finished run moved them."""
+    import sys
+
+    from helpers import REPO, flag_argv, free_port, run
+
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+    out = tmp_path / "run"
+    flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+             "cache_dir": tmp_path / "cache", "output_dir": out, "max_seq_length": 64, "fsdp": "full_shard",
+             "per_device_train_batch_size": 4, "max_steps": 4, "train_new_embeddings_steps": 2, "learning_rate": 1e-2,
+             "logging_steps": 1, "save_strategy": "steps", "save_steps": 2, "report_to": "none",
+             "dataloader_num_workers": 0}
+    result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+                  REPO / "train.py", *flag_argv(flags)], timeout=600)
+    assert "FSDP2 full_shard over 2 process(es)" in result.stdout
+    run([sys.executable, REPO / "scripts" / "export_checkpoint.py", out / "checkpoint-2", tmp_path / "stage"])
+    from transformers import AutoTokenizer
+
+    from rankzero.config import ModelConfig
+    from rankzero.train.model import build_model
+
+    initial, extension = build_model(ModelConfig(pretrained_model=str(checkpoint)),
+                                     AutoTokenizer.from_pretrained(extended_dir), None, "sdpa")
+    start, stage, finished = load(checkpoint), load(tmp_path / "stage"), load(out)
+    first = extension.first_new_row
+    assert first == BASE_SIZE
+    before, after = dict(start.named_parameters()), dict(stage.named_parameters())
+    for name, value in after.items():
+        if name == "model.embed_tokens.weight":
+            assert torch.equal(value[:first], before[name][:first])
+            # tied: every new row is an output row too, and the softmax moves every output row
+            assert (value[first:] != initial.get_input_embeddings().weight[first:]).any(dim=1).all()
+        else:
+            assert torch.equal(value, before[name]), name
+    moved = dict(finished.named_parameters())
+    assert all((moved[name] != after[name]).any() for name in after)  # then everything trains
+    assert (moved["model.embed_tokens.weight"][:first] != before["model.embed_tokens.weight"][:first]).any(dim=1).any()
+
+
 def test_a_new_tokens_pieces_are_the_old_split_of_its_text_not_of_its_byte_alphabet_spelling(tmp_path):
     """On a tokenizer that never saw Korean, the new token " 한국어로" must start from the old ids of the text
     " 한국어로" (13 byte tokens), not from the old split of how the byte-level vocabulary spells it

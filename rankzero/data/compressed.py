@@ -107,3 +107,10 @@ def zstd_problem(path: str) -> str | None:
 def _cut_short(frame_start: int, size: int) -> str:
     return (f"it ends inside the frame that starts at byte {frame_start:,} (the file has {size:,} bytes; cut short by "
             "an interrupted download or copy?)")
+
+
+def too_long(path: str, line: int | None, what: str, limit: int) -> RankzeroError:
+    where = f"{path}:{line}: a {what}" if line else f"{path}: the {what}"
+    return RankzeroError(f"{where} is longer than {limit:,} bytes (--max_document_mb {limit / (1 << 20):.3g}): not a "
+                         "document to read whole (a compression bomb, or a file with no line breaks?); split it, or "
+                         "raise --max_document_mb")

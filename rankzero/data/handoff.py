@@ -37,7 +37,7 @@ other rank, or the builder before it builds, says what it was doing and exits th
 
 Builder election: global rank 0 when the cache dir is shared by all nodes, local rank 0 of each
 node when it is not. Rank 0 drops a probe file for its job; a process on another node that sees it
-within RANKZERO_PROBE_S seconds (default 10) shares rank 0's filesystem. `--prep_scope` overrides.
+within --prep_probe_s seconds (default 10; env RANKZERO_PROBE_S) shares rank 0's filesystem. `--prep_scope` overrides.
 """
 
 from __future__ import annotations
@@ -76,19 +76,13 @@ HEARTBEAT_STALE_S = 5.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-def startup_grace_s() -> float:
-    """How long a waiter waits for the builder's first sign of life (RANKZERO_STARTUP_GRACE_S, default 60):
-    the builder imports, elects itself and checks the cache before it beats; a slow shared filesystem
-    may want more."""
-    return float(os.environ.get("RANKZERO_STARTUP_GRACE_S", "60"))
-
-
 # ---------------------------------------------------------------------------------------------
 # Builder election
 
 
-def elect_scope(prep_scope: str, runtime: Runtime, cache_dir: Path) -> str:
-    """'global' (one builder for the job) or 'node' (one per node), for --prep_scope."""
+def elect_scope(prep_scope: str, runtime: Runtime, cache_dir: Path, probe_s: float = 10.0) -> str:
+    """'global' (one builder for the job) or 'node' (one per node), for --prep_scope. A rank on another node
+    looks for rank 0's probe file for `probe_s` seconds (--prep_probe_s)."""
     if prep_scope != "auto":
         return prep_scope
     if runtime.local_world_size >= runtime.world_size:
@@ -100,7 +94,7 @@ def elect_scope(prep_scope: str, runtime: Runtime, cache_dir: Path) -> str:
         return "global"
     if runtime.node_rank == 0:  # rank 0's own node
         return "global"
-    deadline = time.monotonic() + float(os.environ.get("RANKZERO_PROBE_S", "10"))
+    deadline = time.monotonic() + probe_s
     started = time.time()
     while time.monotonic() < deadline:
         seen = read_json(probe)
@@ -277,17 +271,19 @@ def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: H
 
 
 def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, fingerprint: str, job: str, builder: str,
-                     inputs: dict | None = None, rejected: str | None = None, cache_seen: bool = False) -> Path:
+                     inputs: dict | None = None, rejected: str | None = None, cache_seen: bool = False,
+                     grace_s: float = 60.0) -> Path:
     """Poll until the builder publishes FP/ (not the one this rank rejected, see `build`), fails or dies.
 
     Everything is judged by what this rank saw change, on its own monotonic clock: a heartbeat or failure
     marker already there when it started may be an earlier run's, and is evidence only once it changes.
-    `cache_seen`: this rank already saw the cache dir (its disappearing later is then a removal)."""
+    `cache_seen`: this rank already saw the cache dir (its disappearing later is then a removal). `grace_s`
+    (--prep_startup_grace_s): how long the builder may take to show its first sign of life — it imports,
+    elects itself and checks the cache before it beats; a slow shared filesystem may want more."""
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
     started = last_report = time.monotonic()
-    grace_s = startup_grace_s()
     earlier_failure = read_json(failed_marker)
     pulse = _pulse(read_json(heartbeat_path))
     changed_at, alive_runs, gone_at = started, set(), None
@@ -345,7 +341,7 @@ def _never_started(builder: str, grace_s: float, cache_dir: Path, beat: dict | N
         seen.append(f"a failure marker says rank {failure.get('rank')} failed: {failure.get('error')} (this run's, "
                     "if this rank started late)")
     return (f"{builder} never started preparing the data ({grace_s:.0f} s without a sign of life; "
-            f"{'; '.join(seen)}); is the cache dir the same path on every rank? (RANKZERO_STARTUP_GRACE_S sets the wait)")
+            f"{'; '.join(seen)}); is the cache dir the same path on every rank? (--prep_startup_grace_s sets the wait)")
 
 
 def _describe(progress: dict) -> str:
@@ -385,7 +381,7 @@ def _prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime, cache_dir
     if problem is None:  # the cached path writes nothing
         return final
     rejected = build_id(final)
-    scope = elect_scope(cache.prep_scope, runtime, cache_dir) if runtime.is_distributed else "global"
+    scope = elect_scope(cache.prep_scope, runtime, cache_dir, cache.prep_probe_s) if runtime.is_distributed else "global"
     job = job_key(runtime, scope)
     if is_builder(runtime, scope):
         check_writable(cache_dir)
@@ -393,4 +389,4 @@ def _prepare_or_wait(plan: Plan, cache: CacheConfig, runtime: Runtime, cache_dir
     builder = "rank 0" if scope == "global" else f"local rank 0 of node {runtime.node_rank}"
     doing.append(f"waiting for {builder}")
     return wait_for_builder(cache.prep_timeout_s, runtime, cache_dir, fingerprint, job, builder, inputs, rejected,
-                            cache_seen)
+                            cache_seen, cache.prep_startup_grace_s)

@@ -47,7 +47,7 @@ from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer, require_blocks
-from rankzero.data.ray_tasks import TASK_BYTES, Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
+from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
@@ -64,7 +64,8 @@ ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its m
 
 def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
-    tasks = plan_tasks(plan, TASK_BYTES)
+    task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
+    tasks = plan_tasks(plan, task_bytes)
     engine = plan.choose_engine()
     work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats.of(s) for s in plan.sources]
@@ -144,7 +145,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     worker_seconds = Counter()
     for meta in encoded:
         worker_seconds.update(meta.get("seconds", {}))
-    extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": TASK_BYTES,
+    extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
                                         "random order",

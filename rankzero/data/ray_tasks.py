@@ -1,10 +1,10 @@
 """The Ray engine's tasks: how the sources are cut into tasks, and what one task does on an actor.
 
-    tasks = plan_tasks(plan)                      # on the driver: byte ranges of line files, whole files else
+    tasks = plan_tasks(plan, 64 << 20)            # on the driver: byte ranges of line files, whole files else
     runner = TaskRunner(job)                      # on an actor: builds its own stage from paths
     runner({"index": [...], ...})                 # runs tasks, writes their files into the work dir
 
-A task is one byte range of a line-oriented file (cut at line starts, ~TASK_BYTES each) or one
+A task is one byte range of a line-oriented file (cut at line starts, ~`--ray_task_mb` each) or one
 whole record file (parquet, csv, JSON array, arrow) or saved dataset. It writes its outputs into the
 shared work dir, each file under a temporary name renamed when complete and its JSON meta last, so a
 retried task overwrites instead of duplicating and a rerun after a driver crash can tell which tasks
@@ -25,7 +25,6 @@ command line.
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -48,11 +47,6 @@ from rankzero.data.stage import Stage, StageSpec
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
 
-# A task's share of a line file: large enough to amortise a task (~1 s of work), small enough to balance
-# the load and to bound an actor's memory. RANKZERO_RAY_TASK_BYTES overrides it (the tests use small tasks).
-TASK_BYTES = int(os.environ.get("RANKZERO_RAY_TASK_BYTES", 64 << 20))
-
-
 @dataclass(frozen=True)
 class Task:
     index: int
@@ -64,8 +58,10 @@ class Task:
     nbytes: int
 
 
-def plan_tasks(plan, task_bytes: int = TASK_BYTES) -> list[Task]:
-    """Every source cut into tasks, in source and file order (which is also the dedup order)."""
+def plan_tasks(plan, task_bytes: int) -> list[Task]:
+    """Every source cut into tasks, in source and file order (which is also the dedup order). `task_bytes`
+    (--ray_task_mb, 64 MiB): a task's share of a line file, large enough to amortise a task (~1 s of work),
+    small enough to balance the load and to bound an actor's memory."""
     tasks: list[Task] = []
     for source_index, source in enumerate(plan.sources):
         if source.kind == "hub":

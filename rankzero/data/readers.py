@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.compressed import damaged, open_input, stream_errors
+from rankzero.data.compressed import damaged, open_input, stream_errors, too_long
+from rankzero.data.json_array import json_array_records
 from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suffix, resolve_source
 from rankzero.errors import RankzeroError
 
@@ -147,7 +148,7 @@ def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, 
     if fmt == "txt-document":
         payload = handle.read(limit + 1)
         if len(payload) > limit:
-            raise _too_long(path, None, "file (one document with --txt_sample_by document)", limit)
+            raise too_long(path, None, "file (one document with --txt_sample_by document)", limit)
         yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
         return
     offset = chunk_offset = max(start, bom)
@@ -161,7 +162,7 @@ def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, 
         length = len(line)
         line_no += 1
         if length > limit:
-            raise _too_long(path, line_no + (lines_before(path, start) if start else 0), "line", limit)
+            raise too_long(path, line_no + (lines_before(path, start) if start else 0), "line", limit)
         lines.append(line)
         offset += length
         if paragraphs:
@@ -169,7 +170,7 @@ def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, 
             docs += boundary
             paragraph_line, paragraph_bytes = (line_no + 1, 0) if boundary else (paragraph_line, paragraph_bytes + length)
             if paragraph_bytes > limit:
-                raise _too_long(path, paragraph_line + (lines_before(path, start) if start else 0), "paragraph", limit)
+                raise too_long(path, paragraph_line + (lines_before(path, start) if start else 0), "paragraph", limit)
         else:
             docs += 1
         if (docs >= batch_size or offset - chunk_offset >= CHUNK_BYTES) and boundary:
@@ -179,13 +180,6 @@ def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, 
     if lines:
         payload = b"".join(lines)
         yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
-
-
-def _too_long(path: str, line: int | None, what: str, limit: int) -> RankzeroError:
-    where = f"{path}:{line}: a {what}" if line else f"{path}: the {what}"
-    return RankzeroError(f"{where} is longer than {limit:,} bytes (--max_document_mb {limit / (1 << 20):.3g}): not a "
-                         "document to read whole (a compression bomb, or a file with no line breaks?); split it, or "
-                         "raise --max_document_mb")
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
@@ -206,17 +200,7 @@ def _approx_bytes(records: list[dict]) -> int:
 
 def _iter_file_records(path: str, suffix: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
     if suffix == ".json":
-        # A JSON array is read whole (JSON has no streaming boundary): use .jsonl for large corpora.
-        with io.TextIOWrapper(open_input(path), encoding="utf-8-sig") as handle:  # -sig: skips a byte-order mark
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise RankzeroError(f"{path}:{error.lineno}: malformed JSON ({error.msg}, column {error.colno})") from None
-            except stream_errors() as error:
-                raise damaged(path, "what was read of it", error) from None
-        for index, record in enumerate(data, start=1):
-            if not isinstance(record, dict):
-                raise RankzeroError(f"{path}: item {index} of the JSON array is {type(record).__name__}, expected an object")
+        for _, record in json_array_records(path, max_document_bytes):
             yield record
     elif suffix == ".csv":
         # -sig: no '\ufefftext' column
@@ -265,13 +249,34 @@ def _arrow_batches(path: str):
 
 def _iter_saved_records(location: str) -> Iterator[dict]:
     import datasets
+    import pyarrow as pa
 
-    loaded = datasets.load_from_disk(location)
+    # What a damaged save_to_disk dir raises from inside `datasets` and pyarrow (measured: a cut or
+    # overwritten .arrow file, one deleted, a state.json or dataset_info.json that does not parse or holds
+    # the wrong types): one error naming the directory, not a traceback.
+    damage = (pa.ArrowException, OSError, ValueError, TypeError, KeyError)
+
+    def failed(error: BaseException) -> RankzeroError:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return RankzeroError(f"{location}: cannot be read as a save_to_disk dataset ({type(error).__name__}: {reason}): "
+                             "a file of it is cut short, missing or damaged; save it again")
+
+    try:
+        loaded = datasets.load_from_disk(location)
+    except damage as error:
+        raise failed(error) from None
     if isinstance(loaded, datasets.DatasetDict):
         if "train" not in loaded:
             raise RankzeroError(f"--dataset {location}: a DatasetDict without a 'train' split (splits: {list(loaded)})")
         loaded = loaded["train"]
-    for batch in loaded.iter(batch_size=1024):
+    batches = loaded.iter(batch_size=1024)
+    while True:
+        try:
+            batch = next(batches, None)
+        except damage as error:
+            raise failed(error) from None
+        if batch is None:
+            return
         columns = list(batch)
         for row in zip(*(batch[c] for c in columns)):
             yield dict(zip(columns, row))

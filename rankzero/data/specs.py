@@ -152,9 +152,11 @@ def resolve_source(spec: str, evaluation: bool = False) -> Source:
     if path.is_dir():
         if _is_saved_dataset(path):
             return Source(spec, "saved", str(path), weight, evaluation=evaluation)
-        found = sorted(walk_files(str(path)))
+        others: list[str] = []
+        found = sorted(walk_files(str(path), others))
         files = [p for p in found if _readable_type(Path(p))]
         skipped = [f"{p} ({_unread_reason(Path(p))})" for p in found if not _readable_type(Path(p))]
+        skipped += [f"{p} ({_file_kind(Path(p))})" for p in sorted(others)]
         if not files:
             raise RankzeroError(
                 f"{flag} {spec}: directory {path} holds no {'/'.join(SUPPORTED_SUFFIXES)} files and is not a save_to_disk "
@@ -166,9 +168,14 @@ def resolve_source(spec: str, evaluation: bool = False) -> Source:
         raise RankzeroError(f"{flag} {spec}: {path} is {_file_kind(path)}: rankzero reads regular files, directories "
                             "and globs of them")
     if GLOB_CHARS & set(location):
-        files = glob_files(os.path.expanduser(location))
+        others: list[str] = []
+        files = glob_files(os.path.expanduser(location), others)
+        unread = f"; not read: {_listed([f'{p} ({_file_kind(Path(p))})' for p in others])}" if others else ""
         if not files:
-            raise RankzeroError(f"{flag} {spec}: the pattern matches no files")
+            raise RankzeroError(f"{flag} {spec}: the pattern matches no files{unread}")
+        if others:
+            logger.warning("%s %s: the pattern matches %d entries that are not regular files%s", flag, spec,
+                           len(others), unread)
         for file in files:
             _check_suffix(Path(file), spec, flag)
         return Source(spec, "files", location, weight, tuple(files), evaluation=evaluation)
@@ -190,9 +197,9 @@ def _did_you_mean(path: Path) -> str:
 
 
 def _file_kind(path: Path) -> str:
-    mode = os.lstat(path).st_mode
-    if stat.S_ISLNK(mode):
+    if not path.exists():  # a symlink to nothing
         return f"a symlink to {os.readlink(path)}, which is missing"
+    mode = os.stat(path).st_mode
     return ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
 

@@ -37,27 +37,44 @@ def _linked_dir(path: str) -> bool:
     return False
 
 
-def walk_files(top: str) -> list[str]:
-    """Every file below `top` (symlinks to files included), skipping hidden names and symlinked directories."""
+def walk_files(top: str, others: list[str] | None = None) -> list[str]:
+    """Every file below `top` (symlinks to files included), skipping hidden names and symlinked directories.
+    What is neither a regular file nor a directory (a FIFO, socket or device, a symlink to nothing) is never
+    opened — a FIFO would block the reader — and goes into `others`, for the caller to name."""
     found = []
     for directory, subdirs, names in os.walk(top):  # followlinks=False: os.walk never enters a linked dir
         subdirs[:] = [d for d in subdirs if not _hidden(d) and not _linked_dir(os.path.join(directory, d))]
-        found += [os.path.join(directory, n) for n in names if not _hidden(n) and os.path.isfile(os.path.join(directory, n))]
+        for path in (os.path.join(directory, n) for n in names if not _hidden(n)):
+            _sort(path, found, others)
     return found
 
 
-def glob_files(pattern: str) -> list[str]:
-    """The files a shell would list for `pattern` (`**` = any number of directories), with `walk_files`' rules.
+def _sort(path: str, files: list[str], others: list[str] | None) -> None:
+    if os.path.isfile(path):
+        files.append(path)
+    elif others is not None:
+        others.append(path)
+
+
+def glob_files(pattern: str, others: list[str] | None = None) -> list[str]:
+    """The files a shell would list for `pattern` (`**` = any number of directories), with `walk_files`' rules
+    (`others` as there).
 
     Wildcards do not match a leading dot (as in a shell): `.git/` or `.ipynb_checkpoints/` are read only when
     the pattern spells the dot."""
     parts = pattern.split(os.sep)
     fixed = next(i for i, part in enumerate(parts) if GLOB_CHARS & set(part))
     anchor = os.sep.join(parts[:fixed]) or ("/" if pattern.startswith(os.sep) else "")
-    return sorted(set(_glob(anchor, parts[fixed:])))
+    found, unread = [], []
+    for path in sorted(set(_glob(anchor, parts[fixed:]))):
+        _sort(path, found, unread)
+    if others is not None:
+        others += unread
+    return found
 
 
 def _glob(directory: str, parts: list[str]) -> Iterator[str]:
+    """Every non-directory entry matching `parts` below `directory` (regular files or not: glob_files sorts)."""
     head, rest = parts[0], parts[1:]
     if head == "**":
         yield from _glob(directory, rest) if rest else ()
@@ -65,7 +82,7 @@ def _glob(directory: str, parts: list[str]) -> Iterator[str]:
             path = os.path.join(directory, name)
             if not _hidden(name) and os.path.isdir(path) and not _linked_dir(path):
                 yield from _glob(path, parts)
-            elif not rest and not _hidden(name) and os.path.isfile(path):
+            elif not rest and not _hidden(name) and not os.path.isdir(path):
                 yield path
         return
     names = [head] if not GLOB_CHARS & set(head) else [
@@ -75,7 +92,7 @@ def _glob(directory: str, parts: list[str]) -> Iterator[str]:
         if rest:
             if os.path.isdir(path):
                 yield from _glob(path, rest)
-        elif os.path.isfile(path):
+        elif os.path.lexists(path) and not os.path.isdir(path):
             yield path
 
 

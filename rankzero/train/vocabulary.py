@@ -181,13 +181,23 @@ class NewEmbeddingsFirst(TrainerCallback):
 
     def __init__(self, model, first_new_row: int, steps: int):
         self.first_new_row, self.steps = first_new_row, steps
+        self._hold(model)
+        self._decay = None
+
+    def _hold(self, model) -> None:
+        """The embedding matrices and every other parameter, as `model` holds them now."""
         self.matrices = [model.get_input_embeddings().weight]
         output = model.get_output_embeddings()
         if output is not None and output.weight is not self.matrices[0]:
             self.matrices.append(output.weight)
         held = {id(weight) for weight in self.matrices}
         self.frozen = [p for p in model.parameters() if id(p) not in held]
-        self._decay = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        # FSDP2 replaces every parameter by its DTensor shard when accelerate prepares the model, which is
+        # after this callback was made: hold the parameters the optimizer will step.
+        if model is not None:
+            self._hold(model)
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
         if state.global_step >= self.steps:
@@ -196,7 +206,7 @@ class NewEmbeddingsFirst(TrainerCallback):
             parameter.grad = None
         for weight in self.matrices:
             if weight.grad is not None:
-                weight.grad[:self.first_new_row].zero_()
+                _zero_rows(weight.grad, self.first_new_row)
         self._decay = [group["weight_decay"] for group in optimizer.param_groups]
         for group in optimizer.param_groups:
             group["weight_decay"] = 0.0
@@ -210,6 +220,20 @@ class NewEmbeddingsFirst(TrainerCallback):
             logger.info("new embedding rows trained alone for %d step(s): every parameter trains from now on", self.steps)
 
 
+def _zero_rows(grad: torch.Tensor, rows: int) -> None:
+    """grad[:rows] = 0, also where `grad` is the DTensor of FSDP2's row shards: a mesh of W ranks splits the N rows
+    as torch.chunk does (DTensor's Shard(0)), so the rank at mesh index r holds rows from r * ceil(N / W) on."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    if not isinstance(grad, DTensor):
+        grad[:rows].zero_()
+        return
+    if tuple(grad.placements) != (Shard(0),):
+        raise RuntimeError(f"new embedding rows: a gradient sharded as {grad.placements}, not by rows (Shard(0))")
+    start = grad.device_mesh.get_local_rank() * -(-grad.shape[0] // grad.device_mesh.size())
+    grad.to_local()[:max(0, rows - start)].zero_()  # the local shard itself, in place
+
+
 def stage_problems(steps: int, training) -> list[str]:
     """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work)."""
     if not steps:
@@ -218,8 +242,8 @@ def stage_problems(steps: int, training) -> list[str]:
     if 0 < training.max_steps <= steps:
         problems.append(f"--train_new_embeddings_steps {steps}: the run ends at --max_steps {training.max_steps}, so "
                         "the whole model would never train; give more --max_steps or fewer stage steps")
-    if training.fsdp or training.deepspeed:
-        # Sharded gradients hold a slice of each matrix per rank: masking the old rows needs each shard's offset.
-        problems.append(f"--train_new_embeddings_steps {steps}: not supported with --fsdp or --deepspeed yet; run the "
-                        "stage unsharded (DDP) and continue from its output, or leave the flag out")
+    if training.deepspeed:
+        # ZeRO keeps flat partitions of many parameters per rank: the old rows have no place of their own there.
+        problems.append(f"--train_new_embeddings_steps {steps}: not supported with --deepspeed; use --fsdp full_shard "
+                        "(or DDP) for the stage, or leave the flag out")
     return problems
