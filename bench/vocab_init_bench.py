@@ -143,6 +143,7 @@ INITS = {
                                                  "new rows' mean is the old mean"),
     "subword_centred": ("centred", "centred", "in and out the pieces' mean, moved so that the new rows' mean "
                                               "is the old mean"),
+    "mean_in_subword_out": ("mean", "pieces", "in the old mean as Hugging Face's, out the pieces' mean"),
 }
 
 
