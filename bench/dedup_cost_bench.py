@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", type=Path, default=None, help="HF tokenizer dir (default: one trained here)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the rankzero checkout measured (another commit's)")
     args = parser.parse_args()
-    from prep_bench import train_tokenizer
+    from prep_setup import train_tokenizer
 
     work = Path(tempfile.mkdtemp(prefix="dedup-cost-"))
     corpora = write_corpora(args.real_dir, work, args.seed)
