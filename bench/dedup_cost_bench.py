@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer", type=Path, default=None, help="HF tokenizer dir (default: one trained here)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the rankzero checkout measured (another commit's)")
+    parser.add_argument("--corpora", nargs="+", default=["real", "real, 75% exact copies"],
+                        choices=["real", "real, 75% exact copies"], help="which of the two corpora to measure")
     parser.add_argument("--numpy_chars", type=int, default=None,
                         help="characters a process hashes with numpy before the compiled pass (default: "
                              "minhash.NUMPY_CHARS; 0: the compiled pass from the first character)")
@@ -103,6 +105,8 @@ def main() -> None:
     started = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for name, corpus in corpora.items():
+        if name not in args.corpora:
+            continue
         ratios, cpu, last = [], {"none": [], "near": []}, {}
         for round_index in range(args.rounds):
             order = ("none", "near") if round_index % 2 == 0 else ("near", "none")
