@@ -207,7 +207,8 @@ def first_holder_check(texts: list[str], near: set[int], threshold: float) -> st
 
 
 def timing_part(args: argparse.Namespace) -> str:
-    from prep_bench import check_prepared, train_tokenizer
+    from prep_bench import check_prepared
+    from prep_setup import train_tokenizer
     corpus = args.workdir / f"corpus-{args.size_mb:g}mb-seed{args.seed}.jsonl"
     if not corpus.is_file():  # generated aside, then renamed: an interrupted run leaves no half corpus
         generate(int(args.size_mb * 2**20), corpus.with_suffix(".tmp"), seed=args.seed)

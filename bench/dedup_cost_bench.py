@@ -94,7 +94,7 @@ def main() -> None:
                         help="characters a process hashes with numpy before the compiled pass (default: "
                              "minhash.NUMPY_CHARS; 0: the compiled pass from the first character)")
     args = parser.parse_args()
-    from prep_bench import train_tokenizer
+    from prep_setup import train_tokenizer
 
     work = Path(tempfile.mkdtemp(prefix="dedup-cost-"))
     corpora = write_corpora(args.real_dir, work, args.seed)

@@ -2,6 +2,7 @@
 
     python bench/pii_bench.py --benchmarks kmmlu_criminal_law.json logickor.jsonl
     python bench/pii_bench.py --benchmarks B... --datatrove_python /tmp/side/bin/python --prepare_mb 40 --rounds 3
+    python bench/pii_bench.py --benchmarks B... --prepare_only --real petitions.jsonl --baseline_repo /tmp/old-checkout
 
 Five measurements, each against a named baseline in the same run:
   1. recall and precision: every document of /work/shared/corpora/ko_real_dev (read from there) gets two
@@ -15,9 +16,10 @@ Five measurements, each against a named baseline in the same run:
      choices, the question alone inside a page, the question re-spaced) and with two words changed; the
      share of those documents found, and of the unplanted real documents (false drops), at N = 5, 8, 13.
   4. prepare time: `train.py --tokenize_only` with `--pii mask` (the default) and with `--pii mask
-     --decontaminate B...`, each against `--pii off`,
-     whole processes, paired rounds (the ratio is the median of the per-round ratios), on the real
-     documents repeated (each copy numbered, so no two are equal) up to --prepare_mb.
+     --decontaminate B...`, each against `--pii off`: whole processes, wall and CPU time (user + sys of the
+     process tree), paired rounds (the ratio is the median of the per-round ratios), on the real documents
+     (the dev corpus and any --real files) repeated, each copy numbered so no two are equal, up to
+     --prepare_mb; with --baseline_repo, that checkout's train.py runs the same arms in the same rounds.
   5. eval overlap: the real documents plus a one-word-edited copy of 150 of them, `--dedup exact
      --validation_split_percentage 10`: near-copy pairs (Jaccard >= 0.8, word 5-grams) in the input against
      training/validation pairs in the output.
@@ -27,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -255,7 +260,13 @@ def train_tokenizer(tokenizer: Path) -> None:
                         "--vocab_size", "8000", "--output_dir", str(tokenizer)], check=True, capture_output=True)
 
 
-def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int, workdir: Path) -> dict:
+def read_texts(paths: list[Path]) -> list[str]:
+    """The "text" of every record of these JSONL files (read in place, as the corpus is)."""
+    return [json.loads(line)["text"] for path in paths for line in path.open(encoding="utf-8") if line.strip()]
+
+
+def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int, workdir: Path,
+                 baseline_repo: Path | None = None) -> dict:
     rng = random.Random(2)
     corpus, tokenizer = workdir / "corpus.jsonl", workdir / "tokenizer"
     written, copy = 0, 0
@@ -270,19 +281,42 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
             copy += 1
     train_tokenizer(tokenizer)
     arms = {"pii_off": ["--pii", "off"], "pii_mask": [], "pii_mask_decontaminate": ["--decontaminate", *paths]}
-    times = {arm: [] for arm in arms}
+    repos = {"": REPO} | ({"baseline:": baseline_repo} if baseline_repo else {})
+    times = {prefix + arm: [] for prefix in repos for arm in arms}
+    cpu = {name: [] for name in times}
+    stages = {name: [] for name in times}
     for round_number in range(rounds):
-        for arm, flags in arms.items():
-            command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(corpus),
-                       "--tokenizer_path", str(tokenizer), "--cache_dir", str(workdir / f"cache-{arm}-{round_number}"),
-                       "--max_seq_length", "2048", *flags]
-            measured = run_measured(command)
-            assert measured["returncode"] == 0, measured["stderr"][-2000:]
-            times[arm].append(measured["wall_s"])
-    ratios = {arm: [b / a for a, b in zip(times["pii_off"], times[arm])] for arm in ("pii_mask", "pii_mask_decontaminate")}
-    return {"corpus_mb": round(written / 1e6, 1), "rounds": rounds, "seconds": times,
-            "ratio_median_vs_pii_off": {arm: round(statistics.median(r), 3) for arm, r in ratios.items()},
-            "ratios": {arm: [round(x, 3) for x in r] for arm, r in ratios.items()}}
+        for prefix, repo in repos.items():
+            for arm, flags in arms.items():
+                name = prefix + arm
+                cache = workdir / f"cache-{name.replace(':', '-')}-{round_number}"
+                command = [sys.executable, str(repo / "train.py"), "--tokenize_only", "--dataset", str(corpus),
+                           "--tokenizer_path", str(tokenizer), "--cache_dir", str(cache), "--max_seq_length", "2048",
+                           *flags]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                measured = run_measured(command, env={**os.environ, "PYTHONPATH": str(repo)})
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                assert measured["returncode"] == 0, measured["stderr"][-2000:]
+                times[name].append(round(measured["wall_s"], 2))
+                cpu[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
+                manifest = json.loads(next(cache.glob("*/manifest.json")).read_text())
+                stages[name].append(manifest["timings"]["encode_stage_seconds_summed_over_workers"])
+                shutil.rmtree(cache)
+    result = {"corpus_mb": round(written / 1e6, 1), "documents_per_copy": len(texts), "copies": copy,
+              "rounds": rounds, "seconds": times, "cpu_seconds": cpu}
+    for prefix in repos:
+        off = prefix + "pii_off"
+        for arm in ("pii_mask", "pii_mask_decontaminate"):
+            name = prefix + arm
+            wall = [b / a for a, b in zip(times[off], times[name])]
+            work = [b / a for a, b in zip(cpu[off], cpu[name])]
+            result[f"{name} / pii_off"] = {"wall_median": round(statistics.median(wall), 3),
+                                            "wall_rounds": [round(x, 3) for x in wall],
+                                            "cpu_median": round(statistics.median(work), 3)}
+        for name in (prefix + arm for arm in arms):
+            result[f"{name} stage seconds (median over rounds)"] = {
+                stage: round(statistics.median(row[stage] for row in stages[name]), 3) for stage in stages[name][0]}
+    return result
 
 
 def shingles(text: str) -> set:
@@ -332,20 +366,29 @@ def main() -> None:
     parser.add_argument("--datatrove_python", default=None, help="an interpreter with datatrove (the baseline)")
     parser.add_argument("--prepare_mb", type=float, default=40.0, help="corpus size for the prepare timing (0: skip)")
     parser.add_argument("--rounds", type=int, default=3, help="paired prepare rounds")
+    parser.add_argument("--real", type=Path, nargs="*", default=[],
+                        help="more real Korean JSONL ({\"text\"}) for the prepare corpus, beside the dev corpus")
+    parser.add_argument("--baseline_repo", type=Path, default=None,
+                        help="another checkout whose train.py runs the same arms in the same rounds (before/after)")
+    parser.add_argument("--prepare_only", action="store_true", help="measure the prepare time only")
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out" / "pii")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     texts = load_corpus()
     masker = PiiMasker()
-    results = {"corpus": f"{CORPUS} ({len(texts)} documents, {sum(len(t.encode()) for t in texts) / 1e6:.2f} MB)",
-               "recall_precision": recall_precision(texts, args.datatrove_python),
-               "pii_mb_s_per_core": per_core_mb_s(lambda: [masker.mask(t) for t in texts], texts),
-               "decontamination": decontamination(texts, args.benchmarks)}
-    train_tokenizer(args.workdir / "tokenizer")
-    results["eval_overlap"] = eval_overlap(texts, args.workdir)
+    results = {"corpus": f"{CORPUS} ({len(texts)} documents, {sum(len(t.encode()) for t in texts) / 1e6:.2f} MB)"}
+    if not args.prepare_only:
+        results |= {"recall_precision": recall_precision(texts, args.datatrove_python),
+                    "pii_mb_s_per_core": per_core_mb_s(lambda: [masker.mask(t) for t in texts], texts),
+                    "decontamination": decontamination(texts, args.benchmarks)}
+        train_tokenizer(args.workdir / "tokenizer")
+        results["eval_overlap"] = eval_overlap(texts, args.workdir)
     if args.prepare_mb:
-        results["prepare"] = prepare_time(texts, args.benchmarks, args.prepare_mb, args.rounds, args.workdir)
+        real = read_texts(args.real)
+        results["prepare_corpus"] = [str(CORPUS), *map(str, args.real)]
+        results["prepare"] = prepare_time(real + texts, args.benchmarks, args.prepare_mb, args.rounds, args.workdir,
+                                          args.baseline_repo)
     text = json.dumps(results, ensure_ascii=False, indent=1)
     print(text)
     if args.out:

@@ -1,8 +1,11 @@
-"""Data-preparation benchmark: rankzero against run_clm.py's recipe and the bare Rust tokenizer.
+"""Data-preparation benchmark: rankzero against run_clm.py's recipe, LitData, datatrove and the bare tokenizers.
 
     python bench/prep_bench.py                                  # 50 MiB corpus, every run, 4x scale check
     python bench/prep_bench.py --size_mb 5 --runs 1 --scale 1   # smoke run
     python bench/prep_bench.py --only a,b,c --runs 3 --out bench/out/prep.json
+    python bench/prep_bench.py --only a,an,b,l,dt --runs 3 --scale 1 \
+        --litdata_python /work/peers/litdata/bin/python --datatrove_python /work/peers/datatrove/bin/python
+    python bench/prep_bench.py --corpus ko.jsonl more.jsonl ... # a given corpus instead of the generated one
 
 Every run is a separate process over the SAME generated corpus (bench/make_corpus.py, seeded), timed
 end to end (interpreter start and imports included) with the peak PSS of its whole process tree
@@ -18,6 +21,12 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (an) rankzero, no dedup   (a) with --dedup none (what near dedup, the default, costs)
   (ae) rankzero, exact dedup   (a) with --dedup exact (the default before issue 19)
   (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after)
+  (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
+                      TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
+                      blocks; no dedup, no filter, no masking
+  (dt) datatrove      bench/baselines/datatrove_minhash.py --tokenizer in --datatrove_python's venv: MinHash
+                      at rankzero's default bands x rows, then its DocumentTokenizer on what it keeps; the
+                      corpus cut into `cores` files beforehand (untimed), tasks = workers = cores
 train.py runs under mimalloc when it is installed (rankzero/malloc.py), and (a) is measured as a user
 runs it. Three more modes show what that malloc is worth, each against its own baseline:
   (a0) rankzero under glibc malloc    (a) with RANKZERO_MALLOC=system
@@ -26,10 +35,11 @@ runs it. Three more modes show what that malloc is worth, each against its own b
   (e+) Kiwi alone under the malloc        (e) likewise
   (c2+) fastokens alone under the malloc  (c2) likewise
   (a:X) rankzero with RANKZERO_MALLOC=X   e.g. --only a:tcmalloc,a:mimalloc to compare allocators
-Runs go in rounds (every mode once, back to back, per round) and each time ratio is the median of
-the per-round ratios, so the VM's drift over minutes hits both sides of a ratio alike.
+Runs go in rounds (every mode once, back to back, per round, the order reversed every other round) and each
+time ratio is the median of the per-round ratios, so the VM's drift over minutes hits both sides alike.
 Targets (issue 10, no filter, whole process): c/a0 and c+/a >= 2.5, b/a0 and b+/a >= 6, a0/c2 and
-a/c2+ <= 1.5, PSS(a@4x)/PSS(a) <= 1.2; d/e, ah/a, a0/a and c/c2 are reported beside them, with no target.
+a/c2+ <= 1.5, PSS(a@4x)/PSS(a) <= 1.2; issue 30's: b/a >= 8, l/a >= 4, dt/a > 1; d/e, ah/a, a0/a, c/c2 and
+b/an are reported beside them, with no target.
 The markdown printed at the end is ready to paste into bench/RESULTS.md.
 """
 
@@ -39,10 +49,8 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -52,7 +60,8 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from _measure import machine_info, run_measured  # noqa: E402
-from make_corpus import generate  # noqa: E402
+from prep_setup import datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
+from prep_report import compute_ratios, git_commit, markdown, versions  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from rankzero import malloc  # noqa: E402
@@ -73,10 +82,11 @@ MODES = {
     "an": "rankzero prepare with --dedup none",
     "ae": "rankzero prepare with --dedup exact",
     "A": "rankzero prepare of the --against checkout",
+    "l": "LitData optimize + TokensLoader, fastokens (no dedup)",
+    "dt": "datatrove MinHash + DocumentTokenizer",
 }
+DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 SEQUENCE_LENGTH = 2048
-TOKENIZER_VOCAB = 32000
-TOKENIZER_TRAIN_BYTES = 5 * 2**20
 
 
 def parse_args() -> argparse.Namespace:
@@ -101,6 +111,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout_s", type=float, default=3600, help="give up on one run after this long")
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout of rankzero (e.g. a git worktree of the commit before a change): mode A")
+    parser.add_argument("--corpus", type=Path, nargs="+", default=None,
+                        help="JSONL file(s) of {\"text\"} to run on instead of the generated corpus (several are "
+                             "joined into one file in --workdir first); --size_mb and --seed then apply to nothing "
+                             "but the tokenizer's name, and the --scale run is skipped")
+    parser.add_argument("--litdata_python", type=Path, default=None,
+                        help="python of a venv with litdata, torch and fastokens: mode l")
+    parser.add_argument("--datatrove_python", type=Path, default=None,
+                        help="python of a venv with datatrove (see bench/baselines/datatrove_minhash.py): mode dt")
     args = parser.parse_args()
     modes = [mode.strip() for mode in args.only.split(",") if mode.strip()]
     unknown = [mode for mode in modes if mode not in MODES and not mode.startswith("a:")]
@@ -109,6 +127,14 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
     if "A" in modes and not (args.against and (args.against / "train.py").is_file()):
         problems.append("--only A: give --against CHECKOUT, a directory holding another rankzero's train.py")
+    for mode, python in (("l", args.litdata_python), ("dt", args.datatrove_python)):
+        if mode in modes and not (python and python.is_file()):
+            flag = "--litdata_python" if mode == "l" else "--datatrove_python"
+            problems.append(f"--only {mode}: give {flag} PYTHON, the interpreter of the venv the baseline needs "
+                            f"(its docstring in bench/baselines/ says how to make it)")
+    missing = [str(path) for path in args.corpus or () if not path.is_file()]
+    if missing:
+        problems.append(f"--corpus: no such file: {', '.join(missing)}")
     if args.size_mb <= 0:
         problems.append(f"--size_mb {args.size_mb}: must be positive")
     if args.runs < 1:
@@ -137,77 +163,6 @@ def parse_args() -> argparse.Namespace:
         parser.error("\n  ".join(problems))
     args.modes = modes
     return args
-
-
-# --- set-up -------------------------------------------------------------------------------------------
-
-
-def make_corpus(workdir: Path, size_mb: float, seed: int) -> tuple[Path, dict]:
-    path = workdir / f"corpus-{size_mb:g}mb-seed{seed}.jsonl"
-    stats = generate(int(size_mb * 2**20), path, seed)  # cheap (~0.1 s/MiB): always regenerate, never stale
-    print(f"corpus: {path} ({stats['bytes'] / 2**20:.1f} MiB, {stats['documents']} documents: "
-          f"korean {stats['korean']}, english {stats['english']}, code {stats['code']}, junk {stats['junk']})",
-          file=sys.stderr)
-    return path, stats
-
-
-def train_tokenizer(corpus: Path, output: Path) -> str:
-    """The project's tokenizer trainer when present; otherwise a plain 32k byte-level BPE, inline."""
-    script = REPO / "scripts" / "train_tokenizer.py"
-    if script.exists():
-        cmd = [sys.executable, str(script), "--dataset", str(corpus), "--vocab_size", str(TOKENIZER_VOCAB),
-               "--max_bytes", str(TOKENIZER_TRAIN_BYTES), "--output_dir", str(output)]
-        result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-        if result.returncode == 0 and (output / "tokenizer.json").is_file():
-            return f"scripts/train_tokenizer.py, vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus"
-        print(f"warning: scripts/train_tokenizer.py failed (exit {result.returncode}); training inline instead:\n"
-              f"{result.stderr[-2000:]}", file=sys.stderr)
-    train_inline_tokenizer(corpus, output)
-    return f"inline byte-level BPE, vocab {TOKENIZER_VOCAB}, first 5 MiB of the corpus"
-
-
-def train_inline_tokenizer(corpus: Path, output: Path) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    def texts():
-        seen = 0
-        with open(corpus, "rb") as handle:
-            for line in handle:
-                seen += len(line)
-                if seen > TOKENIZER_TRAIN_BYTES:
-                    return
-                yield json.loads(line)["text"]
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    specials = ["<s>", "</s>", "<unk>", "<pad>"]
-    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts(), trainer)
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>",
-                                      unk_token="<unk>", pad_token="<pad>")
-    wrapped.save_pretrained(str(output))
-
-
-def prepare_tokenizer(args: argparse.Namespace, corpus: Path) -> tuple[Path, str]:
-    if args.tokenizer:
-        return args.tokenizer.resolve(), str(args.tokenizer)
-    # Corpora of one seed share their first bytes, so a tokenizer trained on the first 5 MiB is the same
-    # for every size >= 5 MiB; smaller corpora train on less and get their own directory.
-    train_mib = min(args.size_mb, TOKENIZER_TRAIN_BYTES / 2**20)
-    output = args.workdir / f"tokenizer-seed{args.seed}-{train_mib:g}mb"
-    note = output / "BENCH_TOKENIZER.txt"
-    if (output / "tokenizer.json").is_file() and note.is_file():
-        return output, note.read_text(encoding="utf-8").strip() + " (reused)"
-    tmp = Path(tempfile.mkdtemp(prefix="tokenizer-", dir=args.workdir))
-    print("training the benchmark tokenizer ...", file=sys.stderr)
-    description = train_tokenizer(corpus, tmp).replace("first 5 MiB", f"first {train_mib:g} MiB")
-    (tmp / "BENCH_TOKENIZER.txt").write_text(description + "\n", encoding="utf-8")
-    shutil.rmtree(output, ignore_errors=True)
-    os.replace(tmp, output)
-    return output, description
 
 
 # --- runs ---------------------------------------------------------------------------------------------
@@ -258,6 +213,20 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
                "--engine", "hf" if mode == "c" else "fastokens"]
         if num_proc:
             env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_THREADS"] = str(num_proc)
+    elif mode == "l":
+        cmd = [str(args.litdata_python), str(BENCH / "baselines" / "litdata_optimize.py"), str(corpus), str(tokenizer),
+               str(scratch / "optimized"), "--block_size", str(SEQUENCE_LENGTH),
+               "--num_workers", str(num_proc or usable_cores()), "--start_method", "fork"]
+        # LitData's staging folders default to the system temp dir: fresh per run, like every other cache here.
+        env["DATA_OPTIMIZER_CACHE_FOLDER"] = str(scratch / "litdata_chunks")
+        env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = str(scratch / "litdata_data")
+    elif mode == "dt":
+        from dedup_bench import datatrove_command, rankzero_settings
+
+        settings = rankzero_settings() or {"bands": 14, "rows": 8, "ngrams": 5}
+        tasks = num_proc or usable_cores()
+        cmd = datatrove_command(args.datatrove_python, args.shards, scratch / "datatrove", settings["bands"],
+                                settings["rows"], settings["ngrams"], tasks) + ["--tokenizer", str(tokenizer)]
     else:
         cmd = [python, str(BENCH / "baselines" / "kiwi_only.py"), str(corpus),
                "--num_workers", str(num_proc or usable_cores())]
@@ -322,143 +291,26 @@ def check_prepared(stdout: str) -> tuple[bool, dict]:
     return True, details
 
 
-# --- report -------------------------------------------------------------------------------------------
-
-
-def ratio(numerator: dict | None, denominator: dict | None, key: str) -> float | None:
-    if not numerator or not denominator or key not in numerator or key not in denominator:
-        return None
-    return numerator[key] / denominator[key]
-
-
-def paired_ratios(numerator: dict | None, denominator: dict | None) -> list[float]:
-    """Per-round wall-time ratios (round i of one mode against round i of the other)."""
-    if not numerator or not denominator or "wall_s" not in numerator or "wall_s" not in denominator:
-        return []
-    if len(numerator["walls_s"]) != len(denominator["walls_s"]):
-        return []
-    return [n / d for n, d in zip(numerator["walls_s"], denominator["walls_s"])]
-
-
-def compute_ratios(results: dict) -> list[dict]:
-    """Wall-time ratios are the median of the per-round ratios; the memory ratio is of the medians."""
-    a, b, c, d, e = (results.get(mode) for mode in "abcde")
-    scaled = next((entry for label, entry in results.items() if label.startswith("a@")), None)
-    a0, b_malloc, c_malloc, e_malloc = (results.get(mode) for mode in ("a0", "b+", "c+", "e+"))
-    c2, c2_malloc, ah = (results.get(mode) for mode in ("c2", "c2+", "ah"))
-    rows = [
-        # Issue 10's targets, first as installed by default (glibc: no tcmalloc), then with both sides
-        # under the malloc train.py preloads when it is installed.
-        ("faster than the HF Rust tokenizer alone, c / a0 (glibc)", (c, a0), ">= 2.5", lambda v: v >= 2.5),
-        ("faster than the HF Rust tokenizer alone, c+ / a (tcmalloc)", (c_malloc, a), ">= 2.5", lambda v: v >= 2.5),
-        ("faster than the run_clm recipe, b / a0 (glibc)", (b, a0), ">= 6", lambda v: v >= 6),
-        ("faster than the run_clm recipe, b+ / a (tcmalloc)", (b_malloc, a), ">= 6", lambda v: v >= 6),
-        ("time against fastokens alone, a0 / c2 (glibc)", (a0, c2), "<= 1.5", lambda v: v <= 1.5),
-        ("time against fastokens alone, a / c2+ (tcmalloc)", (a, c2_malloc), "<= 1.5", lambda v: v <= 1.5),
-        # Beside the targets. Same corpus for (d) and (e): throughput(d) / throughput(e) = wall(e) / wall(d).
-        ("throughput with the filter against Kiwi alone, d / e", (e, d), "—", None),
-        ("throughput with the filter against Kiwi alone under the same malloc, d / e+", (e_malloc, d), "—", None),
-        ("rankzero on the HF tokenizer against fastokens, ah / a", (ah, a), "—", None),
-        ("rankzero under glibc malloc against (a), a0 / a", (a0, a), "—", None),
-        ("the HF Rust tokenizer against fastokens alone, c / c2", (c, c2), "—", None),
-        # Issue 19: near dedup, the default, against none: <= 2 (the aim 1.5).
-        ("rankzero with near dedup (the default) against --dedup none, a / an", (a, results.get("an")), "<= 2",
-         lambda v: v <= 2),
-        ("rankzero with exact dedup against --dedup none, ae / an", (results.get("ae"), results.get("an")), "—", None),
-        ("rankzero with near dedup against exact, a / ae", (a, results.get("ae")), "—", None),
-        ("rankzero against the --against checkout, a / A", (a, results.get("A")), "—", None),
-    ]
-    rows += [(f"rankzero under RANKZERO_MALLOC={label[2:]} against (a), {label} / a", (entry, a), "—", None)
-             for label, entry in results.items() if label.startswith("a:")]
-    out = []
-    for name, (numerator, denominator), target, met in rows:
-        per_round = paired_ratios(numerator, denominator)
-        value = statistics.median(per_round) if per_round else ratio(numerator, denominator, "wall_s")
-        if numerator is None and denominator is None or met is None and value is None:
-            continue  # neither mode was run, or an informational ratio without its modes
-        out.append({"name": name, "value": value, "per_round": per_round, "target": target,
-                    "met": None if value is None or met is None else bool(met(value))})
-    if a is None and scaled is None:
-        return out
-    value = ratio(scaled, a, "peak_pss_mb")
-    out.append({"name": f"peak PSS {scaled['label'] if scaled else 'a@Nx'} / a", "value": value, "per_round": [],
-                "target": "<= 1.2", "met": None if value is None else value <= 1.2})
-    return out
-
-
-def versions() -> dict:
-    found = {"python": platform.python_version()}
-    for name in ("tokenizers", "datasets", "transformers", "kiwipiepy", "pyarrow"):
-        try:
-            module = __import__(name)
-            found[name] = getattr(module, "__version__", "?")
-        except ImportError:
-            found[name] = "absent"
-    return found
-
-
-def git_commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return result.stdout.strip() or "unknown"
-
-
-def markdown(report: dict) -> str:
-    machine, lines = report["machine"], []
-    lines.append(f"### Data preparation — {report['date']}")
-    lines.append("")
-    lines.append(f"- Machine: {machine['cpu']}, {machine['cores']} usable cores "
-                 f"({machine['logical_cpus']} logical), {machine['ram_gb']} GiB RAM; commit {report['commit']}")
-    lines.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
-    corpus = report["corpus"]
-    lines.append(f"- Corpus: `bench/make_corpus.py --size_mb {report['size_mb']:g} --seed {report['seed']}` — "
-                 f"{corpus['bytes'] / 2**20:.1f} MiB, {corpus['documents']} documents "
-                 f"(korean {corpus['korean']}, english {corpus['english']}, code {corpus['code']}, "
-                 f"junk {corpus['junk']}); tokenizer: {report['tokenizer']}")
-    lines.append(f"- Whole-process wall time and peak PSS of the process tree (sampled every 50 ms); "
-                 f"median of {report['runs']} round(s), each running every mode back to back; "
-                 f"workers: {report['num_proc'] or 'each tool default (all cores)'}")
-    lines.append("")
-    lines.append("| run | what | wall s | MiB/s | peak PSS MB | notes |")
-    lines.append("|---|---|---:|---:|---:|---|")
-    for label, entry in report["results"].items():
-        if "failure" in entry:
-            lines.append(f"| ({label}) | {entry['what']} | failed | | | exit {entry['failure']['returncode']} |")
-            continue
-        notes = ""
-        if entry.get("tokens") is not None:
-            notes = (f"docs {entry.get('docs_kept')}/{entry.get('docs_in')} kept, {entry['tokens']:,} tokens, "
-                     f"{entry.get('sequences')} blocks; malloc {entry.get('malloc')}")
-        elif entry.get("summary"):
-            notes = entry["summary"]
-        size = f" ({entry['corpus_bytes'] / 2**20:.0f} MiB)" if label.startswith("a@") else ""
-        lines.append(f"| ({label}) | {entry['what']}{size} | {entry['wall_s']:.1f} | {entry['mb_per_s']:.2f} | "
-                     f"{entry['peak_pss_mb']:.0f} | {notes} |")
-    lines.append("")
-    lines.append("| ratio | value | per round | target | met |")
-    lines.append("|---|---:|---|---|---|")
-    for row in report["ratios"]:
-        value = "n/a" if row["value"] is None else f"{row['value']:.2f}"
-        rounds = ", ".join(f"{r:.2f}" for r in row["per_round"])
-        met = ("—" if row["target"] == "—" else "n/a") if row["met"] is None else ("yes" if row["met"] else "**no**")
-        lines.append(f"| {row['name']} | {value} | {rounds} | {row['target']} | {met} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     args = parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    corpus, corpus_stats = make_corpus(args.workdir, args.size_mb, args.seed)
+    if args.corpus:
+        corpus, corpus_stats = given_corpus(args.workdir, args.corpus)
+    else:
+        corpus, corpus_stats = make_corpus(args.workdir, args.size_mb, args.seed)
     tokenizer, tokenizer_description = prepare_tokenizer(args, corpus)
+    if "dt" in args.modes:
+        args.shards = datatrove_shards(args.workdir, corpus, args.num_proc or usable_cores())
 
     # Rounds, not one mode after another: this VM's speed drifts by ±20% over minutes, so each round
     # runs every mode back to back and the ratios are also taken within a round (paired).
     runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
     for run in range(args.runs):
-        for mode in args.modes:
+        for mode in (args.modes if run % 2 == 0 else args.modes[::-1]):
             if not any("failure" in r for r in runs[mode]):
                 runs[mode].append(run_once(mode, mode, corpus, tokenizer, args, run))
     results = {mode: summarize(mode, mode, corpus, corpus_stats["bytes"], runs[mode]) for mode in args.modes}
-    if "a" in args.modes and args.scale > 1:
+    if "a" in args.modes and args.scale > 1 and not args.corpus:
         big, big_stats = make_corpus(args.workdir, args.size_mb * args.scale, args.seed)
         label = f"a@{args.scale}x"
         try:

@@ -172,7 +172,8 @@ def _run_tree(command: list[str], cwd: Path, timeout_s: float) -> tuple[float, f
 def report_prepare(sets: dict[str, list[dict]], workdir: Path, rounds: int, timeout_s: float) -> None:
     """The whole prepare of all real Korean, with and without the filter, alternating in each round."""
     sys.path.insert(0, str(REPO / "bench"))
-    from prep_bench import SEQUENCE_LENGTH, train_tokenizer
+    from prep_bench import SEQUENCE_LENGTH
+    from prep_setup import train_tokenizer
 
     corpus = workdir / "real_korean.jsonl"
     with open(corpus, "w", encoding="utf-8") as handle:
@@ -221,7 +222,8 @@ def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeo
     """The filtered prepare of this checkout and of `other`, same corpus and tokenizer, alternating."""
     sys.path.insert(0, str(REPO / "bench"))
     from _measure import machine_info, run_measured
-    from prep_bench import SEQUENCE_LENGTH, train_tokenizer
+    from prep_bench import SEQUENCE_LENGTH
+    from prep_setup import train_tokenizer
 
     tokenizer = workdir / "tokenizer"
     if not (tokenizer / "tokenizer.json").is_file():

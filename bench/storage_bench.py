@@ -27,7 +27,8 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
 from _measure import machine_info  # noqa: E402
-from prep_bench import SEQUENCE_LENGTH, make_corpus, train_tokenizer  # noqa: E402
+from prep_bench import SEQUENCE_LENGTH  # noqa: E402
+from prep_setup import make_corpus, train_tokenizer  # noqa: E402
 
 
 def build(corpus: Path, tokenizer: Path, cache: Path, dtype: str | None) -> Path:

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rankzero.data.decontaminate import (COMMON_ITEMS, ContaminationIndex, Item, benchmark_identity, eval_items,
-                                         normalize, read_benchmarks)
+                                         read_benchmarks, words_of)
+from rankzero.data.ngram_scan import Bitmap, code_points, is_word, prepare, scan
 from rankzero.errors import RankzeroError
 
 QUESTIONS = [
@@ -81,7 +82,27 @@ def test_user_errors_name_the_file_and_line(tmp_path, name, content, message):
 
 
 def test_normalize():
-    assert normalize("ＡＢＣ，  다음 중「옳은」 것은?\n①") == "abc 다음 중 옳은 것은 1"
+    assert words_of("ＡＢＣ，  다음 중「옳은」 것은?\n①") == ["abc", "다음", "중", "옳은", "것은", "1"]
+
+
+# Word characters and breaks the kernel must classify as `words_of` does: full-width and compatibility forms,
+# an underscore, combining marks, Hangul jamo, Han, an emoji (outside the BMP), a mathematical letter (NFKC
+# folds it), a non-breaking and an ideographic space, symbols, a zero-width space.
+TRICKY = "Ｆｕｌｌ＿width_x ①② ｶﾀｶﾅ e\u0301t\u00e9 가 漢字 😀𝐀bc\u00a0다음\u3000중∑±§ a\u200bb İstanbul ß"
+
+
+def test_the_kernel_reads_the_words_words_of_reads():
+    texts = [TRICKY, PAGE.format(QUESTIONS[0]), "", "하나"]
+    codes, offsets = code_points([prepare(text) for text in texts])
+    for number, text in enumerate(texts):
+        own = codes[offsets[number]:offsets[number + 1]]
+        assert own[is_word(own)].tobytes().decode("utf-32-le") == "".join(words_of(text))
+    # n-grams: the same words in another spacing, case, width and punctuation hash the same; a changed word not.
+    def grams(text, n=3):
+        return scan(*code_points([prepare(text)]), n, 8, 4, Bitmap.everything())[0].values.tolist()
+    assert len(grams(TRICKY)) == len(words_of(TRICKY)) - 2
+    assert grams("가나 다라, 마바 사아") == grams("  가나\n다라 (마바)… 사아 ") != grams("가나 다라 마바 사자")
+    assert grams("ABC def ghi") == grams("ａｂｃ DEF-ghi")
 
 
 def test_items_planted_three_ways_are_found(index):

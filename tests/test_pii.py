@@ -159,10 +159,19 @@ def test_context_only_detectors(kind, with_context, without_context):
         assert (kind, "no_context") in result.rejected
 
 
+def test_full_width_digits_are_read_as_digits():
+    # \\d matches them, so the registration patterns find these numbers; the validators must read them too (a
+    # full-width resident number stopped the build with a KeyError). Phone patterns spell their prefixes in ASCII.
+    assert masked_kinds("본인 ９００１０１-１２３４５６７ 확인") == {"resident_registration": 1}
+    assert masked_kinds("번호 ８５０７０７-５１２３４５６") == {"foreigner_registration": 1}
+    assert MASKER.mask("번호 ９９０２３１-１２３４５６７").rejected == {("resident_registration", "bad_date"): 1}
+
+
 def test_ip_addresses_public_only():
     result = MASKER.mask("접속 IP 203.252.13.5 와 2001:4860:4860::8888, 내부 192.168.0.1, ::1")
     assert result.masked == {"ip_address": 2}
     assert "192.168.0.1" in result.text and "::1" in result.text
+    assert MASKER.mask("서버 2001:4860:4860:0:0:0:0:8888 접속").masked == {"ip_address": 1}  # 7 colons, no "::"
 
 
 LOOK_ALIKES = [

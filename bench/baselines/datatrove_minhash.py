@@ -19,6 +19,10 @@ list of [line, line] pairs of the input, its files in name order) also WORK_DIR/
 pair's true Jaccard on datatrove's own shingles (its normalisation and words), to tell normalisation
 differences from estimation noise. Output is written
 uncompressed, so gzip time is not charged to datatrove.
+With `--tokenizer TOK_DIR` (bench/prep_bench.py's mode dt: datatrove's whole prepare) stage 4 tokenizes what
+it keeps instead of writing it as JSONL: datatrove's DocumentTokenizer (the HF `tokenizers` library, the
+tokenizer's eos after each document, documents unshuffled) writes WORK_DIR/tokens/*.ds, and the summary line
+counts their tokens.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
                                               MinhashDedupFilter, MinhashDedupSignature)
 from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.tokens import DocumentTokenizer
 from datatrove.pipeline.writers.jsonl import JsonlWriter
 from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import simplify_text
@@ -73,6 +78,16 @@ def write_pair_jaccard(files: list[str], pairs_path: str, signature: MinhashDedu
         json.dump(values, handle)
 
 
+def keep_step(tokenizer_dir: str | None, work: str):
+    """What stage 4 does with the kept documents: write them, or tokenize them as datatrove's prepare does."""
+    if tokenizer_dir is None:
+        return JsonlWriter(os.path.join(work, "kept"), compression=None)
+    with open(os.path.join(tokenizer_dir, "tokenizer_config.json"), encoding="utf-8") as handle:
+        eos = json.load(handle)["eos_token"]
+    return DocumentTokenizer(os.path.join(work, "tokens"), os.path.join(tokenizer_dir, "tokenizer.json"),
+                             eos_token=eos if isinstance(eos, str) else eos["content"], shuffle_documents=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input_dir")
@@ -85,6 +100,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--words", choices=("whitespace", "kiwi"), default="whitespace")
     parser.add_argument("--pairs", default=None, help="JSON [[line, line], ...]: write their true Jaccard")
+    parser.add_argument("--tokenizer", default=None,
+                        help="HF tokenizer dir: stage 4 tokenizes the kept documents into WORK_DIR/tokens")
     args = parser.parse_args()
 
     files = sorted(glob.glob(os.path.join(args.input_dir, "*.jsonl")))
@@ -113,7 +130,7 @@ def main() -> None:
             [reader(),
              MinhashDedupFilter(os.path.join(work, "remove_ids"),
                                 exclusion_writer=JsonlWriter(os.path.join(work, "removed"), compression=None)),
-             JsonlWriter(os.path.join(work, "kept"), compression=None)],
+             keep_step(args.tokenizer, work)],
             tasks=args.tasks, workers=args.workers, logging_dir=os.path.join(logs, "4")),
     }
     seconds = {}
@@ -133,7 +150,12 @@ def main() -> None:
     if args.pairs:
         signature = stages["signatures"].pipeline[1]
         write_pair_jaccard(files, args.pairs, signature, os.path.join(work, "pairs_jaccard.json"))
-    print(json.dumps({"removed": len(removed), "stage_seconds": seconds}))
+    summary = {"removed": len(removed), "stage_seconds": seconds}
+    if args.tokenizer:
+        tokenizer_step = stages["filter"].pipeline[-1]
+        token_bytes = sum(os.path.getsize(path) for path in glob.glob(os.path.join(work, "tokens", "*.ds")))
+        summary["tokens"] = token_bytes // tokenizer_step.token_size
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
     identity = benchmark_identity(paths)                     # what the prepared data's fingerprint hashes
 
 An item is *found* in a document by either of two rules, both on normalised text (NFKC, lower case,
-punctuation folded to spaces: `normalize`):
+punctuation and symbols folded to spaces: `words_of`):
 
 - word n-grams (N = 8: Korean words carry their particles, so 8 of them are about as specific as
   GPT-3's 13 English words; bench/pii_bench.py measures 5, 8 and 13): the document holds at least half of the
@@ -17,20 +17,19 @@ punctuation folded to spaces: `normalize`):
   MIN_HANGUL Hangul syllables; a question text shared by COMMON_ITEMS or more items is a template and
   is not indexed.
 
-Both are lookups in sorted numpy arrays of 64-bit hashes, batched over a chunk of documents: the n-grams
-of every word position, and fixed-width windows of the spaceless text at every WINDOW_STEP-th position
-(each indexed question part is indexed at every position, so one of the document's sampled windows
-falls inside it), then each candidate is verified by a substring test.
+Both are lookups of 64-bit hashes, batched over a chunk of documents: the n-grams at every word position,
+and fixed-width windows of the spaceless text at every WINDOW_STEP-th position (each indexed question part
+is indexed at every position, so one of the document's sampled windows falls inside it). One compiled pass
+(ngram_scan.py) hashes them and keeps only those a bitmap of the index's keys lets through; those few are
+looked up in sorted numpy arrays, and each whole-question candidate is verified by a substring test.
 """
 
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from rankzero.data.ngram_scan import Bitmap, code_points, is_word, prepare, scan
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -51,7 +51,6 @@ SUFFIXES = (".csv", ".jsonl", ".json")
 
 _PUNCTUATION = re.compile(r"[^\w\s]|_")  # faster in re than [\W_]+, the spaces go with str.split
 _HANGUL = re.compile(r"[가-힣]")
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the rolling combination is a bijection per position
 # Fields that hold an item's question text, in reading order, and its choices, across the formats above.
 QUESTION_FIELDS = ("paragraph", "passage", "context", "premise", "sentence", "question", "questions", "query",
                    "instruction", "prompt", "text")
@@ -68,66 +67,9 @@ class Item:
 
 
 def words_of(text: str) -> list[str]:
-    """The words of the normalised text: NFKC, lower case, punctuation as spaces."""
-    if not unicodedata.is_normalized("NFKC", text):
-        text = unicodedata.normalize("NFKC", text)
-    return _PUNCTUATION.sub(" ", text.lower()).split()
-
-
-def normalize(text: str) -> str:
-    return " ".join(words_of(text))
-
-
-# Python's own string hash: about twice as fast as xxh3 through a call, and (salted per process) only
-# ever compared within the process that built the index: every engine's worker builds its own.
-_hash = hash
-
-
-def gram_hashes(words: list[str]) -> np.ndarray:
-    """One uint64 per word N-gram (none when there are fewer than N words)."""
-    if len(words) < N:
-        return np.empty(0, dtype=np.uint64)
-    hashes = np.fromiter(map(_hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
-    count = len(words) - N + 1
-    combined = hashes[:count].copy()
-    for k in range(1, N):
-        combined = combined * _MULTIPLIER + hashes[k:k + count]  # wraps mod 2**64, as meant
-    return combined
-
-
-def _batch_grams(documents: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """(n-gram hash, document index) of every document's word N-grams, all documents in one numpy pass."""
-    lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
-    flat = list(itertools.chain.from_iterable(documents))
-    hashes = np.fromiter(map(_hash, flat), dtype=np.int64, count=len(flat)).view(np.uint64)
-    count = len(flat) - N + 1
-    if count <= 0:
-        return np.empty(0, np.uint64), np.empty(0, np.int64)
-    combined = hashes[:count].copy()
-    for k in range(1, N):
-        combined = combined * _MULTIPLIER + hashes[k:k + count]
-    starts = np.cumsum(lengths) - lengths
-    owner = np.repeat(np.arange(len(documents)), lengths)[:count]
-    keep = np.arange(count) - starts[owner] + N <= lengths[owner]
-    return combined[keep], owner[keep]
-
-
-def _windows(texts: list[str], step: int) -> tuple[np.ndarray, np.ndarray]:
-    """(hash, text index) of the WINDOW-character windows starting at every `step`-th character of each text:
-    a polynomial over the code points, all texts at once in numpy."""
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    points = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
-    count = len(points) - WINDOW + 1
-    if count <= 0:
-        return np.empty(0, np.uint64), np.empty(0, np.int64)
-    hashes = points[:count].copy()
-    for k in range(1, WINDOW):
-        hashes = hashes * _MULTIPLIER + points[k:k + count]  # wraps mod 2**64, as meant
-    starts = np.cumsum(lengths) - lengths
-    owner = np.repeat(np.arange(len(texts)), lengths)[:count]
-    offset = np.arange(count) - starts[owner]
-    keep = (offset % step == 0) & (offset + WINDOW <= lengths[owner])
-    return hashes[keep], owner[keep]
+    """The words of the normalised text: NFKC, lower case, punctuation as spaces. The definition that
+    ngram_scan's kernel computes per character (tests/test_decontaminate.py checks they agree)."""
+    return _PUNCTUATION.sub(" ", prepare(text)).split()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,23 +211,23 @@ class ContaminationIndex:
 
     def __init__(self, items: list[Item]):
         self.items = items
-        grams_of = []
+        questions = [prepare(" ".join(item.parts)) for item in items]
+        # The choices' words follow the question's (a space between: no word spans the two).
+        grams_of_whole = _grams_per_text([f"{question} {prepare(' '.join(item.choices))}"
+                                          for question, item in zip(questions, items)])
+        grams_of_question = _grams_per_text(questions)
         owners_of_gram: dict[int, set[int]] = {}
-        for number, item in enumerate(items):
-            question = normalize(" ".join(item.parts)).split()
-            whole = question + normalize(" ".join(item.choices)).split()
-            grams = set(gram_hashes(whole).tolist())
-            grams_of.append((grams, set(gram_hashes(question).tolist()) or grams))
+        for number, grams in enumerate(grams_of_whole):
             for gram in grams:
                 owners_of_gram.setdefault(gram, set()).add(number)
         common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
         pairs, self.need = [], np.zeros(len(items), dtype=np.int64)
-        for number, (grams, question_grams) in enumerate(grams_of):
+        for number, (grams, question_grams) in enumerate(zip(grams_of_whole, grams_of_question)):
             kept = grams - common
             if kept:
                 # Half of the item's own question n-grams: boilerplate shared with other items neither
                 # counts towards it nor raises it.
-                own = len(question_grams - common) or len(kept)
+                own = len((question_grams or grams) - common) or len(kept)
                 self.need[number] = max(1, math.ceil(own * MIN_SHARE))
                 pairs += ((gram, number) for gram in kept)
         self.gram_keys, self.gram_items = _sorted_pairs(pairs)
@@ -293,14 +235,16 @@ class ContaminationIndex:
         keys_of: dict[str, set[int]] = {}
         for number, item in enumerate(items):
             for part in item.parts:
-                spaceless = normalize(part).replace(" ", "")
+                spaceless = _spaceless(prepare(part))
                 if len(_HANGUL.findall(spaceless)) >= MIN_HANGUL:
                     keys_of.setdefault(spaceless, set()).add(number)
         self.questions = [key for key, owners in keys_of.items() if len(owners) < COMMON_ITEMS]
         self.question_items = [sorted(keys_of[key]) for key in self.questions]
-        windows, owners = _windows(self.questions, 1)
-        order = np.argsort(windows, kind="stable")
-        self.window_keys, self.window_questions = windows[order], owners[order]
+        # Every window of each question (step 1), so that one of a document's sampled windows falls inside it.
+        _, windows = scan(*code_points(self.questions), N, WINDOW, 1, Bitmap.everything())
+        order = np.argsort(windows.values, kind="stable")
+        self.window_keys, self.window_questions = windows.values[order], windows.owners[order]
+        self.bitmap = Bitmap.of(self.gram_keys, self.window_keys)
         self.templates = len(keys_of) - len(self.questions) + len(common)
         self.indexed = np.zeros(len(items), dtype=bool)
         self.indexed[self.need > 0] = True
@@ -315,25 +259,44 @@ class ContaminationIndex:
     def find(self, texts: list[str]) -> list[list[int]]:
         """For each text, the sorted indices of the items it contains (most lists are empty)."""
         found: list[set[int]] = [set() for _ in texts]
-        words = [words_of(text) for text in texts]
-        if len(self.gram_keys):
-            grams, document_of = _batch_grams(words)
-            if len(grams):
-                query, owner = _lookup(self.gram_keys, self.gram_items, grams)
-                # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
-                matched = Counter(set(zip(document_of[query].tolist(), owner.tolist(), grams[query].tolist())))
-                per_pair = Counter((document, item) for document, item, _ in matched)
-                for (document, item), count in per_pair.items():
-                    if count >= self.need[item]:
-                        found[document].add(item)
-        if len(self.window_keys):
-            spaceless = ["".join(document) for document in words]
-            windows, document_of = _windows(spaceless, WINDOW_STEP)
-            query, question = _lookup(self.window_keys, self.window_questions, windows)
-            for document, number in set(zip(document_of[query].tolist(), question.tolist())):
+        codes, offsets = code_points([prepare(text) for text in texts])
+        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~6% by chance.
+        grams, windows = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
+        if len(grams.values):
+            query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
+            # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
+            matched = set(zip(grams.owners[query].tolist(), owner.tolist(), grams.values[query].tolist()))
+            per_pair = Counter((document, item) for document, item, _ in matched)
+            for (document, item), count in per_pair.items():
+                if count >= self.need[item]:
+                    found[document].add(item)
+        if len(windows.values):
+            query, question = _lookup(self.window_keys, self.window_questions, windows.values)
+            spaceless: dict[int, str] = {}
+            for document, number in set(zip(windows.owners[query].tolist(), question.tolist())):
+                if document not in spaceless:
+                    spaceless[document] = _spaceless_codes(codes[offsets[document]:offsets[document + 1]])
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
         return [sorted(items) for items in found]
+
+
+def _grams_per_text(texts: list[str]) -> list[set[int]]:
+    """The set of word N-gram hashes of each (prepared) text."""
+    grams, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
+    per_text: list[set[int]] = [set() for _ in texts]
+    for value, owner in zip(grams.values.tolist(), grams.owners.tolist()):
+        per_text[owner].add(value)
+    return per_text
+
+
+def _spaceless_codes(codes: np.ndarray) -> str:
+    """The text's words written without spaces (what the windows and the whole-question test read)."""
+    return codes[is_word(codes)].tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _spaceless(prepared: str) -> str:
+    return _spaceless_codes(code_points([prepared])[0])
 
 
 def eval_items(texts, name: str = "eval_overlap") -> list[Item]:

@@ -94,6 +94,9 @@ class Screen:
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
             segments, result = self._mask(documents[number])
+            if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
+                kept.append(segments)
+                continue
             dump = is_dump(result.spans, len(texts[number]))
             counts.add(result, dropped=dump)
             if dump:

@@ -1,0 +1,110 @@
+"""The numba kernel of ngram_scan.py (its own module so that numba is imported only when it is used, and so
+that numba can cache the compiled code: it caches module-level functions only)."""
+
+import numba
+import numpy as np
+
+_WORD_BASE = np.uint64(0x100000001B3)
+_WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
+_GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
+
+
+@numba.njit(inline="always")
+def _fmix64(value):
+    """MurmurHash3's 64-bit finaliser: every input bit reaches every output bit (the bitmap uses low bits)."""
+    value ^= value >> np.uint64(33)
+    value *= np.uint64(0xFF51AFD7ED558CCD)
+    value ^= value >> np.uint64(33)
+    value *= np.uint64(0xC4CEB9FE1A85EC53)
+    value ^= value >> np.uint64(33)
+    return value
+
+
+@numba.njit(inline="always")
+def _passes(bits, value):
+    slot = value & np.uint64(len(bits) * 64 - 1)
+    return (bits[np.int64(slot >> np.uint64(6))] >> (slot & np.uint64(63))) & np.uint64(1)
+
+
+def _compile(function):
+    """numba's njit, releasing the GIL, cached on disk when numba finds a writable cache directory (next to this
+    file, NUMBA_CACHE_DIR or the user's cache); else compiled once per process."""
+    try:
+        return numba.njit(nogil=True, cache=True)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
+@_compile
+def scan_kernel(codes, offsets, table, astral, astral_words, n, window, step, bits, grams, gram_owners, windows,
+                window_owners):
+    """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
+    times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
+    whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
+    hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many."""
+    gram_count = 0
+    window_count = 0
+    words = np.zeros(n, np.uint64)
+    chars = np.zeros(window, np.uint64)
+    gram_power = np.uint64(1)
+    for _ in range(n):
+        gram_power *= _GRAM_BASE
+    window_power = np.uint64(1)
+    for _ in range(window):
+        window_power *= _WINDOW_BASE
+    for text in range(len(offsets) - 1):
+        words[:] = 0
+        chars[:] = 0
+        word_count = 0
+        word_slot = 0
+        gram = np.uint64(0)
+        char_count = 0
+        char_slot = 0
+        rolling = np.uint64(0)
+        until_window = window  # characters until the next sampled window ends
+        hash_ = np.uint64(0)
+        length = 0
+        end = offsets[text + 1]
+        for at in range(offsets[text], end + 1):  # one step past the end closes the last word
+            word = False
+            code = np.uint64(0)
+            if at < end:
+                code = np.uint64(codes[at])
+                if code < np.uint64(65536):
+                    word = table[np.int64(code)]
+                else:
+                    word = astral_words[np.searchsorted(astral, codes[at])]
+            if word:
+                hash_ = hash_ * _WORD_BASE + code
+                length += 1
+                rolling = rolling * _WINDOW_BASE + code - chars[char_slot] * window_power
+                chars[char_slot] = code
+                char_slot += 1
+                if char_slot == window:
+                    char_slot = 0
+                char_count += 1
+                until_window -= 1
+                if until_window == 0:
+                    until_window = step
+                    value = _fmix64(rolling)
+                    if _passes(bits, value):
+                        windows[window_count] = value
+                        window_owners[window_count] = text
+                        window_count += 1
+            elif length:
+                word_hash = _fmix64(hash_ ^ np.uint64(length))
+                gram = gram * _GRAM_BASE + word_hash - words[word_slot] * gram_power
+                words[word_slot] = word_hash
+                word_slot += 1
+                if word_slot == n:
+                    word_slot = 0
+                word_count += 1
+                hash_ = np.uint64(0)
+                length = 0
+                if word_count >= n:
+                    value = _fmix64(gram)
+                    if _passes(bits, value):
+                        grams[gram_count] = value
+                        gram_owners[gram_count] = text
+                        gram_count += 1
+    return gram_count, window_count

@@ -1,0 +1,120 @@
+"""The per-character work of decontamination (decontaminate.py) in one compiled pass over a batch of texts.
+
+    texts = [prepare(text) for text in texts]              # NFKC where needed, lower case (C calls per text)
+    codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
+    bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
+    grams, windows = scan(codes, offsets, 8, 8, 4, bitmap)   # n, window, step; each Hashes(values, owners)
+
+A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"); everything
+else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
+(a polynomial over its code points, then MurmurHash3's finaliser), each run of `n` consecutive words of a
+text, and each `window`-character window of the text's words written without spaces that starts at every
+`step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
+benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
+
+Hand-written with numba (`nogil`: the tokenizer's threads keep running) because the same work in Python
+(regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's time with --decontaminate,
+and the same in numpy (a pass per step over the whole batch) at about 35; no library hashes word n-grams
+and spaceless windows of Unicode text in one pass. The kernel is compiled once and cached on disk (numba's
+`cache=True`); a process still pays for importing numba and loading it (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+_ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
+
+
+class Hashes(NamedTuple):
+    values: np.ndarray  # uint64
+    owners: np.ndarray  # int64: the index of the text each hash comes from
+
+
+def prepare(text: str) -> str:
+    """NFKC (checked first: most text already is) and lower case, as decontaminate.words_of."""
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return text.lower()
+
+
+def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 code points of all texts back to back, int64 offsets: text i is codes[offsets[i]:offsets[i+1]])."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    codes = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return codes, offsets
+
+
+@lru_cache(maxsize=1)
+def _word_table() -> np.ndarray:
+    """Whether each code point of the Basic Multilingual Plane is a word character."""
+    return np.fromiter((chr(code).isalnum() for code in range(_ASTRAL)), dtype=np.bool_, count=_ASTRAL)
+
+
+def _astral_words(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted code points above the BMP in `codes`, whether each is a word character)."""
+    astral = np.unique(codes[codes >= _ASTRAL]) if len(codes) and codes.max() >= _ASTRAL else np.empty(0, np.uint32)
+    return astral, np.array([chr(int(code)).isalnum() for code in astral], dtype=np.bool_)
+
+
+def is_word(codes: np.ndarray) -> np.ndarray:
+    """Per code point: a word character or not (the kernel's own classification, for the few texts that are
+    checked character by character)."""
+    words = np.zeros(len(codes), dtype=np.bool_)
+    basic = codes < _ASTRAL
+    words[basic] = _word_table()[codes[basic]]
+    astral, astral_words = _astral_words(codes)
+    if len(astral):
+        words[~basic] = astral_words[np.searchsorted(astral, codes[~basic])]
+    return words
+
+
+class Bitmap:
+    """A set of 64-bit hashes as bits (one per key's low bits): a bit that is clear proves a hash is no key.
+    About 16 bits per key keeps chance hits near 6%, at most 2**27 bits (16 MB)."""
+
+    def __init__(self, bits: np.ndarray):
+        self.bits = bits
+
+    @classmethod
+    def of(cls, *keys: np.ndarray) -> Bitmap:
+        count = sum(len(k) for k in keys)
+        size = 1 << min(27, max(12, (16 * count).bit_length()))
+        bits = np.zeros(size // 64, dtype=np.uint64)
+        for values in keys:
+            slots = values & np.uint64(size - 1)
+            np.bitwise_or.at(bits, (slots >> np.uint64(6)).astype(np.int64), np.uint64(1) << (slots & np.uint64(63)))
+        return cls(bits)
+
+    @classmethod
+    def everything(cls) -> Bitmap:
+        """No filter: every hash passes."""
+        return cls(np.full(1, np.uint64(0xFFFFFFFFFFFFFFFF)))
+
+
+def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
+         bitmap: Bitmap) -> tuple[Hashes, Hashes]:
+    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets."""
+    astral, astral_words = _astral_words(codes)
+    # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
+    # reserves the memory, and the pages written are those of the few hashes that pass.
+    grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
+    windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
+                     np.empty(len(codes) // step + len(offsets), np.int64))
+    gram_count, window_count = _kernel()(codes, offsets, _word_table(), astral, astral_words, n, window, step,
+                                         bitmap.bits, *grams, *windows)
+    return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
+            Hashes(windows.values[:window_count], windows.owners[:window_count]))
+
+
+@lru_cache(maxsize=1)
+def _kernel():
+    """The compiled kernel: numba is imported only when a decontamination index is used."""
+    from rankzero.data._ngram_kernel import scan_kernel
+
+    return scan_kernel
