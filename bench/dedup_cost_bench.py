@@ -37,7 +37,10 @@ from pathlib import Path
 from rankzero.args import parse_args
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import make_plan
-corpus, tokenizer, dedup, num_proc = sys.argv[1:5]
+corpus, tokenizer, dedup, num_proc, numpy_chars = sys.argv[1:6]
+if numpy_chars:  # what a process hashes with numpy before the compiled pass (minhash.shingle_hashes)
+    from rankzero.data.dedup import minhash
+    minhash._numpy_chars_left = int(numpy_chars)
 args = parse_args(["--tokenize_only", "--dataset", corpus, "--tokenizer_path", tokenizer, "--dedup", dedup,
                    "--max_seq_length", "1024", "--dataset_num_proc", num_proc, "--cache_dir", tempfile.mkdtemp()])
 plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
@@ -68,8 +71,9 @@ def write_corpora(real_dir: Path, work: Path, seed: int) -> dict[str, Path]:
     return corpora
 
 
-def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, num_proc: int) -> dict:
-    result = subprocess.run([sys.executable, "-c", MEASURE, str(corpus), str(tokenizer), dedup, str(num_proc)],
+def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, num_proc: int, numpy_chars: int | None) -> dict:
+    result = subprocess.run([sys.executable, "-c", MEASURE, str(corpus), str(tokenizer), dedup, str(num_proc),
+                             "" if numpy_chars is None else str(numpy_chars)],
                             cwd=repo, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
     if result.returncode:
         raise SystemExit(f"the build failed ({repo}, --dedup {dedup}):\n{result.stderr[-3000:]}")
@@ -84,6 +88,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer", type=Path, default=None, help="HF tokenizer dir (default: one trained here)")
     parser.add_argument("--repo", type=Path, default=REPO, help="the rankzero checkout measured (another commit's)")
+    parser.add_argument("--corpora", nargs="+", default=["real", "real, 75% exact copies"],
+                        choices=["real", "real, 75% exact copies"], help="which of the two corpora to measure")
+    parser.add_argument("--numpy_chars", type=int, default=None,
+                        help="characters a process hashes with numpy before the compiled pass (default: "
+                             "minhash.NUMPY_CHARS; 0: the compiled pass from the first character)")
     args = parser.parse_args()
     from prep_setup import train_tokenizer
 
@@ -96,10 +105,13 @@ def main() -> None:
     started = datetime.datetime.now(datetime.timezone.utc)
     rows = []
     for name, corpus in corpora.items():
+        if name not in args.corpora:
+            continue
         ratios, cpu, last = [], {"none": [], "near": []}, {}
         for round_index in range(args.rounds):
             order = ("none", "near") if round_index % 2 == 0 else ("near", "none")
-            result = {mode: measure(args.repo, corpus, tokenizer, mode, args.num_proc) for mode in order}
+            result = {mode: measure(args.repo, corpus, tokenizer, mode, args.num_proc, args.numpy_chars)
+                      for mode in order}
             for mode in order:
                 cpu[mode].append(result[mode]["cpu_s"])
             ratios.append(result["near"]["cpu_s"] / result["none"]["cpu_s"])
@@ -112,7 +124,8 @@ def main() -> None:
     info = machine_info()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.repo, capture_output=True, text=True).stdout
     print(f"\n{started:%Y-%m-%d %H:%M} UTC, {info}, rankzero at {commit.strip()}, {args.rounds} paired rounds, "
-          f"--dataset_num_proc {args.num_proc}\n")
+          f"--dataset_num_proc {args.num_proc}"
+          + ("" if args.numpy_chars is None else f", --numpy_chars {args.numpy_chars}") + "\n")
     print("| corpus | none CPU-s | near CPU-s | near / none (rounds) | near dropped | near stage seconds |")
     print("|---|---:|---:|---:|---|---|")
     print("\n".join(rows))

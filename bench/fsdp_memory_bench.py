@@ -16,6 +16,13 @@ torchrun with 2 processes for one step, twice per round, alternating:
 Each rank records, at its first training step (the model loaded and sharded, before any forward), its peak
 RSS so far (getrusage's ru_maxrss) and its RSS just before the model was built (imports, data, tokenizer:
 the same in both). Prints one JSON line per system and round, then the table with rank 1's ratio.
+
+    python bench/fsdp_memory_bench.py --imports          # where the RSS before the model comes from
+
+`--imports` prints, in a fresh interpreter, the RSS (resident, and its anonymous part) after each import a
+training rank makes before any model exists, in the order they first happen: torch, transformers' Llama
+(which imports torch._dynamo), its Trainer (which imports datasets, hence pyarrow and pandas), rankzero's
+train.py.
 """
 
 from __future__ import annotations
@@ -77,7 +84,30 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--imports", action="store_true", help="only the RSS after each import a rank makes")
     return parser.parse_args()
+
+
+IMPORTS = """
+import importlib, json, sys
+sys.path.insert(0, {repo!r})
+
+def rss_mb():
+    with open("/proc/self/status") as status:
+        fields = dict(line.split(":", 1) for line in status)
+    return {{key: round(int(fields[key].split()[0]) / 1024) for key in ("VmRSS", "RssAnon")}}
+
+print(json.dumps({{"import": "(interpreter)", **rss_mb()}}))
+for name in ("torch", "transformers", "transformers.models.llama.modeling_llama", "transformers.trainer", "train"):
+    importlib.import_module(name)
+    print(json.dumps({{"import": name, **rss_mb(), "modules": len(sys.modules),
+                      "with": [m for m in ("torch._dynamo", "datasets", "pyarrow", "pandas") if m in sys.modules]}}))
+"""
+
+
+def import_floor() -> None:
+    subprocess.run([sys.executable, "-c", IMPORTS.format(repo=str(REPO))], check=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
 
 
 def pretrained(args, work: Path) -> tuple[Path, int]:
@@ -140,6 +170,8 @@ def main() -> None:
     from _measure import machine_info
 
     args = parse()
+    if args.imports:
+        return import_floor()
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="fsdp_memory_bench-"))
     model_dir, parameters = pretrained(args, work)
     tokenizer = tokenizer_dir(work)

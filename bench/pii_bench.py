@@ -19,7 +19,8 @@ Five measurements, each against a named baseline in the same run:
      --decontaminate B...`, each against `--pii off`: whole processes, wall and CPU time (user + sys of the
      process tree), paired rounds (the ratio is the median of the per-round ratios), on the real documents
      (the dev corpus and any --real files) repeated, each copy numbered so no two are equal, up to
-     --prepare_mb; with --baseline_repo, that checkout's train.py runs the same arms in the same rounds.
+     --prepare_mb; with --baseline_repo, that checkout's train.py runs the same arms in the same rounds. One
+     uncounted warm-up round first (numba's kernels compile into its disk cache on a first run).
   5. eval overlap: the real documents plus a one-word-edited copy of 150 of them, `--dedup exact
      --validation_split_percentage 10`: near-copy pairs (Jaccard >= 0.8, word 5-grams) in the input against
      training/validation pairs in the output.
@@ -285,7 +286,8 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
     times = {prefix + arm: [] for prefix in repos for arm in arms}
     cpu = {name: [] for name in times}
     stages = {name: [] for name in times}
-    for round_number in range(rounds):
+    # Round -1 is a warm-up, not counted: numba compiles its kernels into its disk cache on a first run.
+    for round_number in range(-1, rounds):
         for prefix, repo in repos.items():
             for arm, flags in arms.items():
                 name = prefix + arm
@@ -297,6 +299,9 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
                 measured = run_measured(command, env={**os.environ, "PYTHONPATH": str(repo)})
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 assert measured["returncode"] == 0, measured["stderr"][-2000:]
+                if round_number < 0:
+                    shutil.rmtree(cache)
+                    continue
                 times[name].append(round(measured["wall_s"], 2))
                 cpu[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
                 manifest = json.loads(next(cache.glob("*/manifest.json")).read_text())

@@ -288,3 +288,31 @@ def test_the_first_stage_under_fsdp_moves_only_new_rows(tmp_path, tokenizer_dir,
     moved = dict(finished.named_parameters())
     assert all((moved[name] != after[name]).any() for name in after)  # then everything trains
     assert (moved["model.embed_tokens.weight"][:first] != before["model.embed_tokens.weight"][:first]).any(dim=1).any()
+
+
+def test_a_new_tokens_pieces_are_the_old_split_of_its_text_not_of_its_byte_alphabet_spelling(tmp_path):
+    """On a tokenizer that never saw Korean, the new token " 한국어로" must start from the old ids of the text
+    " 한국어로" (13 byte tokens), not from the old split of how the byte-level vocabulary spells it
+    ("ĠíķľêµŃìĸ´ë¡ľ", which the old tokenizer reads as Latin-1 letters, each two UTF-8 bytes)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from conftest import CODE_SNIPPETS, ENGLISH_PARAGRAPHS
+    from rankzero.tokenizer_trainer import train_tokenizer
+    from rankzero.train.model import load_config
+    from rankzero.train.vocabulary import extend_embeddings
+
+    old = train_tokenizer((ENGLISH_PARAGRAPHS + CODE_SNIPPETS) * 3, 400, tmp_path / "old")
+    train_tokenizer(["한국에서 한국어로 말한다. " * 30] * 10, 440, tmp_path / "new", base_tokenizer=tmp_path / "old")
+    new = AutoTokenizer.from_pretrained(tmp_path / "new")
+    (token,) = new.encode(" 한국어로", add_special_tokens=False)
+    text_ids = old.encode(" 한국어로", add_special_tokens=False)
+    spelling_ids = old.encode(new.convert_ids_to_tokens(token), add_special_tokens=False)
+    assert token >= len(old) and len(text_ids) == 13 and sorted(text_ids) != sorted(spelling_ids)
+
+    config = load_config(TINY)
+    config.vocab_size, config.tie_word_embeddings = len(old), False
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    before = model.get_input_embeddings().weight.detach().clone()
+    extend_embeddings(model, new, old, 448)
+    assert torch.equal(model.get_input_embeddings().weight[token], before[text_ids].double().mean(0).float())

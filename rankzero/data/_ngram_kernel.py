@@ -36,7 +36,7 @@ def _compile(function):
 
 
 @_compile
-def scan_kernel(codes, offsets, table, astral, astral_words, n, window, step, bits, grams, gram_owners, windows,
+def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bits, grams, gram_owners, windows,
                 window_owners):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
     times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
@@ -66,15 +66,13 @@ def scan_kernel(codes, offsets, table, astral, astral_words, n, window, step, bi
         length = 0
         end = offsets[text + 1]
         for at in range(offsets[text], end + 1):  # one step past the end closes the last word
-            word = False
-            code = np.uint64(0)
+            code = np.uint64(0)  # the lower-cased word character, or 0: a break (and the end of the text)
             if at < end:
-                code = np.uint64(codes[at])
-                if code < np.uint64(65536):
-                    word = table[np.int64(code)]
+                if codes[at] < 65536:
+                    code = np.uint64(table[codes[at]])
                 else:
-                    word = astral_words[np.searchsorted(astral, codes[at])]
-            if word:
+                    code = np.uint64(astral_folds[np.searchsorted(astral, codes[at])])
+            if code:
                 hash_ = hash_ * _WORD_BASE + code
                 length += 1
                 rolling = rolling * _WINDOW_BASE + code - chars[char_slot] * window_power

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.ngram_scan import Bitmap, code_points, is_word, prepare, scan
+from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -69,7 +69,7 @@ class Item:
 def words_of(text: str) -> list[str]:
     """The words of the normalised text: NFKC, lower case, punctuation as spaces. The definition that
     ngram_scan's kernel computes per character (tests/test_decontaminate.py checks they agree)."""
-    return _PUNCTUATION.sub(" ", prepare(text)).split()
+    return _PUNCTUATION.sub(" ", prepare(text).lower()).split()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class ContaminationIndex:
             spaceless: dict[int, str] = {}
             for document, number in set(zip(windows.owners[query].tolist(), question.tolist())):
                 if document not in spaceless:
-                    spaceless[document] = _spaceless_codes(codes[offsets[document]:offsets[document + 1]])
+                    spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
         return [sorted(items) for items in found]
@@ -290,13 +290,8 @@ def _grams_per_text(texts: list[str]) -> list[set[int]]:
     return per_text
 
 
-def _spaceless_codes(codes: np.ndarray) -> str:
-    """The text's words written without spaces (what the windows and the whole-question test read)."""
-    return codes[is_word(codes)].tobytes().decode("utf-32-le", "surrogatepass")
-
-
 def _spaceless(prepared: str) -> str:
-    return _spaceless_codes(code_points([prepared])[0])
+    return letters(code_points([prepared])[0])
 
 
 def eval_items(texts, name: str = "eval_overlap") -> list[Item]:

@@ -1,12 +1,12 @@
 """The per-character work of decontamination (decontaminate.py) in one compiled pass over a batch of texts.
 
-    texts = [prepare(text) for text in texts]              # NFKC where needed, lower case (C calls per text)
+    texts = [prepare(text) for text in texts]              # NFKC where needed (a C call per text)
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
     grams, windows = scan(codes, offsets, 8, 8, 4, bitmap)   # n, window, step; each Hashes(values, owners)
 
-A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"); everything
-else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
+A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
+by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
 (a polynomial over its code points, then MurmurHash3's finaliser), each run of `n` consecutive words of a
 text, and each `window`-character window of the text's words written without spaces that starts at every
 `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
@@ -36,10 +36,12 @@ class Hashes(NamedTuple):
 
 
 def prepare(text: str) -> str:
-    """NFKC (checked first: most text already is) and lower case, as decontaminate.words_of."""
+    """NFKC (checked first: most text already is). Lower case is the kernel's, one code point at a time, except
+    where it is not a function of the code point alone: capital sigma (final or not) and the dotted capital I
+    (two code points in lower case); a text holding one is lower-cased here."""
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    return text.lower()
+    return text.lower() if "\u03a3" in text or "\u0130" in text else text
 
 
 def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -50,28 +52,34 @@ def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return codes, offsets
 
 
+def _fold(code: int) -> int:
+    """A code point's lower case if that is a word character (`str.isalnum`), else 0: a word break."""
+    lower = chr(code).lower()
+    return ord(lower) if len(lower) == 1 and lower.isalnum() else 0
+
+
 @lru_cache(maxsize=1)
-def _word_table() -> np.ndarray:
-    """Whether each code point of the Basic Multilingual Plane is a word character."""
-    return np.fromiter((chr(code).isalnum() for code in range(_ASTRAL)), dtype=np.bool_, count=_ASTRAL)
+def _fold_table() -> np.ndarray:
+    """_fold of each code point of the Basic Multilingual Plane."""
+    return np.fromiter(map(_fold, range(_ASTRAL)), dtype=np.uint32, count=_ASTRAL)
 
 
-def _astral_words(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted code points above the BMP in `codes`, whether each is a word character)."""
+def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted code points above the BMP in `codes`, the _fold of each)."""
     astral = np.unique(codes[codes >= _ASTRAL]) if len(codes) and codes.max() >= _ASTRAL else np.empty(0, np.uint32)
-    return astral, np.array([chr(int(code)).isalnum() for code in astral], dtype=np.bool_)
+    return astral, np.array([_fold(int(code)) for code in astral], dtype=np.uint32)
 
 
-def is_word(codes: np.ndarray) -> np.ndarray:
-    """Per code point: a word character or not (the kernel's own classification, for the few texts that are
-    checked character by character)."""
-    words = np.zeros(len(codes), dtype=np.bool_)
+def letters(codes: np.ndarray) -> str:
+    """The word characters of prepared code points, lower-cased, without the breaks between words: what the
+    kernel's windows read (for the few texts whose whole question is checked by a substring test)."""
+    folded = np.zeros(len(codes), dtype=np.uint32)
     basic = codes < _ASTRAL
-    words[basic] = _word_table()[codes[basic]]
-    astral, astral_words = _astral_words(codes)
+    folded[basic] = _fold_table()[codes[basic]]
+    astral, astral_folds = _astral_folds(codes)
     if len(astral):
-        words[~basic] = astral_words[np.searchsorted(astral, codes[~basic])]
-    return words
+        folded[~basic] = astral_folds[np.searchsorted(astral, codes[~basic])]
+    return folded[folded != 0].tobytes().decode("utf-32-le", "surrogatepass")
 
 
 class Bitmap:
@@ -100,13 +108,13 @@ class Bitmap:
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes]:
     """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets."""
-    astral, astral_words = _astral_words(codes)
+    astral, astral_folds = _astral_folds(codes)
     # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
     # reserves the memory, and the pages written are those of the few hashes that pass.
     grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
     windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
                      np.empty(len(codes) // step + len(offsets), np.int64))
-    gram_count, window_count = _kernel()(codes, offsets, _word_table(), astral, astral_words, n, window, step,
+    gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
                                          bitmap.bits, *grams, *windows)
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
             Hashes(windows.values[:window_count], windows.owners[:window_count]))
