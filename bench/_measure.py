@@ -14,6 +14,7 @@ the child and every descendant every ~50 ms, sums the tree, and keeps the larges
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import tempfile
 import threading
@@ -53,13 +54,18 @@ def tree_pss_mb(root_pid: int) -> float:
 
 def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None,
                  timeout_s: float | None = None) -> dict:
-    """Run `cmd` to completion; return wall_s, peak_pss_mb, returncode, stdout, stderr (text).
+    """Run `cmd` to completion; return wall_s, cpu_s, peak_pss_mb, returncode, stdout, stderr (text).
+
+    cpu_s is the user + system time of the child and every descendant reaped under it (getrusage of this
+    process's children, before and after: run one command at a time), the figure a loaded machine distorts less.
+    Processes nobody waits for escape it: a multiprocessing fork server's workers (datatrove's default pool).
 
     Output goes to temporary files rather than pipes: a chatty child cannot block on a full pipe
     while we are busy sampling, and the sampler never waits on the child's output.
     """
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         process = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out_file, stderr=err_file)
         peak_mb = 0.0
         stop = threading.Event()
@@ -83,13 +89,15 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None
             stop.set()
             raise
         wall_s = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         stop.set()
         sampler.join()
         out_file.seek(0)
         err_file.seek(0)
         stdout = out_file.read().decode("utf-8", errors="replace")
         stderr = err_file.read().decode("utf-8", errors="replace")
-    return {"wall_s": wall_s, "peak_pss_mb": peak_mb, "returncode": returncode,
+    return {"wall_s": wall_s, "cpu_s": cpu_s, "peak_pss_mb": peak_mb, "returncode": returncode,
             "stdout": stdout, "stderr": stderr}
 
 

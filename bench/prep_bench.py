@@ -24,6 +24,7 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
                       TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
                       blocks; no dedup, no filter, no masking
+  (ls) LitData as installed   (l) with LitData's default start method (spawn: each worker imports torch again)
   (dt) datatrove      bench/baselines/datatrove_minhash.py --tokenizer in --datatrove_python's venv: MinHash
                       at rankzero's default bands x rows, then its DocumentTokenizer on what it keeps; the
                       corpus cut into `cores` files beforehand (untimed), tasks = workers = cores
@@ -53,6 +54,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -83,6 +85,7 @@ MODES = {
     "ae": "rankzero prepare with --dedup exact",
     "A": "rankzero prepare of the --against checkout",
     "l": "LitData optimize + TokensLoader, fastokens (no dedup)",
+    "ls": "LitData as (l), its default start method (spawn)",
     "dt": "datatrove MinHash + DocumentTokenizer",
 }
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
@@ -115,6 +118,9 @@ def parse_args() -> argparse.Namespace:
                         help="JSONL file(s) of {\"text\"} to run on instead of the generated corpus (several are "
                              "joined into one file in --workdir first); --size_mb and --seed then apply to nothing "
                              "but the tokenizer's name, and the --scale run is skipped")
+    parser.add_argument("--max_load", type=float, default=None,
+                        help="before each round, wait until the 1-minute load average is below this (a shared VM)")
+    parser.add_argument("--max_wait_s", type=float, default=600, help="the longest --max_load waits before a round")
     parser.add_argument("--litdata_python", type=Path, default=None,
                         help="python of a venv with litdata, torch and fastokens: mode l")
     parser.add_argument("--datatrove_python", type=Path, default=None,
@@ -127,9 +133,9 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
     if "A" in modes and not (args.against and (args.against / "train.py").is_file()):
         problems.append("--only A: give --against CHECKOUT, a directory holding another rankzero's train.py")
-    for mode, python in (("l", args.litdata_python), ("dt", args.datatrove_python)):
+    for mode, python in (("l", args.litdata_python), ("ls", args.litdata_python), ("dt", args.datatrove_python)):
         if mode in modes and not (python and python.is_file()):
-            flag = "--litdata_python" if mode == "l" else "--datatrove_python"
+            flag = "--datatrove_python" if mode == "dt" else "--litdata_python"
             problems.append(f"--only {mode}: give {flag} PYTHON, the interpreter of the venv the baseline needs "
                             f"(its docstring in bench/baselines/ says how to make it)")
     missing = [str(path) for path in args.corpus or () if not path.is_file()]
@@ -213,10 +219,10 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
                "--engine", "hf" if mode == "c" else "fastokens"]
         if num_proc:
             env["RAYON_NUM_THREADS"] = env["RAYON_RS_NUM_THREADS"] = str(num_proc)
-    elif mode == "l":
+    elif mode in ("l", "ls"):
         cmd = [str(args.litdata_python), str(BENCH / "baselines" / "litdata_optimize.py"), str(corpus), str(tokenizer),
                str(scratch / "optimized"), "--block_size", str(SEQUENCE_LENGTH),
-               "--num_workers", str(num_proc or usable_cores()), "--start_method", "fork"]
+               "--num_workers", str(num_proc or usable_cores())] + (["--start_method", "fork"] if mode == "l" else [])
         # LitData's staging folders default to the system temp dir: fresh per run, like every other cache here.
         env["DATA_OPTIMIZER_CACHE_FOLDER"] = str(scratch / "litdata_chunks")
         env["DATA_OPTIMIZER_DATA_CACHE_FOLDER"] = str(scratch / "litdata_data")
@@ -231,6 +237,15 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
         cmd = [python, str(BENCH / "baselines" / "kiwi_only.py"), str(corpus),
                "--num_workers", str(num_proc or usable_cores())]
     return cmd, env, REPO
+
+
+def wait_for_quiet(max_load: float | None, max_wait_s: float) -> float:
+    """Before a round on a shared machine: wait (at most `max_wait_s`) until the 1-minute load average is below
+    `max_load`. Returns the load the round starts at, which the report prints beside the round."""
+    deadline = time.monotonic() + max_wait_s
+    while max_load is not None and os.getloadavg()[0] >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
 
 
 def usable_cores() -> int:
@@ -253,8 +268,10 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
                                             "stderr_tail": result["stderr"][-4000:]}}
         if not is_rankzero(mode):
             details = {"summary": result["stdout"].strip().splitlines()[-1] if result["stdout"].strip() else ""}
-        print(f"[{label}] {result['wall_s']:.1f} s, peak PSS {result['peak_pss_mb']:.0f} MB", file=sys.stderr)
-        return {"cmd": cmd, "wall_s": result["wall_s"], "peak_pss_mb": result["peak_pss_mb"], **details}
+        print(f"[{label}] {result['wall_s']:.1f} s, {result['cpu_s']:.1f} CPU-s, peak PSS {result['peak_pss_mb']:.0f} MB",
+              file=sys.stderr)
+        return {"cmd": cmd, "wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_pss_mb": result["peak_pss_mb"],
+                **details}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -263,12 +280,14 @@ def summarize(mode: str, label: str, corpus: Path, corpus_bytes: int, runs: list
     """Medians over a mode's runs (or the first failure)."""
     entry = {"mode": mode, "label": label, "what": describe(mode), "corpus": str(corpus), "corpus_bytes": corpus_bytes,
              "cmd": runs[-1]["cmd"], "walls_s": [r["wall_s"] for r in runs if "wall_s" in r],
+             "cpus_s": [r["cpu_s"] for r in runs if "cpu_s" in r],
              "peak_pss_mbs": [r["peak_pss_mb"] for r in runs if "peak_pss_mb" in r]}
-    entry.update({k: v for k, v in runs[-1].items() if k not in ("cmd", "wall_s", "peak_pss_mb")})
+    entry.update({k: v for k, v in runs[-1].items() if k not in ("cmd", "wall_s", "cpu_s", "peak_pss_mb")})
     if any("failure" in r for r in runs):
         entry["failure"] = next(r["failure"] for r in runs if "failure" in r)
         return entry
     entry["wall_s"] = statistics.median(entry["walls_s"])
+    entry["cpu_s"] = statistics.median(entry["cpus_s"])
     entry["peak_pss_mb"] = statistics.median(entry["peak_pss_mbs"])
     entry["mb_per_s"] = corpus_bytes / 2**20 / entry["wall_s"]
     return entry
@@ -305,7 +324,9 @@ def main() -> None:
     # Rounds, not one mode after another: this VM's speed drifts by ±20% over minutes, so each round
     # runs every mode back to back and the ratios are also taken within a round (paired).
     runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
+    loads = []
     for run in range(args.runs):
+        loads.append(wait_for_quiet(args.max_load, args.max_wait_s))
         for mode in (args.modes if run % 2 == 0 else args.modes[::-1]):
             if not any("failure" in r for r in runs[mode]):
                 runs[mode].append(run_once(mode, mode, corpus, tokenizer, args, run))
@@ -323,7 +344,7 @@ def main() -> None:
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine_info(), "versions": versions(), "commit": git_commit(),
         "size_mb": args.size_mb, "seed": args.seed, "runs": args.runs, "num_proc": args.num_proc,
-        "corpus": corpus_stats, "tokenizer": tokenizer_description, "results": results,
+        "corpus": corpus_stats, "tokenizer": tokenizer_description, "results": results, "round_loads": loads,
     }
     report["ratios"] = compute_ratios(results)
     if args.out:

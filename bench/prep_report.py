@@ -17,13 +17,13 @@ def ratio(numerator: dict | None, denominator: dict | None, key: str) -> float |
     return numerator[key] / denominator[key]
 
 
-def paired_ratios(numerator: dict | None, denominator: dict | None) -> list[float]:
-    """Per-round wall-time ratios (round i of one mode against round i of the other)."""
+def paired_ratios(numerator: dict | None, denominator: dict | None, key: str = "walls_s") -> list[float]:
+    """Per-round ratios of wall (or CPU, key "cpus_s") time: round i of one mode against round i of the other."""
     if not numerator or not denominator or "wall_s" not in numerator or "wall_s" not in denominator:
         return []
-    if len(numerator["walls_s"]) != len(denominator["walls_s"]):
+    if len(numerator.get(key, ())) != len(denominator.get(key, ())):
         return []
-    return [n / d for n, d in zip(numerator["walls_s"], denominator["walls_s"])]
+    return [n / d for n, d in zip(numerator[key], denominator[key])]
 
 
 def compute_ratios(results: dict) -> list[dict]:
@@ -59,13 +59,22 @@ def compute_ratios(results: dict) -> list[dict]:
         ("faster than datatrove MinHash + tokenizer, dt / a", (results.get("dt"), a), "> 1", lambda v: v > 1),
         ("faster than the run_clm recipe with --dedup none, b / an", (b, results.get("an")), "—", None),
         ("LitData against --dedup none, l / an", (results.get("l"), results.get("an")), "—", None),
+        ("LitData as installed (spawn), ls / a", (results.get("ls"), a), "—", None),
     ]
+    # CPU time of the process tree, which a loaded machine distorts less than wall time; no targets. Not for
+    # datatrove: its pool's workers are children of a fork server that nobody reaps, so getrusage never sees them.
+    an, l, against = (results.get(mode) for mode in ("an", "l", "A"))
+    rows += [(f"CPU: {name}", pair, "—", None) for name, pair in (
+        ("b / a", (b, a)), ("l / a", (l, a)), ("ls / a", (results.get("ls"), a)), ("b / an", (b, an)),
+        ("l / an", (l, an)),
+        ("a / an", (a, an)), ("a / A", (a, against)))]
     rows += [(f"rankzero under RANKZERO_MALLOC={label[2:]} against (a), {label} / a", (entry, a), "—", None)
              for label, entry in results.items() if label.startswith("a:")]
     out = []
     for name, (numerator, denominator), target, met in rows:
-        per_round = paired_ratios(numerator, denominator)
-        value = statistics.median(per_round) if per_round else ratio(numerator, denominator, "wall_s")
+        cpu = name.startswith("CPU: ")
+        per_round = paired_ratios(numerator, denominator, "cpus_s" if cpu else "walls_s")
+        value = statistics.median(per_round) if per_round else ratio(numerator, denominator, "cpu_s" if cpu else "wall_s")
         if numerator is None or denominator is None:
             continue  # a mode of it was not run (a failed run still shows, as n/a)
         out.append({"name": name, "value": value, "per_round": per_round, "target": target,
@@ -114,12 +123,15 @@ def markdown(report: dict) -> str:
     lines.append(f"- Whole-process wall time and peak PSS of the process tree (sampled every 50 ms); "
                  f"median of {report['runs']} round(s), each running every mode back to back; "
                  f"workers: {report['num_proc'] or 'each tool default (all cores)'}")
+    if report.get("round_loads"):
+        lines.append("- 1-minute load average as each round started: "
+                     + ", ".join(f"{load:.1f}" for load in report["round_loads"]))
     lines.append("")
-    lines.append("| run | what | wall s, median (rounds) | MiB/s | peak PSS MB | notes |")
-    lines.append("|---|---|---:|---:|---:|---|")
+    lines.append("| run | what | wall s, median (rounds) | CPU s, median | MiB/s | peak PSS MB | notes |")
+    lines.append("|---|---|---:|---:|---:|---:|---|")
     for label, entry in report["results"].items():
         if "failure" in entry:
-            lines.append(f"| ({label}) | {entry['what']} | failed | | | exit {entry['failure']['returncode']} |")
+            lines.append(f"| ({label}) | {entry['what']} | failed | | | | exit {entry['failure']['returncode']} |")
             continue
         notes = ""
         if entry.get("tokens") is not None:
@@ -131,7 +143,8 @@ def markdown(report: dict) -> str:
         walls = f"{entry['wall_s']:.1f}"
         if len(entry["walls_s"]) > 1:  # every round's, in order: the ratios below pair them
             walls += f" ({', '.join(f'{wall:.1f}' for wall in entry['walls_s'])})"
-        lines.append(f"| ({label}) | {entry['what']}{size} | {walls} | {entry['mb_per_s']:.2f} | "
+        cpu = f"{entry['cpu_s']:.1f}" if "cpu_s" in entry and entry["mode"] != "dt" else "—"  # dt: see above
+        lines.append(f"| ({label}) | {entry['what']}{size} | {walls} | {cpu} | {entry['mb_per_s']:.2f} | "
                      f"{entry['peak_pss_mb']:.0f} | {notes} |")
     lines.append("")
     lines.append("| ratio | value | per round | target | met |")
