@@ -66,7 +66,8 @@ def presidio_baseline(python: str, documents: list[str], planted: list, real: li
         for look in looks:
             looks_total[look] += 1
             flagged[look] += bool(hits(look, document.index(f"참고: {look}.") + len("참고: ")))
-    return {"found_by_kind": {kind: f"{found[kind]}/{total[kind]}" for kind in kinds},
+    return {"found": f"{sum(found.values())}/{sum(total.values())}",
+            "found_by_kind": {kind: f"{found[kind]}/{total[kind]}" for kind in kinds},
             "entities_by_kind": {kind: dict(counter) for kind, counter in entities.items()},
             "look_alikes_flagged": f"{sum(flagged.values())}/{sum(looks_total.values())}",
             "look_alikes_flagged_by_kind": {look: f"{flagged[look]}/{looks_total[look]}" for look in looks_total
