@@ -3,6 +3,7 @@
     python bench/pii_bench.py --benchmarks kmmlu_criminal_law.json logickor.jsonl
     python bench/pii_bench.py --benchmarks B... --datatrove_python /tmp/side/bin/python --prepare_mb 40 --rounds 3
     python bench/pii_bench.py --benchmarks B... --prepare_only --real petitions.jsonl --baseline_repo /tmp/old-checkout
+    python bench/pii_bench.py --pii_only --datatrove_python D/bin/python --presidio_python P/bin/python
 
 Five measurements, each against a named baseline in the same run:
   1. recall and precision: every document of /work/shared/corpora/ko_real_dev (read from there) gets two
@@ -10,7 +11,8 @@ Five measurements, each against a named baseline in the same run:
      numbers, ...) at line or sentence breaks; recall = planted values gone, each behind its kind's
      placeholder; look-alikes must come through unchanged. Baseline: datatrove's PIIFormatter (FineWeb-2's
      e-mail and IP masking) on the kinds it covers, when --datatrove_python names an interpreter that has
-     datatrove (a side venv: it is no dependency of rankzero).
+     datatrove (a side venv: it is no dependency of rankzero); Presidio's Korean and generic pattern recognizers
+     (bench/baselines/presidio_recognizers.py) on every kind, with their MB/s per core, with --presidio_python.
   2. speed: MB/s per core (process time, best of 5) of the masker and of the contamination index.
   3. decontamination: the --benchmarks items planted three ways into real documents (whole item with its
      choices, the question alone inside a page, the question re-spaced) and with two words changed; the
@@ -46,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._measure import run_measured  # noqa: E402
+from bench.pii_compare import datatrove_baseline, presidio_baseline  # noqa: E402
 from rankzero.data import decontaminate  # noqa: E402
 from rankzero.data.pii import PLACEHOLDERS, PiiMasker  # noqa: E402
 from rankzero.data.pii_checks import registration_check_ok  # noqa: E402
@@ -143,7 +146,7 @@ def load_corpus() -> list[str]:
     return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.open(encoding="utf-8")]
 
 
-def recall_precision(texts: list[str], datatrove_python: str | None) -> dict:
+def recall_precision(texts: list[str], datatrove_python: str | None, presidio_python: str | None = None) -> dict:
     rng = random.Random(0)
     masker = PiiMasker()
     planted, documents = [], []
@@ -176,31 +179,9 @@ def recall_precision(texts: list[str], datatrove_python: str | None) -> dict:
               "spans_masked_in_unplanted_real_documents": dict(baseline)}
     if datatrove_python:
         result["datatrove_pii_formatter"] = datatrove_baseline(datatrove_python, documents, planted)
+    if presidio_python:
+        result["presidio_recognizers"] = presidio_baseline(presidio_python, documents, planted, texts, KINDS)
     return result
-
-
-def datatrove_baseline(python: str, documents: list[str], planted: list) -> dict:
-    script = ("import json,sys\nfrom datatrove.pipeline.formatters import PIIFormatter\nf=PIIFormatter()\n"
-              "docs=json.load(open(sys.argv[1]))\njson.dump([f.format(d) for d in docs],open(sys.argv[2],'w'))\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        source, target = Path(tmp) / "in.json", Path(tmp) / "out.json"
-        source.write_text(json.dumps(documents, ensure_ascii=False), encoding="utf-8")
-        subprocess.run([python, "-c", script, str(source), str(target)], check=True)
-        outputs = json.loads(target.read_text(encoding="utf-8"))
-    rankzero = [PiiMasker().mask(text).text for text in documents]
-    covered = {"email": "email", "ipv4": "ip_address", "ipv6": "ip_address"}
-    scores = {"datatrove": Counter(), "rankzero": Counter(), "total": Counter()}
-    looks_changed = Counter()
-    for (values, looks), theirs, ours in zip(planted, outputs, rankzero):
-        for kind, _, value in values:
-            if kind in covered:
-                scores["total"][kind] += 1
-                scores["datatrove"][kind] += value not in theirs
-                scores["rankzero"][kind] += value not in ours
-        looks_changed["datatrove"] += sum(look not in theirs for look in looks)
-        looks_changed["rankzero"] += sum(look not in ours for look in looks)
-    return {name: {kind: f"{scores[name][kind]}/{scores['total'][kind]}" for kind in covered}
-            for name in ("datatrove", "rankzero")} | {"look_alikes_changed": dict(looks_changed)}
 
 
 def per_core_mb_s(function, texts: list[str], repeats: int = 5) -> float:
@@ -367,8 +348,12 @@ def eval_overlap(texts: list[str], workdir: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmarks", nargs="+", required=True, help="benchmark files or dirs, as --decontaminate")
+    parser.add_argument("--benchmarks", nargs="+", default=[], help="benchmark files or dirs, as --decontaminate")
     parser.add_argument("--datatrove_python", default=None, help="an interpreter with datatrove (the baseline)")
+    parser.add_argument("--presidio_python", default=None,
+                        help="an interpreter with presidio-analyzer and phonenumbers (the second baseline)")
+    parser.add_argument("--pii_only", action="store_true",
+                        help="measure the planted values and the masker's speed only (with the baselines given)")
     parser.add_argument("--prepare_mb", type=float, default=40.0, help="corpus size for the prepare timing (0: skip)")
     parser.add_argument("--rounds", type=int, default=3, help="paired prepare rounds")
     parser.add_argument("--real", type=Path, nargs="*", default=[],
@@ -379,17 +364,20 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=REPO / "bench" / "out" / "pii")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
+    if not args.benchmarks and not args.pii_only:
+        parser.error("--benchmarks is required (benchmark files or dirs, as --decontaminate) unless --pii_only")
     args.workdir.mkdir(parents=True, exist_ok=True)
     texts = load_corpus()
     masker = PiiMasker()
     results = {"corpus": f"{CORPUS} ({len(texts)} documents, {sum(len(t.encode()) for t in texts) / 1e6:.2f} MB)"}
     if not args.prepare_only:
-        results |= {"recall_precision": recall_precision(texts, args.datatrove_python),
-                    "pii_mb_s_per_core": per_core_mb_s(lambda: [masker.mask(t) for t in texts], texts),
-                    "decontamination": decontamination(texts, args.benchmarks)}
+        results |= {"recall_precision": recall_precision(texts, args.datatrove_python, args.presidio_python),
+                    "pii_mb_s_per_core": per_core_mb_s(lambda: [masker.mask(t) for t in texts], texts)}
+    if not (args.prepare_only or args.pii_only):
+        results["decontamination"] = decontamination(texts, args.benchmarks)
         train_tokenizer(args.workdir / "tokenizer")
         results["eval_overlap"] = eval_overlap(texts, args.workdir)
-    if args.prepare_mb:
+    if args.prepare_mb and not args.pii_only:
         real = read_texts(args.real)
         results["prepare_corpus"] = [str(CORPUS), *map(str, args.real)]
         results["prepare"] = prepare_time(real + texts, args.benchmarks, args.prepare_mb, args.rounds, args.workdir,
