@@ -247,3 +247,53 @@ def test_the_screen_masks_each_segment_and_keeps_its_label_flag():
     assert kept[0] == [("user: 제 번호는 |||PHONE_NUMBER|||입니다\n", False),
                        ("assistant: |||EMAIL_ADDRESS|||로 보내 드릴게요", True)]
     assert kept[1] == documents[1] and report["pii"]["masked"] == {"phone": 1, "email": 1}
+
+
+def _cluster_class(char: str) -> int:
+    from rankzero.data.pii import CLUSTER_SEPARATORS
+
+    return 2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0
+
+
+def test_nfkc_never_shortens_a_run_of_digits_and_cluster_separators():
+    """Why decontamination's pass (on NFKC text) may tell the masker (on the text as read) that a text holds no
+    number cluster: every digit and separator normalises to digits and separators, a digit keeps a digit, and
+    no canonical composition takes one of them in."""
+    import sys
+    import unicodedata
+
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        if 0xD800 <= code < 0xE000:
+            continue
+        if _cluster_class(char):
+            normal = unicodedata.normalize("NFKC", char)
+            assert normal and all(_cluster_class(c) for c in normal), hex(code)
+            assert _cluster_class(char) == 1 or any(_cluster_class(c) == 2 for c in normal), hex(code)
+        decomposition = unicodedata.decomposition(char)
+        if decomposition and not decomposition.startswith("<"):
+            assert not any(_cluster_class(chr(int(part, 16))) for part in decomposition.split()), hex(code)
+
+
+def test_the_decontamination_pass_never_hides_a_number_cluster_and_masking_is_unchanged():
+    """Random texts dense in digits, separators and look-alikes (full-width digits, no-break spaces, ①, Arabic
+    digits, astral digits): where the pass says 'no cluster', the masker's own scan finds none; masking each text
+    with the pass's answer gives exactly what masking it alone gives."""
+    import random
+
+    from rankzero.data.ngram_scan import Bitmap, code_points, prepare, scan
+    from rankzero.data.pii import _CLUSTER
+
+    alphabet = list("0123456789-.() +가나다 abc@:\n") + ["０", "１", "９", "\u00a0", "①", "٣", "\U0001d7ce", "－", "．"]
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(4000)]
+    texts += ["주민번호 900101-1234567 입니다", "전화 010 1234 5678", "１２３４５６７", "٣٣٣٣٣٣٣", "1 2 3 4"]
+    _, _, numbers = scan(*code_points([prepare(text) for text in texts]), 8, 8, 4, Bitmap.everything())
+    masker = PiiMasker()
+    said_none = 0
+    for text, may_hold in zip(texts, numbers.tolist()):
+        if not may_hold:
+            said_none += 1
+            assert _CLUSTER.search(text) is None, text
+        assert masker.mask(text, may_hold).text == masker.mask(text).text, text
+    assert 0 < said_none < len(texts)

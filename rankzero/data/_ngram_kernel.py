@@ -7,6 +7,7 @@ import numpy as np
 _WORD_BASE = np.uint64(0x100000001B3)
 _WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
 _GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
+NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
 
 
 @numba.njit(inline="always")
@@ -37,11 +38,13 @@ def _compile(function):
 
 @_compile
 def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bits, grams, gram_owners, windows,
-                window_owners):
+                window_owners, kinds, numbers):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
     times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
     whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
-    hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many."""
+    hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many.
+    Beside them, numbers[text] = 1 where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2 (digits
+    and the separators of pii.py's number clusters) holding a digit (2); astral code points count as digits."""
     gram_count = 0
     window_count = 0
     words = np.zeros(n, np.uint64)
@@ -64,14 +67,26 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
         until_window = window  # characters until the next sampled window ends
         hash_ = np.uint64(0)
         length = 0
+        run = 0
+        digit = False
         end = offsets[text + 1]
         for at in range(offsets[text], end + 1):  # one step past the end closes the last word
             code = np.uint64(0)  # the lower-cased word character, or 0: a break (and the end of the text)
             if at < end:
                 if codes[at] < 65536:
                     code = np.uint64(table[codes[at]])
+                    kind = kinds[codes[at]]
                 else:
                     code = np.uint64(astral_folds[np.searchsorted(astral, codes[at])])
+                    kind = 2
+                if kind:
+                    run += 1
+                    digit = digit or kind == 2
+                    if run >= NUMBER_RUN and digit:
+                        numbers[text] = 1
+                else:
+                    run = 0
+                    digit = False
             if code:
                 hash_ = hash_ * _WORD_BASE + code
                 length += 1

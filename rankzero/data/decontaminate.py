@@ -241,7 +241,7 @@ class ContaminationIndex:
         self.questions = [key for key, owners in keys_of.items() if len(owners) < COMMON_ITEMS]
         self.question_items = [sorted(keys_of[key]) for key in self.questions]
         # Every window of each question (step 1), so that one of a document's sampled windows falls inside it.
-        _, windows = scan(*code_points(self.questions), N, WINDOW, 1, Bitmap.everything())
+        _, windows, _ = scan(*code_points(self.questions), N, WINDOW, 1, Bitmap.everything())
         order = np.argsort(windows.values, kind="stable")
         self.window_keys, self.window_questions = windows.values[order], windows.owners[order]
         self.bitmap = Bitmap.of(self.gram_keys, self.window_keys)
@@ -258,10 +258,15 @@ class ContaminationIndex:
 
     def find(self, texts: list[str]) -> list[list[int]]:
         """For each text, the sorted indices of the items it contains (most lists are empty)."""
+        return self.find_with_numbers(texts)[0]
+
+    def find_with_numbers(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
+        """`find`, and what the same pass tells the PII masker for free: per text, may it hold a number cluster
+        (ngram_scan.scan)?"""
         found: list[set[int]] = [set() for _ in texts]
         codes, offsets = code_points([prepare(text) for text in texts])
         # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~6% by chance.
-        grams, windows = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
+        grams, windows, numbers = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
             # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
@@ -278,12 +283,12 @@ class ContaminationIndex:
                     spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
-        return [sorted(items) for items in found]
+        return [sorted(items) for items in found], numbers
 
 
 def _grams_per_text(texts: list[str]) -> list[set[int]]:
     """The set of word N-gram hashes of each (prepared) text."""
-    grams, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
+    grams, _, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
     per_text: list[set[int]] = [set() for _ in texts]
     for value, owner in zip(grams.values.tolist(), grams.owners.tolist()):
         per_text[owner].add(value)

@@ -3,7 +3,7 @@
     texts = [prepare(text) for text in texts]              # NFKC where needed (a C call per text)
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
-    grams, windows = scan(codes, offsets, 8, 8, 4, bitmap)   # n, window, step; each Hashes(values, owners)
+    grams, windows, numbers = scan(codes, offsets, 8, 8, 4, bitmap)   # n, window, step; Hashes(values, owners)
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
@@ -59,6 +59,15 @@ def _fold(code: int) -> int:
 
 
 @lru_cache(maxsize=1)
+def _kinds_table() -> np.ndarray:
+    """2 for a decimal digit (what `\\d` matches), 1 for a separator of pii.py's number clusters, else 0 (BMP)."""
+    from rankzero.data.pii import CLUSTER_SEPARATORS
+
+    return np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
+                        for code in range(_ASTRAL)), dtype=np.uint8, count=_ASTRAL)
+
+
+@lru_cache(maxsize=1)
 def _fold_table() -> np.ndarray:
     """_fold of each code point of the Basic Multilingual Plane."""
     return np.fromiter(map(_fold, range(_ASTRAL)), dtype=np.uint32, count=_ASTRAL)
@@ -106,18 +115,23 @@ class Bitmap:
 
 
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
-         bitmap: Bitmap) -> tuple[Hashes, Hashes]:
-    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets."""
+         bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray]:
+    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a bool
+    per text: may it hold one of pii.py's number clusters? False proves it holds none, in the text as given to
+    `prepare` too: NFKC maps every digit and separator to digits and separators (a digit to a digit) and
+    composes none of them with a neighbour (tests/test_pii.py checks every code point), so a run of
+    them only grows."""
     astral, astral_folds = _astral_folds(codes)
     # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
     # reserves the memory, and the pages written are those of the few hashes that pass.
     grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
     windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
                      np.empty(len(codes) // step + len(offsets), np.int64))
+    numbers = np.zeros(len(offsets) - 1, dtype=np.uint8)
     gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows)
+                                         bitmap.bits, *grams, *windows, _kinds_table(), numbers)
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
-            Hashes(windows.values[:window_count], windows.owners[:window_count]))
+            Hashes(windows.values[:window_count], windows.owners[:window_count]), numbers.astype(bool))
 
 
 @lru_cache(maxsize=1)

@@ -70,9 +70,10 @@ class Screen:
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
+        numbers = np.ones(len(documents), dtype=bool)  # may a document hold a number cluster? (pii.py)
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
-            found = self.index.find(texts)
+            found, numbers = self.index.find_with_numbers(texts)
             dropped = [number for number, items in enumerate(found) if items]
             tokens = count_tokens([documents[number] for number in dropped]) if dropped else []
             report["dropped"][CONTAMINATED] = len(dropped)
@@ -93,7 +94,7 @@ class Screen:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
-            segments, result = self._mask(documents[number])
+            segments, result = self._mask(documents[number], bool(numbers[number]))
             if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
                 kept.append(segments)
                 continue
@@ -107,15 +108,16 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list) -> tuple[list, MaskResult]:
-        """Mask each segment (an SFT sample's turns keep their label masks); one result for the document."""
+    def _mask(self, segments: list, numbers: bool) -> tuple[list, MaskResult]:
+        """Mask each segment (an SFT sample's turns keep their label masks); one result for the document.
+        `numbers=False`: the document's joined text holds no number cluster, so none of its segments does."""
         if len(segments) == 1:
             text, trainable = segments[0]
-            result = self.masker.mask(text)
+            result = self.masker.mask(text, numbers)
             return [(result.text, trainable)], result
         total, masked = MaskResult(""), []
         for text, trainable in segments:
-            result = self.masker.mask(text)
+            result = self.masker.mask(text, numbers)
             masked.append((result.text, trainable))
             total.masked.update(result.masked)
             total.public.update(result.public)

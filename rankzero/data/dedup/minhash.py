@@ -29,7 +29,7 @@ from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, fmix64, numpy_
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
 CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often
 SEED = 19  # fixed: the permutations are part of the output's definition (the fingerprint names rensa's version)
-NUMPY_CHARS = 10_000_000  # characters a process hashes with numpy before the compiled pass (shingle_hashes)
+NUMPY_CHARS = 40_000_000  # characters a process hashes with numpy before the compiled pass (shingle_hashes)
 _numpy_chars_left = NUMPY_CHARS
 
 
@@ -57,9 +57,10 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
     path. A process hashes its first NUMPY_CHARS characters with numpy (shingles.py) and the rest with the
     compiled pass (kernel.py): numba's start in a process (~0.4 CPU-s: its import, its type registry, the cached
-    machine code, the tables) is what numpy spends on ~10 M characters, and the pass then costs a third of
-    numpy's per character (bench/RESULTS.md). A small corpus never pays the start; a large one pays it once, at
-    most doubling what the first 10 M characters cost."""
+    machine code, the tables) is what numpy spends on ~10 M characters, and the pass then costs a quarter of
+    numpy's per character, so it pays back from ~23-35 M characters on (bench/RESULTS.md). The switch sits past
+    that, at 40 M (~120 MB of Korean): a corpus below it never loads numba (nor llvmlite's ~100 MB), and a large
+    one spends at most ~1 CPU-s more on its first 40 M characters than compiled from the start would."""
     global _numpy_chars_left
     if _numpy_chars_left > 0:
         _numpy_chars_left -= sum(map(len, texts))  # threads may race here: a few characters either way
