@@ -4,21 +4,15 @@ that numba can cache the compiled code: it caches module-level functions only)."
 import numba
 import numpy as np
 
+from rankzero.data.hashing import compiled, fmix64
+
 _WORD_BASE = np.uint64(0x100000001B3)
 _WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
 _GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
 NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
 
 
-@numba.njit(inline="always")
-def _fmix64(value):
-    """MurmurHash3's 64-bit finaliser: every input bit reaches every output bit (the bitmap uses low bits)."""
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xFF51AFD7ED558CCD)
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xC4CEB9FE1A85EC53)
-    value ^= value >> np.uint64(33)
-    return value
+_fmix64 = compiled(fmix64)  # every input bit reaches every output bit (the bitmap uses low bits)
 
 
 @numba.njit(inline="always")
@@ -27,16 +21,7 @@ def _passes(bits, value):
     return (bits[np.int64(slot >> np.uint64(6))] >> (slot & np.uint64(63))) & np.uint64(1)
 
 
-def _compile(function):
-    """numba's njit, releasing the GIL, cached on disk when numba finds a writable cache directory (next to this
-    file, NUMBA_CACHE_DIR or the user's cache); else compiled once per process."""
-    try:
-        return numba.njit(nogil=True, cache=True)(function)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(function)
-
-
-@_compile
+@compiled
 def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bits, grams, gram_owners, windows,
                 window_owners, kinds, numbers):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:

@@ -29,29 +29,21 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-import numba
 import numpy as np
 
-from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fmix64, fold, \
+from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fold, \
     fold_table, text_segments
+from rankzero.data.hashing import compiled, fmix64
 
 SLOW = np.uint32(0xFFFFFFFE)  # in the normalising table: a code point whose text unicodedata must normalise
 _EXPANDED = np.uint32(0x80000000)  # + i: NFKC makes several code points of it, their folds at expansions[i + 1:]
 _CAPITAL_SIGMA = "\u03a3"
 
 
-def _compile(function):
-    """numba's njit, releasing the GIL, cached on disk when numba finds a writable cache directory."""
-    try:
-        return numba.njit(nogil=True, cache=True)(function)
-    except RuntimeError:  # "cannot cache function ...: no locator available": compiled in this process instead
-        return numba.njit(nogil=True)(function)
+_fmix64 = compiled(fmix64)  # the reference's finaliser, compiled for one uint64 at a time
 
 
-_fmix64 = _compile(fmix64)  # the reference's finaliser, compiled for one uint64 at a time
-
-
-@_compile
+@compiled
 def _hangul(previous, code):
     """The syllable that `previous` and `code` compose into under NFKC (Unicode's Hangul composition), or 0."""
     previous, code = np.int64(previous), np.int64(code)
@@ -62,7 +54,7 @@ def _hangul(previous, code):
     return 0
 
 
-@_compile
+@compiled
 def _scan(codes, offsets, table, expansions, most_words, astral_codes, astral_folds, words, counts):
     """Writes the word hashes of each unit codes[offsets[u]:offsets[u + 1]] to `words` and their number to
     counts[u]; a unit with a SLOW code point gets -1 and no words. Returns the number of words written, or -1
@@ -127,7 +119,7 @@ def _scan(codes, offsets, table, expansions, most_words, astral_codes, astral_fo
     return written
 
 
-@_compile
+@compiled
 def _merge(fast, fast_counts, slow, slow_counts, out):
     """Each unit's words from `fast`, or from `slow` where fast_counts is -1 (in order); returns their counts."""
     counts = fast_counts.copy()
@@ -148,7 +140,7 @@ def _merge(fast, fast_counts, slow, slow_counts, out):
     return counts
 
 
-@_compile
+@compiled
 def _shingles(words, per_text, out, out_per_text):
     """The hash of every 5 consecutive words of one text (shingles._piece_shingles), written to `out`."""
     at_word = at_out = 0

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, fmix64, numpy_shingle_hashes
+from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
+from rankzero.data.hashing import fmix64
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
 CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often

@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data.hashing import fmix64
+
 SHINGLE_WORDS = 5
 PIECE_CHARS = 1 << 18  # characters per numpy pass (numpy_shingle_hashes); longer texts are cut at a space
 DELETE = np.uint32(0xFFFFFFFF)  # in the fold table: a code point dropped from the text
@@ -61,17 +63,6 @@ def _powers() -> tuple[np.ndarray, np.ndarray]:
     backward = np.full(PIECE_CHARS, _WORD_BASE_INVERSE, dtype=np.uint64)
     backward[0] = 1
     return np.cumprod(forward), np.cumprod(backward)
-
-
-def fmix64(values: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: spreads every input bit over the output (in place, uint64; kernel.py
-    compiles it for one value)."""
-    values ^= values >> np.uint64(33)
-    values *= np.uint64(0xFF51AFD7ED558CCD)
-    values ^= values >> np.uint64(33)
-    values *= np.uint64(0xC4CEB9FE1A85EC53)
-    values ^= values >> np.uint64(33)
-    return values
 
 
 def numpy_shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
