@@ -21,6 +21,9 @@ from rankzero.data.compressed import damaged, open_input, stream_errors, too_lon
 from rankzero.errors import RankzeroError
 
 READ_CHARS = 1 << 20
+# How near the end of the buffer a parse error may be and still come from a read that stopped inside an item:
+# the longest such tail is an escape cut in the middle, a backslash, "u" and up to 4 hex digits plus a quote.
+CUT_TAIL = 8
 _SPACE = " \t\r\n"
 
 
@@ -86,9 +89,9 @@ def json_array_records(path: str, max_document_bytes: int) -> Iterator[tuple[int
                     record, end = decoder.raw_decode(text.text, text.at)
                     break
                 except json.JSONDecodeError as error:
-                    # The item may only be cut by the end of what was read so far: read on. An error before the
-                    # last few characters read (a cut \uXXXX escape is the longest such tail) is in the file.
-                    cut = error.pos >= len(text.text) - 8 or error.msg.startswith("Unterminated string")
+                    # An error at the end of what was read so far may only mean the item goes on: read more
+                    # and parse again. An error earlier than the last CUT_TAIL characters is in the file.
+                    cut = error.pos >= len(text.text) - CUT_TAIL or error.msg.startswith("Unterminated string")
                     if not cut or not text.more():
                         raise text.malformed(error.pos, error.msg) from None
                     _check_length(text, text.at, len(text.text), number, max_document_bytes)
