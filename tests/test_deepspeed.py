@@ -17,6 +17,7 @@ import torch
 
 from helpers import REPO, TINY, free_port, losses, quiet_env, run
 from helpers import train_flags as run_flags
+from test_vocabulary import extended_dir  # noqa: F401 (a fixture)
 from rankzero.args import parse_args
 from rankzero.errors import ConfigError
 
@@ -110,6 +111,34 @@ def test_zero2_and_zero3_train_to_ddps_losses_on_cpu(tmp_path, train_corpus, tok
             trained = AutoModelForCausalLM.from_pretrained(out).eval()
             assert {p.dtype for p in trained.parameters()} == {torch.float32}
             torch.testing.assert_close(trained(input_ids=ids).logits, reference, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not DEEPSPEED, reason="deepspeed is not installed")
+def test_zero3_extends_a_vocabulary_into_the_checkpoints_padding_rows(tmp_path, train_corpus, extended_dir,
+                                                                      tokenizer_dir):
+    """ZeRO-3 builds the checkpoint's embedding partitioned (zero.Init); 300 new tokens that fit its padding rows
+    are written into the gathered rows (before: an overflow traceback): the same sub-word init, so DDP's losses."""
+    import test_vocabulary
+
+    base = test_vocabulary.save_checkpoint(tmp_path / "base", tokenizer_dir)
+    rows = 1344  # 1,000 old tokens + 300 new ones fit: no resize, the embedding stays the one zero.Init built
+    model = test_vocabulary.load(base)
+    model.resize_token_embeddings(rows)
+    model.save_pretrained(base)
+    printed = {}
+    for name, more in [("ddp", {}), ("zero3", {"deepspeed": zero_config(tmp_path, 3)})]:
+        flags = run_flags(train_corpus, extended_dir, tmp_path / "cache", tmp_path / name, pretrained_model=base,
+                          max_steps=3, logging_steps=1, seed=3, **more)
+        at = flags.index("--model_config")
+        del flags[at:at + 2]
+        printed[name] = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port",
+                             free_port(), REPO / "train.py", *flags], timeout=600, env=deepspeed_env()).stdout
+        assert "300 start, in the input and output embeddings, as the mean of their old pieces' rows" in printed[name]
+    assert "data_parallel = DeepSpeed ZeRO-3 over 2 process(es)" in printed["zero3"]
+    expected, got = losses(tmp_path / "ddp"), losses(tmp_path / "zero3")
+    assert sorted(got) == sorted(expected) == [1, 2, 3]
+    for step in expected:
+        assert got[step] == pytest.approx(expected[step], rel=1e-5), (step, got[step], expected[step])
 
 
 @pytest.mark.skipif(DEEPSPEED, reason="deepspeed is installed: the arguments build")
