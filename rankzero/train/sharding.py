@@ -46,11 +46,28 @@ FSDP_DEFAULTS = {
 
 
 def deepspeed_problems(training_argv: list[str]) -> list[str]:
-    """--deepspeed without the package: transformers would stop with a metadata traceback in TrainingArguments."""
-    given = any(arg == "--deepspeed" or arg.startswith("--deepspeed=") for arg in training_argv)
-    if given and importlib.util.find_spec("deepspeed") is None:
+    """--deepspeed without the package (transformers would stop with a metadata traceback in TrainingArguments), or
+    with a JSON file that does not parse (its message would not name the file)."""
+    values = []
+    for at, arg in enumerate(training_argv):
+        if arg.startswith("--deepspeed="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == "--deepspeed":
+            values.append(training_argv[at + 1] if at + 1 < len(training_argv) else "")
+    if not values:
+        return []
+    if importlib.util.find_spec("deepspeed") is None:
         return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed), or shard with "
                 "--fsdp full_shard instead"]
+    path = values[-1]
+    if os.path.isfile(path):  # else transformers says what it expected (a path, JSON text or base64)
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                json.load(handle)
+        except ValueError as error:
+            return [f"--deepspeed {path}: not valid JSON ({error})"]
     return []
 
 
