@@ -153,7 +153,9 @@ def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
         return training, {}
     config = training.deepspeed
     if isinstance(config, str):
-        with open(config, encoding="utf-8") as handle:  # transformers has read it already: it exists and parses
+        if not os.path.isfile(config):  # base64 or JSON text, which transformers also takes: left as given
+            return training, {}
+        with open(config, encoding="utf-8") as handle:  # transformers has read it already: it parses
             config = json.load(handle)
     zero = config.get("zero_optimization", {})
     if "stage3_gather_16bit_weights_on_model_save" in zero:
