@@ -34,13 +34,14 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
+from rankzero.data.compressed import compression_of, text_bytes
 from rankzero.data.dedup.exact import ExactDuplicates
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
-from rankzero.data.specs import Source, compression_of, text_bytes
+from rankzero.data.specs import Source
 from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
 from rankzero.data.stage import Stage, StageSpec

@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.compressed import damaged, open_input, stream_errors, too_long
+from rankzero.data.compressed import compression_of, damaged, format_suffix, open_input, stream_errors, too_long
 from rankzero.data.json_array import json_array_records
-from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suffix, resolve_source
+from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
 from rankzero.errors import RankzeroError
 
 BOM = b"\xef\xbb\xbf"
