@@ -114,7 +114,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
                   if plan.near_dedup else None)
         quality_samples: list[list[dict]] = []  # per chunk, in source order
-        screened = ScreenTotals(plan)
+        screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
+                                plan.has_validation)
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no

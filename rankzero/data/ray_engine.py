@@ -154,7 +154,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
         extra["near_dedup"] = ledger.describe()
-    screened = ScreenTotals(plan)
+    screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
+                            plan.has_validation)
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         screened.add(meta["source_index"], meta.get("screen"))
     extra.update(screened.finish(stats, out_dir))
