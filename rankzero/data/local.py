@@ -44,13 +44,13 @@ import pyarrow as pa
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios, passes, subsample
 from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
-from rankzero.data.pack import make_packer, require_blocks, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
-                                  write_dataset_metadata, write_shuffled_shards)
+                                  require_blocks, write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
 from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
 from rankzero.runtime import usable_cpu_count
@@ -274,19 +274,20 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
     spec = StageSpec.of(plan, engine.name, overlap)
+    processes = _kiwi_processes(plan)  # 0 without the filter
+    if processes:
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init,
+                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
+        return pool, None
     if plan.quality is None:
         pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
         return pool, Stage(spec, plan.tokenizer, engine)
-    processes = _kiwi_processes(plan)
-    if not processes:
-        from rankzero.data.quality import QualityFilter
+    from rankzero.data.quality import QualityFilter
 
-        return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
-    import multiprocessing
-
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
-    return pool, None
+    return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
 
 
 class _Ready:

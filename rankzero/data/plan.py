@@ -106,7 +106,8 @@ class Plan:
         return columns | ({"labels": "int32"} if self.with_labels else {})
 
     def choose_engine(self) -> EngineChoice:
-        return select_engine(self.tokenizer, self.stage.tokenizer_engine, corpus_sample(self))
+        sample = corpus_sample(self)
+        return select_engine(self.tokenizer, self.stage.tokenizer_engine, sample)
 
 
 def token_dtype(max_token_id: int) -> str:

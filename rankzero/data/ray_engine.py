@@ -46,15 +46,15 @@ import pyarrow as pa
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
-from rankzero.data.pack import arrow_array, make_packer, require_blocks
-from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
+from rankzero.data.pack import arrow_array, make_packer
+from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
-from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
+from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
 from rankzero.data.split import Holdout
 from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
-from rankzero.files import read_json, write_json_atomic
+from rankzero.files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
     tasks = plan_tasks(plan, task_bytes)
     engine = plan.choose_engine()
-    work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
+    work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats.of(s) for s in plan.sources]
     progress = Progress(sum(t.nbytes for t in tasks), on_progress)
     dedup = plan.exact_dedup
@@ -242,25 +242,6 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
 
 # ---------------------------------------------------------------------------------------------
 # The driver's share
-
-
-def _work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
-    """The work dir for this task list: reused after a crash when it was made for the same one."""
-    signature = {"fingerprint": fingerprint, "tasks": task_rows(tasks)}
-    if work.is_symlink() or (work.exists() and not work.is_dir()):
-        raise RankzeroError(f"{work} is not a directory rankzero made; remove it")
-    if work.is_dir():
-        if read_json(work / "tasks.json") == signature:
-            done = len(list(work.glob("task-*.pack.json"))) + len(list(work.glob("task-*.stage.json")))
-            if done:
-                print(f"[prepare] ray: reusing {work} from an earlier run that did not finish", file=sys.stderr)
-            return work
-        print(f"[prepare] ray: {work} was made for another task list (different inputs or task size); starting over",
-              file=sys.stderr)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    write_json_atomic(work / "tasks.json", signature)
-    return work
 
 
 def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
