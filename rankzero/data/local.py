@@ -211,7 +211,8 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(target, names)
     write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
-    return validation_manifest(plan, stats, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
+    return validation_manifest(stats, plan.source_config.validation_split_percentage, plan.source_config.eval_dataset,
+                               sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
 
 
 def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) -> None:

@@ -113,29 +113,23 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         for meta in packed:  # the task split its documents itself
             stat = stats[meta["source_index"]]
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
+        check_counts(stats, plan.validation_flags)  # two passes checked before packing
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
-    check_counts(stats, plan.validation_flags)
     if plan.quality is not None:
         from rankzero.data.quality.samples import write_quality_samples
 
         write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
-    names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
-    rng = np.random.default_rng([plan.seed, 3])
-    data_files = name_data_files(out_dir, [names[i] for i in rng.permutation(len(names))])
-    write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    shards, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
     validation = None
     if plan.has_validation:
         target = out_dir / "validation"
         target.mkdir()
-        held_names, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
-        order = np.random.default_rng([plan.seed, 7]).permutation(len(held_names))
-        held_files = name_data_files(target, [held_names[i] for i in order])
-        write_dataset_metadata(target, plan.columns, held_files, f"{plan.fingerprint}-validation")
-        validation = validation_manifest(plan, stats, sequences=held_sequences, shards=len(held_files),
-                                         tail_tokens=held_tail)
+        held_shards, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
+        validation = validation_manifest(stats, percentage, plan.source_config.eval_dataset, sequences=held_sequences,
+                                         shards=held_shards, tail_tokens=held_tail)
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -159,7 +153,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         screened.add(meta["source_index"], meta.get("screen"))
     extra.update(screened.finish(stats, out_dir))
-    return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+    return build_manifest(plan, stats, engine, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
 
@@ -322,8 +316,9 @@ def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Pa
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,
-                   validation: bool = False) -> tuple[list[str], int, int]:
-    """Move the tasks' shards of one split into `out_dir` and pack their tails into one last shard."""
+                   validation: bool = False) -> tuple[int, int, int]:
+    """Move the tasks' shards of one split into `out_dir`, pack their tails into one last shard, list the shards in
+    a seeded random order and write the save_to_disk metadata; return (shards, rows, tail tokens left out)."""
     prefix, rows = ("validation-", "validation_rows") if validation else ("", "rows")
     names, sequences = [], 0
     for task, meta in zip(tasks, packed):
@@ -354,4 +349,8 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
         names.append("tails.arrow")
         sequences += len(table)
     require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)
-    return names, sequences, tail_tokens
+    order = np.random.default_rng([plan.seed, 7 if validation else 3]).permutation(len(names))
+    data_files = name_data_files(out_dir, [names[i] for i in order])
+    write_dataset_metadata(out_dir, plan.columns, data_files, f"{plan.fingerprint}-validation" if validation
+                           else plan.fingerprint)
+    return len(data_files), sequences, tail_tokens
