@@ -279,16 +279,17 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     if processes:
         import multiprocessing
 
-        pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_init,
-                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
-        return pool, None
-    if plan.quality is None:
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
-        return pool, Stage(spec, plan.tokenizer, engine)
-    from rankzero.data.quality import QualityFilter
+        spawn, rust_pool = multiprocessing.get_context("spawn"), builder_threads(plan)["rust_threads"]
+        return ProcessPoolExecutor(processes, mp_context=spawn, initializer=_worker_init,
+                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, rust_pool)), None
+    pool, quality_filter = None, None
+    if plan.quality is not None:  # one process, this one: its Kiwi pool gets the workers
+        from rankzero.data.quality import QualityFilter
 
-    return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
+        quality_filter = QualityFilter(plan.quality, threads=workers)
+    elif workers > 1:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
+    return pool, Stage(spec, plan.tokenizer, engine, quality_filter)
 
 
 class _Ready:
