@@ -161,10 +161,31 @@ def test_context_only_detectors(kind, with_context, without_context):
 
 def test_full_width_digits_are_read_as_digits():
     # \\d matches them, so the registration patterns find these numbers; the validators must read them too (a
-    # full-width resident number stopped the build with a KeyError). Phone patterns spell their prefixes in ASCII.
+    # full-width resident number stopped the build with a KeyError).
     assert masked_kinds("본인 ９００１０１-１２３４５６７ 확인") == {"resident_registration": 1}
     assert masked_kinds("번호 ８５０７０７-５１２３４５６") == {"foreigner_registration": 1}
     assert MASKER.mask("번호 ９９０２３１-１２３４５６７").rejected == {("resident_registration", "bad_date"): 1}
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("연락처 ０１０-１２３４-５６７８ 로", "phone"),  # the patterns spell area codes in ASCII: these were missed
+    ("연락처 ０１０－１２３４－５６７８ 로", "phone"),  # full-width separators too
+    ("전화（０２）１２３４－５６７８", "phone"),
+    ("문의 ０１０１２３４５６７８", "phone"),
+    ("카드 ４１１１-１１１１-１１１１-１１１１ 승인", "card"),
+    ("접속 IP ２０３.２５２.１３.５ 차단", "ip_address"),
+    ("전화 ٠١٠-١٢٣٤-٥٦٧٨ (Arabic-Indic digits)", "phone"),
+])
+def test_full_width_and_other_scripts_digits_are_masked_like_ascii_ones(text, kind):
+    result = MASKER.mask(text)
+    assert result.masked == {kind: 1} and PLACEHOLDERS[kind] in result.text
+    assert not any(char.isdecimal() for char in result.text)
+
+
+@pytest.mark.parametrize("text", ["２０２６－１１－２６ 개정", "고객센터 １５８８－１２３４", "가격 １２３,４５６원",
+                                  "ISBN ９７８-８９-３６４-３４２８-９"])
+def test_full_width_look_alikes_stay(text):
+    assert MASKER.mask(text).text == text
 
 
 def test_ip_addresses_public_only():
