@@ -265,7 +265,7 @@ class ContaminationIndex:
         (ngram_scan.scan)?"""
         found: list[set[int]] = [set() for _ in texts]
         codes, offsets = code_points([prepare(text) for text in texts])
-        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~6% by chance.
+        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
         grams, windows, numbers = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)

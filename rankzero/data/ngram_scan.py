@@ -125,7 +125,8 @@ def letters(codes: np.ndarray) -> str:
 
 class Bitmap:
     """A set of 64-bit hashes as bits (one per key's low bits): a bit that is clear proves a hash is no key.
-    About 16 bits per key keeps chance hits near 6%, at most 2**27 bits (16 MB)."""
+    64-128 bits per key keep chance hits near 1% (at 16-32, 6% of a text's hashes came back, and sorting and
+    looking them up was a tenth of `find`; bench/RESULTS.md), at most 2**27 bits (16 MB)."""
 
     def __init__(self, bits: np.ndarray):
         self.bits = bits
@@ -133,7 +134,7 @@ class Bitmap:
     @classmethod
     def of(cls, *keys: np.ndarray) -> Bitmap:
         count = sum(len(k) for k in keys)
-        size = 1 << min(27, max(12, (16 * count).bit_length()))
+        size = 1 << min(27, max(12, (64 * count).bit_length()))
         bits = np.zeros(size // 64, dtype=np.uint64)
         for values in keys:
             slots = values & np.uint64(size - 1)
