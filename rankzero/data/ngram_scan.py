@@ -31,6 +31,13 @@ import numpy as np
 _ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
 
 
+# What `scan` marks in a text, by pii.PiiMasker.find's own tests: a run of 7 digits and cluster separators (pii.py's
+# number clusters), an '@' (e-mail), "::" or 7 colons (IPv6), "여권" or "assport" (passport numbers). A text with
+# none of them gives the masker nothing to look at.
+NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
+MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT
+
+
 class Hashes(NamedTuple):
     values: np.ndarray  # uint64
     owners: np.ndarray  # int64: the index of the text each hash comes from
@@ -149,22 +156,23 @@ class Bitmap:
 
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray]:
-    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a bool
-    per text: may it hold one of pii.py's number clusters? False proves it holds none, in the text as given to
-    `prepare` too: NFKC maps every digit and separator to digits and separators (a digit to a digit) and
-    composes none of them with a neighbour (tests/test_pii.py checks every code point), so a run of
-    them only grows."""
+    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a uint8
+    of MARKS per text: what of pii.py's candidates it may hold. A clear NUMBERS bit proves the text holds no
+    number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
+    separators (a digit to a digit) and composes none of them with a neighbour (tests/test_pii.py checks every
+    code point), so a run of them only grows. The other bits are exact for the text scanned; only for a text
+    that `prepare` returned unchanged are they the masker's own tests (ContaminationIndex.find_with_marks)."""
     astral, astral_folds = _astral_folds(codes)
     # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
     # reserves the memory, and the pages written are those of the few hashes that pass.
     grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
     windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
                      np.empty(len(codes) // step + len(offsets), np.int64))
-    numbers = np.zeros(len(offsets) - 1, dtype=np.uint8)
+    marks = np.zeros(len(offsets) - 1, dtype=np.uint8)
     gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows, _kinds_table(), numbers)
+                                         bitmap.bits, *grams, *windows, _kinds_table(), marks)
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
-            Hashes(windows.values[:window_count], windows.owners[:window_count]), numbers.astype(bool))
+            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks)
 
 
 @lru_cache(maxsize=1)
