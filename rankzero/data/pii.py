@@ -62,11 +62,9 @@ CONTEXT = {
     "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
 }
 
-# Runs of digits and separators at least 7 characters long: where every number detector looks. The scan is
-# most of the masker's time; with --decontaminate, ngram_scan's compiled pass already says which texts hold
-# no run of 7 of CLUSTER_SEPARATORS and digits (`mask(text, numbers=False)` then skips it).
-# Korean text also writes numbers in full-width forms (０１０－１２３４－５６７８): a cluster holding one is read by
-# the detectors with each of its characters as its ASCII twin (_ascii_numbers).
+# Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
+# ０１０－１２３４－５６７８, read as their ASCII twins: _ascii_numbers). The scan is most of the masker's time; with
+# --decontaminate, ngram_scan's compiled pass already says which texts hold no such run (numbers=False).
 CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
 _CLUSTER = re.compile(r"[\d+(\uff0b\uff08][\d\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{5,}\d")
 _NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
