@@ -310,7 +310,8 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     workers = plan.workers.dataset_num_proc
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
-    holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.exact_dedup)
+    holdout = Holdout([s.evaluation for s in plan.sources], plan.source_config.validation_split_percentage,
+                      plan.exact_dedup)
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]

@@ -65,7 +65,7 @@ ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its m
 def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
     task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
-    tasks = plan_tasks(plan, task_bytes)
+    tasks = plan_tasks(plan.sources, task_bytes, plan.source_config.txt_sample_by)
     engine = plan.choose_engine()
     work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats.of(s) for s in plan.sources]
@@ -92,8 +92,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             started = time.perf_counter()
             ledger = (NearLedger(plan.dedup.dedup_threshold, work / "near", plan.dedup_memory_bytes)
                       if plan.near_dedup else None)
-            survivors = _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup),
-                                plan.needs_hashes, ledger, progress)
+            holdout = Holdout([s.evaluation for s in plan.sources], percentage, dedup)
+            survivors = _decide(work, tasks, encoded, stats, holdout, plan.needs_hashes, ledger, progress)
             if ledger is not None:
                 _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started

@@ -1,6 +1,6 @@
 """The Ray engine's tasks: how the sources are cut into tasks, and what one task does on an actor.
 
-    tasks = plan_tasks(plan, 64 << 20)            # on the driver: byte ranges of line files, whole files else
+    tasks = plan_tasks(sources, 64 << 20, "line") # on the driver: byte ranges of line files, whole files else
     work = work_dir(path, fingerprint, tasks)      # on the driver: the shared work dir, reused after a crash
     runner = TaskRunner(job)                      # on an actor: builds its own stage from paths
     runner({"index": [...], ...})                 # runs tasks, writes their files into the work dir
@@ -62,12 +62,12 @@ class Task:
     nbytes: int
 
 
-def plan_tasks(plan, task_bytes: int) -> list[Task]:
+def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Task]:
     """Every source cut into tasks, in source and file order (which is also the dedup order). `task_bytes`
     (--ray_task_mb, 64 MiB): a task's share of a line file, large enough to amortise a task (~1 s of work),
     small enough to balance the load and to bound an actor's memory."""
     tasks: list[Task] = []
-    for source_index, source in enumerate(plan.sources):
+    for source_index, source in enumerate(sources):
         if source.kind == "hub":
             raise RankzeroError(f"--dataset {source.spec}: --prep_engine ray reads files every node can see; "
                                 "download the hub dataset to the shared filesystem first, or use --prep_engine local")
@@ -75,7 +75,7 @@ def plan_tasks(plan, task_bytes: int) -> list[Task]:
             tasks.append(Task(len(tasks), source_index, "saved", source.location, 0, -1, source.total_bytes()))
             continue
         for path in source.files:
-            fmt = line_format(path, plan.source_config.txt_sample_by)
+            fmt = line_format(path, txt_sample_by)
             if fmt is None or fmt == "txt-document" or compression_of(path):  # a stream cannot be cut in ranges
                 tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, text_bytes(path)))
                 continue

@@ -27,6 +27,7 @@ import xxhash
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
+from rankzero.data.ngram_scan import MARKS, NUMBERS
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -70,10 +71,10 @@ class Screen:
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
-        numbers = np.ones(len(documents), dtype=bool)  # may a document hold a number cluster? (pii.py)
+        marks = np.full(len(documents), MARKS, dtype=np.uint8)  # what the masker may find (ngram_scan.MARKS)
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
-            found, numbers = self.index.find_with_numbers(texts)
+            found, marks = self.index.find_with_marks(texts)
             dropped = [number for number, items in enumerate(found) if items]
             tokens = count_tokens([documents[number] for number in dropped]) if dropped else []
             report["dropped"][CONTAMINATED] = len(dropped)
@@ -94,7 +95,10 @@ class Screen:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
-            segments, result = self._mask(documents[number], bool(numbers[number]))
+            if not marks[number]:  # most documents with --decontaminate: nothing the masker looks for
+                kept.append(documents[number])
+                continue
+            segments, result = self._mask(documents[number], bool(marks[number] & NUMBERS))
             if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
                 kept.append(segments)
                 continue
