@@ -38,7 +38,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from _measure import TreeCPU, machine_info  # noqa: E402
-from prep_bench import wait_for_quiet  # noqa: E402
+from prep_bench import usable_cores, wait_for_quiet  # noqa: E402
 
 MEASURE = """
 import json, logging, os, resource, sys, tempfile, time
@@ -183,10 +183,12 @@ def table_row(series: dict) -> str:
     ratios = [r["ratio"] for r in rounds]
     ratio = statistics.median(ratios)
     loads = ", ".join(f"{r['load']:.1f}" for r in rounds)
+    # Sanity: the tree cannot burn more than the machine's cores over the window.
+    busy = max(r[mode]["cpu_s"] / (r[mode]["wall_s"] * usable_cores()) for r in rounds for mode in ("none", "near"))
     return (f"| {series['corpus']} | {series['engine']} | {med['none']:.2f} | {med['near']:.2f} | "
             f"**{ratio:.2f}** ({', '.join(f'{x:.2f}' for x in ratios)}) | {'yes' if ratio <= 1.2 else '**no**'} | "
             f"{loads} | {wall['none']:.1f} / {wall['near']:.1f} | "
-            f"{statistics.median(r['none']['idle_cores'] for r in rounds):.3f} | "
+            f"{statistics.median(r['none']['idle_cores'] for r in rounds):.3f} | {busy:.2f} | "
             f"{rounds[-1]['near']['dropped']} |")
 
 
@@ -231,8 +233,8 @@ def main() -> None:
           f"--dataset_num_proc {args.num_proc}, Ray: a local cluster of {args.ray_cpus} CPUs, --ray_task_mb "
           f"{args.ray_task_mb:g}" + ("" if args.numpy_chars is None else f", --numpy_chars {args.numpy_chars}") + "\n")
     print("| corpus | engine | none CPU-s | near CPU-s | near / none (rounds) | ≤ 1.2x | load per round | "
-          "wall s none / near | idle cores | near dropped |")
-    print("|---|---|---:|---:|---:|---|---|---:|---:|---|")
+          "wall s none / near | idle cores | CPU / (wall x cores), max | near dropped |")
+    print("|---|---|---:|---:|---:|---|---|---:|---:|---:|---|")
     print("\n".join(table_row(s) for s in series))
 
 
