@@ -120,7 +120,22 @@ def write_corpora(real_dir: Path, work: Path, seed: int) -> dict[str, Path]:
     return corpora
 
 
-def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: str, args) -> dict:
+class BuildFailed(Exception):
+    pass
+
+
+def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: str, args, attempts: int = 3) -> dict:
+    """`measure_once`, again on a failure: on a loaded machine a local Ray cluster can time out starting."""
+    for attempt in range(attempts):
+        try:
+            return measure_once(repo, corpus, tokenizer, dedup, engine, args)
+        except BuildFailed as failure:
+            if attempt == attempts - 1:
+                raise SystemExit(str(failure)) from None
+            print(f"{failure}\n(attempt {attempt + 1} of {attempts}: again)", file=sys.stderr, flush=True)
+
+
+def measure_once(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: str, args) -> dict:
     """One build in a fresh process: the CPU of its whole process tree (the driver, and with Ray the cluster it
     started) from the moment it calls build_dataset until it returns, read from here (TreeCPU)."""
     command = [sys.executable, "-c", MEASURE, str(corpus), str(tokenizer), dedup, str(args.num_proc),
@@ -137,7 +152,7 @@ def measure(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: str, 
                 child.kill()
                 child.wait()
                 stderr.seek(0)
-                raise SystemExit(f"the build failed ({repo}, --dedup {dedup}, {engine}):\n{stderr.read()[-3000:]}")
+                raise BuildFailed(f"the build failed ({repo}, --dedup {dedup}, {engine}):\n{stderr.read()[-3000:]}")
             return line
 
         expect("ready")
