@@ -140,7 +140,7 @@ def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[s
                threshold: float) -> str:
     """The same corpus through `train.py --tokenize_only --dedup near`: the manifest's counts against the function's
     (the prepare drops exact copies first, so exact + near there = the function's set joined with the exact copies)."""
-    from prep_bench import check_prepared
+    from prep_setup import check_prepared
     cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
            str(args.tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
            str(work / "cache"), "--dedup", "near", "--dedup_threshold", f"{threshold:g}"]
@@ -207,8 +207,7 @@ def first_holder_check(texts: list[str], near: set[int], threshold: float) -> st
 
 
 def timing_part(args: argparse.Namespace) -> str:
-    from prep_bench import check_prepared
-    from prep_setup import train_tokenizer
+    from prep_setup import check_prepared, split_corpus, train_tokenizer
     corpus = args.workdir / f"corpus-{args.size_mb:g}mb-seed{args.seed}.jsonl"
     if not corpus.is_file():  # generated aside, then renamed: an interrupted run leaves no half corpus
         generate(int(args.size_mb * 2**20), corpus.with_suffix(".tmp"), seed=args.seed)
@@ -295,18 +294,6 @@ def corpus_agreement(corpus: Path, shards: Path, datatrove_removed: Path, thresh
                      f"{sum(value >= threshold for value in best)} at >= {threshold}.")
     lines.append(first_holder_check(texts, near, threshold))
     return "\n".join(lines)
-
-
-def split_corpus(corpus: Path, out: Path, parts: int) -> None:
-    """Cut the corpus into `parts` files of consecutive lines (datatrove parallelises over files)."""
-    lines = corpus.read_bytes().splitlines(keepends=True)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    step = -(-len(lines) // parts)
-    for part in range(parts):
-        (tmp / f"{part:03d}.jsonl").write_bytes(b"".join(lines[part * step:(part + 1) * step]))
-    os.replace(tmp, out)
 
 
 def main() -> None:

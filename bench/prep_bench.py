@@ -62,7 +62,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from _measure import machine_info, run_measured  # noqa: E402
-from prep_setup import datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
+from prep_setup import check_prepared, datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
 from prep_report import compute_ratios, git_commit, markdown, versions  # noqa: E402
 
 sys.path.insert(0, str(REPO))
@@ -291,23 +291,6 @@ def summarize(mode: str, label: str, corpus: Path, corpus_bytes: int, runs: list
     entry["peak_pss_mb"] = statistics.median(entry["peak_pss_mbs"])
     entry["mb_per_s"] = corpus_bytes / 2**20 / entry["wall_s"]
     return entry
-
-
-def check_prepared(stdout: str) -> tuple[bool, dict]:
-    """The contract: the last stdout line is `prepared: <dir>` and <dir>/manifest.json exists."""
-    lines = stdout.strip().splitlines()
-    if not lines or not lines[-1].startswith("prepared: "):
-        return False, {}
-    prepared = Path(lines[-1][len("prepared: "):].strip())
-    details: dict = {"prepared": str(prepared)}
-    manifest_path = prepared / "manifest.json"
-    if not manifest_path.is_file():
-        return False, details
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    for key in ("docs_in", "docs_kept", "dropped", "tokens", "sequences"):
-        details[key] = manifest.get(key)
-    details["malloc"] = manifest.get("versions", {}).get("malloc")
-    return True, details
 
 
 def main() -> None:

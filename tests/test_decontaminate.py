@@ -165,3 +165,42 @@ def test_the_index_follows_the_files(tmp_path):
     assert load_index((str(tmp_path),)) is first  # built once per process
     write_kmmlu(path, QUESTIONS[:1])
     assert len(load_index((str(tmp_path),)).items) == 1
+
+
+def test_the_stable_code_points_are_their_own_nfkc_wherever_they_stand():
+    """What ngram_scan.nfkc leaves unnormalised: every code point outside _UNSTABLE maps to itself, has no
+    combining class and is the second of no canonical composition (Hangul's algorithmic pairs end in jamo, which
+    are outside); the space and line break it splits at are neither first nor second of one."""
+    import sys
+    import unicodedata
+
+    from rankzero.data.ngram_scan import _UNSTABLE
+
+    pairs = [decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(sys.maxunicode + 1)))
+             if decomposition and decomposition[0] != "<"]
+    firsts = {int(parts[0], 16) for parts in pairs if len(parts) == 2}
+    seconds = {int(parts[1], 16) for parts in pairs if len(parts) == 2}
+    stable = [code for code in range(sys.maxunicode + 1) if not 0xD800 <= code < 0xE000 and not _UNSTABLE.match(chr(code))]
+    assert len(stable) > 11_172 + 20_000  # the Hangul syllables and the CJK ideographs at least
+    for code in stable:
+        char = chr(code)
+        assert unicodedata.normalize("NFKC", char) == char and not unicodedata.combining(char), hex(code)
+        assert code not in seconds and not 0x1100 <= code < 0x1200, hex(code)
+    assert not {ord(" "), ord("\n")} & (firsts | seconds)
+
+
+def test_nfkc_by_words_is_nfkc():
+    """Random texts over code points that compose, reorder, expand and fold across word and line breaks."""
+    import random
+    import unicodedata
+
+    from rankzero.data.ngram_scan import _MOST_WINDOWS, nfkc
+
+    alphabet = (list("가각나 \n\n  eA.,ㅇㅠ①…㈜．０（ＡΣ") + ["\u0301", "\u0308", "\u0327", "\u3099", "\u1100", "\u1161",
+                "\u11a8", "\u3131", "\u314f", "\u00a8", "\u2126", "\u0344", "\uf900", "\u0f73", "\u00b7", "か", "ｶ", "ﾞ",
+                "\U0001d400", "\U00011099", "\U000110ba"])
+    rng = random.Random(11)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(20_000)]
+    texts.append("①" * (3 * _MOST_WINDOWS) + " 가 ㅠ" * (3 * _MOST_WINDOWS))  # past the window bound: one call
+    for text in texts:
+        assert nfkc(text) == unicodedata.normalize("NFKC", text), ascii(text)

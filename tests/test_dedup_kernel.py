@@ -193,6 +193,7 @@ def test_a_process_moves_from_numpy_to_the_compiled_pass_with_the_same_signature
     expected = minhash.signatures_from_shingles(*shingles.numpy_shingle_hashes(texts))
     calls = []
     monkeypatch.setattr(minhash, "_numpy_chars_left", sum(map(len, texts[:200])))
+    monkeypatch.setattr(minhash, "numba_started", lambda: False)  # this test process has imported numba
     monkeypatch.setattr(minhash, "numpy_shingle_hashes", lambda batch: calls.append("numpy") or
                         shingles.numpy_shingle_hashes(batch))
     monkeypatch.setattr(kernel, "shingle_hashes", lambda batch, hashes=kernel.shingle_hashes: calls.append("kernel") or
@@ -200,6 +201,23 @@ def test_a_process_moves_from_numpy_to_the_compiled_pass_with_the_same_signature
     ours = np.concatenate([minhash.minhash_signatures(texts[start:start + 50])[0] for start in range(0, 400, 50)])
     assert calls == ["numpy"] * 4 + ["kernel"] * 4
     assert np.array_equal(ours, expected)
+
+
+PASS_CHOSEN = ("import json, sys; {start}from rankzero.data.dedup import minhash, shingles; "
+               "texts = ['하나 둘 셋 넷 다섯 여섯 ㅋㅋ…', 'Ａ Ｂ Ｃ Ｄ Ｅ Ｆ']; ours = minhash.shingle_hashes(texts); "
+               "reference = shingles.numpy_shingle_hashes(texts); "
+               "print(json.dumps(['rankzero.data.dedup.kernel' in sys.modules, "
+               "all((a == b).all() for a, b in zip(ours, reference))]))")
+
+
+@pytest.mark.parametrize("start, compiled", [("", False), ("import numba; ", True)])
+def test_a_process_that_started_numba_hashes_compiled_from_the_first_character(start, compiled):
+    """numba's start is what the first NUMPY_CHARS characters on numpy avoid; a process that paid it anyway
+    (--decontaminate's index) has no reason to wait. Fresh processes: this one has imported numba."""
+    result = subprocess.run([sys.executable, "-c", PASS_CHOSEN.format(start=start)], capture_output=True, text=True,
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [compiled, True]
 
 
 def test_the_compiled_functions_release_the_gil():

@@ -77,6 +77,7 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
     # The compiled pass from the first character, and from the middle of the corpus on (minhash.shingle_hashes).
+    monkeypatch.setattr(minhash, "numba_started", lambda: False)  # as in a process that has not imported numba
     for name, numpy_chars in (("kernel", 0), ("switch", 20_000)):
         monkeypatch.setattr(minhash, "_numpy_chars_left", numpy_chars)
         builds.append(build(tmp_path, tokenizer_dir, [first, second], name, dataset_num_proc=2, dataset_batch_size=7))

@@ -10,6 +10,10 @@ _WORD_BASE = np.uint64(0x100000001B3)
 _WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
 _GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
 NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
+# The marks (ngram_scan.MARKS): what of pii.py's candidates a text may hold.
+_NUMBERS, _AT, _COLONS, _PASSPORT = 1, 2, 4, 8
+_ASSPORT = np.uint64(int.from_bytes(b"assport", "big"))  # the last seven ASCII code points, a byte each
+_SEVEN_BYTES = np.uint64((1 << 56) - 1)
 
 
 _fmix64 = compiled(fmix64)  # every input bit reaches every output bit (the bitmap uses low bits)
@@ -23,13 +27,14 @@ def _passes(bits, value):
 
 @compiled
 def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bits, grams, gram_owners, windows,
-                window_owners, kinds, numbers):
+                window_owners, kinds, marks):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
     times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
     whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
     hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many.
-    Beside them, numbers[text] = 1 where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2 (digits
-    and the separators of pii.py's number clusters) holding a digit (2); astral code points count as digits."""
+    Beside them, marks[text] gets _NUMBERS where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2
+    (digits and the separators of pii.py's number clusters) holding a digit (2), astral code points counting as
+    digits; _AT for an '@'; _COLONS for "::" or 7 colons; _PASSPORT for "여권" or "assport"."""
     gram_count = 0
     window_count = 0
     words = np.zeros(n, np.uint64)
@@ -54,10 +59,29 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
         length = 0
         run = 0
         digit = False
+        colons = 0
+        previous = 0
+        ascii_tail = np.uint64(0)
         end = offsets[text + 1]
         for at in range(offsets[text], end + 1):  # one step past the end closes the last word
             code = np.uint64(0)  # the lower-cased word character, or 0: a break (and the end of the text)
             if at < end:
+                raw = codes[at]
+                if raw < 128:
+                    ascii_tail = ((ascii_tail << np.uint64(8)) | np.uint64(raw)) & _SEVEN_BYTES
+                    if raw == 64:
+                        marks[text] |= _AT
+                    elif raw == 58:
+                        colons += 1
+                        if previous == 58 or colons >= 7:
+                            marks[text] |= _COLONS
+                    elif raw == 116 and ascii_tail == _ASSPORT:
+                        marks[text] |= _PASSPORT
+                else:
+                    ascii_tail = np.uint64(0)
+                    if raw == 0xAD8C and previous == 0xC5EC:  # 권 after 여
+                        marks[text] |= _PASSPORT
+                previous = raw
                 if codes[at] < 65536:
                     code = np.uint64(table[codes[at]])
                     kind = kinds[codes[at]]
@@ -68,7 +92,7 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
                     run += 1
                     digit = digit or kind == 2
                     if run >= NUMBER_RUN and digit:
-                        numbers[text] = 1
+                        marks[text] |= _NUMBERS
                 else:
                     run = 0
                     digit = False

@@ -1,5 +1,8 @@
-"""Compressed inputs (.gz .zst .bz2 .xz) as decompressed byte streams, and what a damaged one says.
+"""Compressed inputs (.gz .zst .bz2 .xz): what a file's name says, its text's size, its decompressed byte
+stream, and what a damaged one says.
 
+    compression_of("corpus.jsonl.zst"), format_suffix("corpus.jsonl.zst")   # ".zst", ".jsonl"
+    text_bytes("corpus.jsonl.gz")                            # the size of its text, from the header where it says
     with open_input("corpus.jsonl.zst") as handle: ...      # bytes, decompressed on the fly; `peek` works
     except stream_errors() as error: raise damaged(path, "what was read of it", error)
 
@@ -13,12 +16,54 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
-from rankzero.data.specs import compression_of
 from rankzero.errors import RankzeroError
 
+# Read as streams; the suffix before decides the format: corpus.jsonl.zst is JSONL.
+COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
+COMPRESSION_ALIASES = {".gzip": ".gz", ".zstd": ".zst", ".bzip2": ".bz2"}  # spellings other tools write
+# Korean JSONL shrinks ~3-5x under these; a compressed file's text size is estimated at 4x its bytes where its
+# header does not say (progress ETA and the disk a build needs; nothing exact depends on it).
+COMPRESSION_RATIO_GUESS = 4
 ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # RFC 8878 §3.1.2: 0x184D2A50-5F, then a 4-byte length and that many bytes
 ZSTD_BLOCK_RESERVED = 3
+
+
+def compression_of(path: str | os.PathLike) -> str | None:
+    """The compression suffix of a file name (".gz", ".zst", ".bz2", ".xz"; .gzip, .zstd and .bzip2 alike, any
+    case), or None."""
+    suffix = Path(path).suffix.lower()
+    suffix = COMPRESSION_ALIASES.get(suffix, suffix)
+    return suffix if suffix in COMPRESSIONS else None
+
+
+def format_suffix(path: str | os.PathLike) -> str:
+    """The suffix that names the format: ".jsonl" for corpus.jsonl and corpus.jsonl.gz alike."""
+    path = Path(path)
+    return (Path(path.stem) if compression_of(path) else path).suffix.lower()
+
+
+def text_bytes(path: str) -> int:
+    """A file's size, or for a compressed one the size of its text: from the gzip trailer (exact below 4 GiB)
+    or the zstd frame header when they hold it, else an estimate."""
+    size = os.path.getsize(path)
+    compression = compression_of(path)
+    if compression == ".gz" and size >= 18:
+        with open(path, "rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            stored = int.from_bytes(handle.read(4), "little")  # the text size mod 2**32 (one-member files)
+        return stored if stored >= size else size * COMPRESSION_RATIO_GUESS
+    if compression == ".zst":
+        import zstandard
+
+        with open(path, "rb") as handle:
+            try:
+                stored = zstandard.frame_content_size(handle.read(18))
+            except zstandard.ZstdError:
+                stored = -1
+        return stored if stored >= 0 else size * COMPRESSION_RATIO_GUESS
+    return size * COMPRESSION_RATIO_GUESS if compression else size
 
 
 def open_input(path: str) -> io.BufferedIOBase:

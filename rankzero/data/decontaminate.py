@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan
+from rankzero.data.ngram_scan import MARKS, NUMBERS, Bitmap, code_points, letters, prepare, scan
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -258,15 +258,19 @@ class ContaminationIndex:
 
     def find(self, texts: list[str]) -> list[list[int]]:
         """For each text, the sorted indices of the items it contains (most lists are empty)."""
-        return self.find_with_numbers(texts)[0]
+        return self.find_with_marks(texts)[0]
 
-    def find_with_numbers(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
-        """`find`, and what the same pass tells the PII masker for free: per text, may it hold a number cluster
-        (ngram_scan.scan)?"""
+    def find_with_marks(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
+        """`find`, and what the same pass tells the PII masker for free: per text, the ngram_scan.MARKS of what
+        it may hold; a clear bit proves the text as given holds none of that."""
         found: list[set[int]] = [set() for _ in texts]
-        codes, offsets = code_points([prepare(text) for text in texts])
-        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~6% by chance.
-        grams, windows, numbers = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
+        prepared = [prepare(text) for text in texts]
+        codes, offsets = code_points(prepared)
+        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
+        grams, windows, marks = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
+        # Only the number bit is proven through NFKC and lower(); of a text they changed the rest is not known.
+        changed = np.fromiter((ours is not text for ours, text in zip(prepared, texts)), dtype=bool, count=len(texts))
+        marks[changed] |= MARKS & ~NUMBERS
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
             # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
@@ -283,7 +287,7 @@ class ContaminationIndex:
                     spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
-        return [sorted(items) for items in found], numbers
+        return [sorted(items) for items in found], marks
 
 
 def _grams_per_text(texts: list[str]) -> list[set[int]]:

@@ -62,7 +62,6 @@ from rankzero.data.report import print_summary
 from rankzero.data.published import (MISSING, build_id, check_writable, file_table, move_aside, remove_dead_builds,
                                      set_publish_modes, usable, verify_published)
 from rankzero.data.space import check_free_space, needed_text, space_needed
-from rankzero.data.readers import check_hub_sources
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
 from rankzero.runtime import Runtime, job_key
@@ -246,8 +245,6 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
 
 def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: Heartbeat) -> Path:
     started = time.time()
-    if plan.workers.prep_engine != "ray":  # Ray refuses hub sources outright, with its own advice (plan_tasks)
-        check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
     manifest = build_dataset(plan, tmp, on_progress=heartbeat.progress)
     checksum_started = time.perf_counter()
     files = file_table(tmp)

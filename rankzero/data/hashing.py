@@ -3,9 +3,12 @@ and how rankzero compiles a pass.
 
     mixed = fmix64(values)                  # numpy, in place, uint64
     fmix64_one = compiled(fmix64)           # the same for one uint64, in a numba pass (numba imported here)
+    numba_started()                         # has this process already paid numba's start?
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -31,3 +34,10 @@ def compiled(function):
         return numba.njit(nogil=True, cache=True)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
         return numba.njit(nogil=True)(function)
+
+
+def numba_started() -> bool:
+    """Whether this process has already paid numba's start (~0.5 CPU-s: its import, then its type registry at
+    the first compiled pass): a pass chosen to avoid that start (minhash.shingle_hashes) then has no reason
+    to. With --decontaminate the plan builds the index, whose pass is compiled, before any chunk is hashed."""
+    return "numba" in sys.modules

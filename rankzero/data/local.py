@@ -44,13 +44,13 @@ import pyarrow as pa
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios, passes, subsample
 from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
-from rankzero.data.pack import make_packer, require_blocks, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
-                                  write_dataset_metadata, write_shuffled_shards)
+                                  require_blocks, write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.split import Holdout
 from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
 from rankzero.runtime import usable_cpu_count
@@ -114,7 +114,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
                   if plan.near_dedup else None)
         quality_samples: list[list[dict]] = []  # per chunk, in source order
-        screened = ScreenTotals(plan)
+        screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
+                                plan.has_validation)
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
@@ -210,7 +211,8 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(target, names)
     write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
-    return validation_manifest(plan, stats, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
+    return validation_manifest(stats, plan.source_config.validation_split_percentage, plan.source_config.eval_dataset,
+                               sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
 
 
 def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) -> None:
@@ -273,19 +275,21 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
     spec = StageSpec.of(plan, engine.name, overlap)
-    if plan.quality is None:
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode") if workers > 1 else None
-        return pool, Stage(spec, plan.tokenizer, engine)
-    processes = _kiwi_processes(plan)
-    if not processes:
+    processes = _kiwi_processes(plan)  # 0 without the filter
+    if processes:
+        import multiprocessing
+
+        spawn, rust_pool = multiprocessing.get_context("spawn"), builder_threads(plan)["rust_threads"]
+        return ProcessPoolExecutor(processes, mp_context=spawn, initializer=_worker_init,
+                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, rust_pool)), None
+    pool, quality_filter = None, None
+    if plan.quality is not None:  # one process, this one: its Kiwi pool gets the workers
         from rankzero.data.quality import QualityFilter
 
-        return None, Stage(spec, plan.tokenizer, engine, QualityFilter(plan.quality, threads=workers))
-    import multiprocessing
-
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
-                               initargs=(spec, KIWI_THREADS_PER_PROCESS, builder_threads(plan)["rust_threads"]))
-    return pool, None
+        quality_filter = QualityFilter(plan.quality, threads=workers)
+    elif workers > 1:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
+    return pool, Stage(spec, plan.tokenizer, engine, quality_filter)
 
 
 class _Ready:
@@ -306,7 +310,8 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     workers = plan.workers.dataset_num_proc
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
-    holdout = Holdout(plan.sources, plan.source_config.validation_split_percentage, plan.exact_dedup)
+    holdout = Holdout([s.evaluation for s in plan.sources], plan.source_config.validation_split_percentage,
+                      plan.exact_dedup)
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]

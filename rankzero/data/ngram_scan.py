@@ -21,6 +21,7 @@ and spaceless windows of Unicode text in one pass. The kernel is compiled once a
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
@@ -28,6 +29,13 @@ from typing import NamedTuple
 import numpy as np
 
 _ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
+
+
+# What `scan` marks in a text, by pii.PiiMasker.find's own tests: a run of 7 digits and cluster separators (pii.py's
+# number clusters), an '@' (e-mail), "::" or 7 colons (IPv6), "여권" or "assport" (passport numbers). A text with
+# none of them gives the masker nothing to look at.
+NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
+MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT
 
 
 class Hashes(NamedTuple):
@@ -40,8 +48,39 @@ def prepare(text: str) -> str:
     where it is not a function of the code point alone: capital sigma (final or not) and the dotted capital I
     (two code points in lower case); a text holding one is lower-cased here."""
     if not unicodedata.is_normalized("NFKC", text):
-        text = unicodedata.normalize("NFKC", text)
+        text = nfkc(text)
     return text.lower() if "\u03a3" in text or "\u0130" in text else text
+
+
+# Code points NFKC leaves as they are wherever they stand: no compatibility or canonical mapping, no combining
+# class, and never the second of a composition (tests/test_decontaminate.py checks each). ASCII, Hangul
+# syllables, CJK ideographs and the quotes, brackets and dots Korean text uses.
+_UNSTABLE = re.compile("[^\x00-\x7f\u00b7\u2018\u2019\u201c\u201d\u3008-\u3011\u4e00-\u9fff\uac00-\ud7a3]")
+_MOST_WINDOWS = 64  # a text with more such words (Japanese, say) is normalised whole, in one call, as before
+
+
+def nfkc(text: str) -> str:
+    """unicodedata.normalize("NFKC", text), normalising only the words (runs between spaces and line breaks) that
+    hold a code point _UNSTABLE matches. Exact: a space or line break composes with nothing on either side and
+    stops reordering, so NFKC of a text is that of its pieces between them, and a word of stable code points is
+    its own NFKC. A petition with one "①" or "ㅠㅠ" is no longer decomposed and recomposed whole: on the bench's
+    real Korean (one text in nine needs NFKC) that was 0.11 of the index's 0.39 CPU-s, now 0.045."""
+    pieces, last = [], 0
+    for match in _UNSTABLE.finditer(text):
+        at = match.start()
+        if at < last:
+            continue
+        if len(pieces) >= 2 * _MOST_WINDOWS:
+            return unicodedata.normalize("NFKC", text)
+        start = max(text.rfind(" ", last, at), last - 1) + 1
+        start = max(text.rfind("\n", start, at), start - 1) + 1
+        end = text.find(" ", at)
+        end = len(text) if end < 0 else end
+        end = min(end, text.find("\n", at, end) % (len(text) + 1))  # -1 (none) becomes len(text)
+        pieces += (text[last:start], unicodedata.normalize("NFKC", text[start:end]))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +132,8 @@ def letters(codes: np.ndarray) -> str:
 
 class Bitmap:
     """A set of 64-bit hashes as bits (one per key's low bits): a bit that is clear proves a hash is no key.
-    About 16 bits per key keeps chance hits near 6%, at most 2**27 bits (16 MB)."""
+    64-128 bits per key keep chance hits near 1% (at 16-32, 6% of a text's hashes came back, and sorting and
+    looking them up was a tenth of `find`; bench/RESULTS.md), at most 2**27 bits (16 MB)."""
 
     def __init__(self, bits: np.ndarray):
         self.bits = bits
@@ -101,7 +141,7 @@ class Bitmap:
     @classmethod
     def of(cls, *keys: np.ndarray) -> Bitmap:
         count = sum(len(k) for k in keys)
-        size = 1 << min(27, max(12, (16 * count).bit_length()))
+        size = 1 << min(27, max(12, (64 * count).bit_length()))
         bits = np.zeros(size // 64, dtype=np.uint64)
         for values in keys:
             slots = values & np.uint64(size - 1)
@@ -116,22 +156,23 @@ class Bitmap:
 
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray]:
-    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a bool
-    per text: may it hold one of pii.py's number clusters? False proves it holds none, in the text as given to
-    `prepare` too: NFKC maps every digit and separator to digits and separators (a digit to a digit) and
-    composes none of them with a neighbour (tests/test_pii.py checks every code point), so a run of
-    them only grows."""
+    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a uint8
+    of MARKS per text: what of pii.py's candidates it may hold. A clear NUMBERS bit proves the text holds no
+    number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
+    separators (a digit to a digit) and composes none of them with a neighbour (tests/test_pii.py checks every
+    code point), so a run of them only grows. The other bits are exact for the text scanned; only for a text
+    that `prepare` returned unchanged are they the masker's own tests (ContaminationIndex.find_with_marks)."""
     astral, astral_folds = _astral_folds(codes)
     # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
     # reserves the memory, and the pages written are those of the few hashes that pass.
     grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
     windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
                      np.empty(len(codes) // step + len(offsets), np.int64))
-    numbers = np.zeros(len(offsets) - 1, dtype=np.uint8)
+    marks = np.zeros(len(offsets) - 1, dtype=np.uint8)
     gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows, _kinds_table(), numbers)
+                                         bitmap.bits, *grams, *windows, _kinds_table(), marks)
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
-            Hashes(windows.values[:window_count], windows.owners[:window_count]), numbers.astype(bool))
+            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks)
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
-from rankzero.errors import RankzeroError
 
 # Samples per bin-packing window. Best-fit decreasing fills rows better the more samples it can choose
 # from (bench/RESULTS.md, "SFT rows"); the window holds their tokens in memory. Changing it changes
@@ -107,17 +106,6 @@ def make_packer(packing: PackingConfig, whole_samples: bool):
     if whole_samples and packing.packing:
         return BinPacker(packing.max_seq_length)
     return Packer(packing.max_seq_length, packing.packing)
-
-
-def require_blocks(sequences: int, tail_tokens: int, max_seq_length: int, validation: bool = False) -> None:
-    """Every engine's last check, per split: at least one row came out."""
-    if sequences == 0 and validation:
-        raise RankzeroError(f"validation: only {tail_tokens:,} tokens were held out, fewer than one row of "
-                            f"--max_seq_length {max_seq_length}; raise --validation_split_percentage, give more "
-                            "data with --eval_dataset, or lower --max_seq_length")
-    if sequences == 0:
-        raise RankzeroError(f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
-                            f"{max_seq_length}; add data or lower --max_seq_length")
 
 
 class Packer:

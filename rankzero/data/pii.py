@@ -62,11 +62,11 @@ CONTEXT = {
     "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
 }
 
-# Runs of digits and separators at least 7 characters long: where every number detector looks. The scan is
-# most of the masker's time; with --decontaminate, ngram_scan's compiled pass already says which texts hold
-# no run of 7 of CLUSTER_SEPARATORS and digits (`mask(text, numbers=False)` then skips it).
-CLUSTER_SEPARATORS = "-.() +"
-_CLUSTER = re.compile(r"[\d+(][\d\-.() ]{5,}\d")
+# Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
+# ０１０－１２３４－５６７８, read as their ASCII twins: _ascii_numbers). The scan is most of the masker's time; with
+# --decontaminate, ngram_scan's compiled pass already says which texts hold no such run (numbers=False).
+CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
+_CLUSTER = re.compile(r"[\d+(\uff0b\uff08][\d\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{5,}\d")
 _NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
 _AREA = r"(?:1[016789]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|70|50[2-8]|80)"  # mobile, Seoul, provinces, VoIP, safe, free
 _PHONE = re.compile(
@@ -92,11 +92,17 @@ _DIGIT = re.compile(r"\d")
 _SAMPLE_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+(?=@)")
 
 
-def digits_of(text: str) -> str:
-    """The text's digits as 0-9: the validators read ASCII digits, and Korean text also writes full-width ones
-    (０１０-１２３４-５６７８), which `\\d` matches."""
-    digits = "".join(_DIGIT.findall(text))
-    return digits if digits.isascii() else "".join(str(unicodedata.decimal(digit)) for digit in digits)
+def digits_of(match: str) -> str:
+    """A match's digits, 0-9 (the detectors run on _ascii_numbers' text)."""
+    return "".join(_DIGIT.findall(match))
+
+
+def _ascii_numbers(text: str, clusters: list[re.Match]) -> str:
+    """The text with every character of its clusters that is not ASCII (a digit of another script, a full-width
+    separator) as its ASCII twin, one code point for one, so the spans found in it are the text's."""
+    twins = {ord(char): str(unicodedata.decimal(char)) if char.isdecimal() else unicodedata.normalize("NFKC", char)
+             for cluster in clusters for char in cluster.group() if not char.isascii()}
+    return text.translate(twins) if twins else text
 
 
 def _near(text: str, start: int, end: int, context: str) -> bool:
@@ -237,19 +243,20 @@ class PiiMasker:
         found: list[tuple[int, int, str, bool]] = []
         rejections: list[tuple[int, int, str, str]] = []
 
-        def judge(match: re.Match, check: Check) -> None:
+        def judge(match: re.Match, check: Check, text: str = text) -> None:
             name, reason = check(text, match)
             if reason is None:
                 found.append((match.start(), match.end(), name, name not in PUBLIC))
             elif reason:  # "": not a candidate of this detector at all
                 rejections.append((match.start(), match.end(), name, reason))
 
+        numbers_text = _ascii_numbers(text, clusters)
         for cluster in clusters:
             # One character past the cluster lets a pattern's lookahead see what ends it.
             start, end = cluster.start(), cluster.end() + 1
             for pattern, check in _NUMBER_DETECTORS:
-                for match in pattern.finditer(text, start, end):
-                    judge(match, check)
+                for match in pattern.finditer(numbers_text, start, end):
+                    judge(match, check, numbers_text)
         if ipv6:
             for match in _IPV6.finditer(text):
                 judge(match, _ipv6)

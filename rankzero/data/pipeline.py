@@ -29,12 +29,15 @@ from typing import Callable
 
 from rankzero.data.local import build_local
 from rankzero.data.plan import Plan
+from rankzero.data.readers import check_hub_sources
 from rankzero.errors import RankzeroError
 
 
 def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the planned dataset into `out_dir` (a private tmp dir); return its manifest. The inputs are
     checked again afterwards: one that changed meanwhile stops the build, whatever was read of it."""
+    if plan.workers.prep_engine != "ray":  # Ray refuses hub sources outright, with its own advice (plan_tasks)
+        check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
     try:
         if plan.workers.prep_engine == "ray":
             from rankzero.data.ray_engine import build_ray

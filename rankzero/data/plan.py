@@ -49,6 +49,7 @@ class Plan:
     quality: object | None  # rankzero.data.quality.QualityConfig, or None without the filter
     inputs: dict  # what the fingerprint hashes
     fingerprint: str
+    benchmarks: dict | None = None  # what the --decontaminate index holds per benchmark, for the manifest
 
     @property
     def with_labels(self) -> bool:
@@ -105,7 +106,8 @@ class Plan:
         return columns | ({"labels": "int32"} if self.with_labels else {})
 
     def choose_engine(self) -> EngineChoice:
-        return select_engine(self.tokenizer, self.stage.tokenizer_engine, corpus_sample(self))
+        sample = corpus_sample(self)
+        return select_engine(self.tokenizer, self.stage.tokenizer_engine, sample)
 
 
 def token_dtype(max_token_id: int) -> str:
@@ -120,11 +122,11 @@ def make_plan(source_config: SourcesConfig, stage: StageConfig, packing: Packing
                     + [resolve_source(spec) for spec in source_config.dataset])
     tokenizer = tokenizer or load_tokenizer(stage.tokenizer_path)
     quality = quality_config(stage)
-    if stage.decontaminate:
-        load_index(tuple(stage.decontaminate))  # a malformed benchmark file stops here, naming its line
+    # A malformed benchmark file stops here, naming its line.
+    benchmarks = load_index(tuple(stage.decontaminate)).describe() if stage.decontaminate else None
     inputs = fingerprint_inputs(source_config, stage, packing, dedup, seed, sources, tokenizer, quality)
     return Plan(source_config, stage, packing, dedup, workers, seed, sources, tokenizer, quality, inputs,
-                compute_fingerprint(inputs))
+                compute_fingerprint(inputs), benchmarks)
 
 
 def quality_config(stage: StageConfig):

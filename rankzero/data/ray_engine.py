@@ -46,15 +46,15 @@ import pyarrow as pa
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
-from rankzero.data.pack import arrow_array, make_packer, require_blocks
-from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, write_npz_atomic
+from rankzero.data.pack import arrow_array, make_packer
+from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
-from rankzero.data.shards import conform, name_data_files, output_schema, write_dataset_metadata
+from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
 from rankzero.data.split import Holdout
 from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
-from rankzero.files import read_json, write_json_atomic
+from rankzero.files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +65,9 @@ ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its m
 def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
     task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
-    tasks = plan_tasks(plan, task_bytes)
+    tasks = plan_tasks(plan.sources, task_bytes, plan.source_config.txt_sample_by)
     engine = plan.choose_engine()
-    work = _work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
+    work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
     stats = [SourceStats.of(s) for s in plan.sources]
     progress = Progress(sum(t.nbytes for t in tasks), on_progress)
     dedup = plan.exact_dedup
@@ -92,8 +92,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             started = time.perf_counter()
             ledger = (NearLedger(plan.dedup.dedup_threshold, work / "near", plan.dedup_memory_bytes)
                       if plan.near_dedup else None)
-            survivors = _decide(work, tasks, encoded, stats, Holdout(plan.sources, percentage, dedup),
-                                plan.needs_hashes, ledger, progress)
+            holdout = Holdout([s.evaluation for s in plan.sources], percentage, dedup)
+            survivors = _decide(work, tasks, encoded, stats, holdout, plan.needs_hashes, ledger, progress)
             if ledger is not None:
                 _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
@@ -113,29 +113,23 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         for meta in packed:  # the task split its documents itself
             stat = stats[meta["source_index"]]
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
+        check_counts(stats, plan.validation_flags)  # two passes checked before packing
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
-    check_counts(stats, plan.validation_flags)
     if plan.quality is not None:
         from rankzero.data.quality.samples import write_quality_samples
 
         write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
-    names, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
-    rng = np.random.default_rng([plan.seed, 3])
-    data_files = name_data_files(out_dir, [names[i] for i in rng.permutation(len(names))])
-    write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    shards, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
     validation = None
     if plan.has_validation:
         target = out_dir / "validation"
         target.mkdir()
-        held_names, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
-        order = np.random.default_rng([plan.seed, 7]).permutation(len(held_names))
-        held_files = name_data_files(target, [held_names[i] for i in order])
-        write_dataset_metadata(target, plan.columns, held_files, f"{plan.fingerprint}-validation")
-        validation = validation_manifest(plan, stats, sequences=held_sequences, shards=len(held_files),
-                                         tail_tokens=held_tail)
+        held_shards, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
+        validation = validation_manifest(stats, percentage, plan.source_config.eval_dataset, sequences=held_sequences,
+                                         shards=held_shards, tail_tokens=held_tail)
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -154,11 +148,12 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
              "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
     if ledger is not None:
         extra["near_dedup"] = ledger.describe()
-    screened = ScreenTotals(plan)
+    screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
+                            plan.has_validation)
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         screened.add(meta["source_index"], meta.get("screen"))
     extra.update(screened.finish(stats, out_dir))
-    return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+    return build_manifest(plan, stats, engine, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
 
@@ -243,25 +238,6 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
 # The driver's share
 
 
-def _work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
-    """The work dir for this task list: reused after a crash when it was made for the same one."""
-    signature = {"fingerprint": fingerprint, "tasks": task_rows(tasks)}
-    if work.is_symlink() or (work.exists() and not work.is_dir()):
-        raise RankzeroError(f"{work} is not a directory rankzero made; remove it")
-    if work.is_dir():
-        if read_json(work / "tasks.json") == signature:
-            done = len(list(work.glob("task-*.pack.json"))) + len(list(work.glob("task-*.stage.json")))
-            if done:
-                print(f"[prepare] ray: reusing {work} from an earlier run that did not finish", file=sys.stderr)
-            return work
-        print(f"[prepare] ray: {work} was made for another task list (different inputs or task size); starting over",
-              file=sys.stderr)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    write_json_atomic(work / "tasks.json", signature)
-    return work
-
-
 def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
     metas = [read_json(task_file(work, t.index, what)) for t in tasks]
     missing = [t for t, meta in zip(tasks, metas) if meta is None]
@@ -340,8 +316,9 @@ def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Pa
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,
-                   validation: bool = False) -> tuple[list[str], int, int]:
-    """Move the tasks' shards of one split into `out_dir` and pack their tails into one last shard."""
+                   validation: bool = False) -> tuple[int, int, int]:
+    """Move the tasks' shards of one split into `out_dir`, pack their tails into one last shard, list the shards in
+    a seeded random order and write the save_to_disk metadata; return (shards, rows, tail tokens left out)."""
     prefix, rows = ("validation-", "validation_rows") if validation else ("", "rows")
     names, sequences = [], 0
     for task, meta in zip(tasks, packed):
@@ -372,4 +349,8 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
         names.append("tails.arrow")
         sequences += len(table)
     require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)
-    return names, sequences, tail_tokens
+    order = np.random.default_rng([plan.seed, 7 if validation else 3]).permutation(len(names))
+    data_files = name_data_files(out_dir, [names[i] for i in order])
+    write_dataset_metadata(out_dir, plan.columns, data_files, f"{plan.fingerprint}-validation" if validation
+                           else plan.fingerprint)
+    return len(data_files), sequences, tail_tokens

@@ -1,6 +1,7 @@
 """The Ray engine's tasks: how the sources are cut into tasks, and what one task does on an actor.
 
-    tasks = plan_tasks(plan, 64 << 20)            # on the driver: byte ranges of line files, whole files else
+    tasks = plan_tasks(sources, 64 << 20, "line") # on the driver: byte ranges of line files, whole files else
+    work = work_dir(path, fingerprint, tasks)      # on the driver: the shared work dir, reused after a crash
     runner = TaskRunner(job)                      # on an actor: builds its own stage from paths
     runner({"index": [...], ...})                 # runs tasks, writes their files into the work dir
 
@@ -25,6 +26,8 @@ command line.
 
 from __future__ import annotations
 
+import shutil
+import sys
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -34,18 +37,19 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
+from rankzero.data.compressed import compression_of, text_bytes
 from rankzero.data.dedup.exact import ExactDuplicates
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
-from rankzero.data.specs import Source, compression_of, text_bytes
+from rankzero.data.specs import Source
 from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
 from rankzero.data.stage import Stage, StageSpec
 from rankzero.errors import RankzeroError
-from rankzero.files import write_atomic, write_json_atomic
+from rankzero.files import read_json, write_atomic, write_json_atomic
 
 @dataclass(frozen=True)
 class Task:
@@ -58,12 +62,12 @@ class Task:
     nbytes: int
 
 
-def plan_tasks(plan, task_bytes: int) -> list[Task]:
+def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Task]:
     """Every source cut into tasks, in source and file order (which is also the dedup order). `task_bytes`
     (--ray_task_mb, 64 MiB): a task's share of a line file, large enough to amortise a task (~1 s of work),
     small enough to balance the load and to bound an actor's memory."""
     tasks: list[Task] = []
-    for source_index, source in enumerate(plan.sources):
+    for source_index, source in enumerate(sources):
         if source.kind == "hub":
             raise RankzeroError(f"--dataset {source.spec}: --prep_engine ray reads files every node can see; "
                                 "download the hub dataset to the shared filesystem first, or use --prep_engine local")
@@ -71,7 +75,7 @@ def plan_tasks(plan, task_bytes: int) -> list[Task]:
             tasks.append(Task(len(tasks), source_index, "saved", source.location, 0, -1, source.total_bytes()))
             continue
         for path in source.files:
-            fmt = line_format(path, plan.source_config.txt_sample_by)
+            fmt = line_format(path, txt_sample_by)
             if fmt is None or fmt == "txt-document" or compression_of(path):  # a stream cannot be cut in ranges
                 tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, text_bytes(path)))
                 continue
@@ -82,6 +86,25 @@ def plan_tasks(plan, task_bytes: int) -> list[Task]:
 
 # ---------------------------------------------------------------------------------------------
 # Files in the work dir
+
+
+def work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
+    """The work dir for this task list: reused after a crash when it was made for the same one."""
+    signature = {"fingerprint": fingerprint, "tasks": task_rows(tasks)}
+    if work.is_symlink() or (work.exists() and not work.is_dir()):
+        raise RankzeroError(f"{work} is not a directory rankzero made; remove it")
+    if work.is_dir():
+        if read_json(work / "tasks.json") == signature:
+            done = len(list(work.glob("task-*.pack.json"))) + len(list(work.glob("task-*.stage.json")))
+            if done:
+                print(f"[prepare] ray: reusing {work} from an earlier run that did not finish", file=sys.stderr)
+            return work
+        print(f"[prepare] ray: {work} was made for another task list (different inputs or task size); starting over",
+              file=sys.stderr)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_json_atomic(work / "tasks.json", signature)
+    return work
 
 
 def task_file(work: Path, index: int, what: str) -> Path:

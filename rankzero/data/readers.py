@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.compressed import damaged, open_input, stream_errors, too_long
+from rankzero.data.compressed import compression_of, damaged, format_suffix, open_input, stream_errors, too_long
 from rankzero.data.json_array import json_array_records
-from rankzero.data.specs import LINE_FORMATS, Source, compression_of, format_suffix, resolve_source
+from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
 from rankzero.errors import RankzeroError
 
 BOM = b"\xef\xbb\xbf"
@@ -127,12 +127,13 @@ def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start:
     """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
     paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line).
     A compressed file is read whole, from its start (a stream has no byte ranges)."""
-    assert not (compression_of(path) and (start or end is not None)), "a compressed file is one range"
+    compressed = compression_of(path) is not None
+    assert not (compressed and (start or end is not None)), "a compressed file is one range"
     try:
         with open_input(path) as handle:
             yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end, max_document_bytes)
     except stream_errors() as error:
-        if not compression_of(path):
+        if not compressed:
             raise
         raise damaged(path, "what was read of it", error) from None
 

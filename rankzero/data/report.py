@@ -3,7 +3,7 @@
     progress = Progress(total_bytes, on_progress)      # prints docs, MB, MB/s, kept %, ETA every ~5 s
     progress.update(docs, kept, nbytes, tokens)
     stats = [SourceStats.of(source) ...]               # per-source counts the engines fill in
-    manifest = build_manifest(plan, stats, engine, ..., validation=validation_manifest(plan, stats, ...))
+    manifest = build_manifest(plan, stats, engine, ..., validation=validation_manifest(stats, percentage, ...))
 
 Both build engines report through these, so a prepare looks the same on one machine and on a cluster.
 """
@@ -186,13 +186,14 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
 
 
-def validation_manifest(plan, stats: list[SourceStats], *, sequences: int, shards: int, tail_tokens: int) -> dict:
-    """The manifest's "validation": what was held out, how it was chosen, its rows in `validation/`."""
+def validation_manifest(stats: list[SourceStats], percentage: float | None, eval_dataset: list[str], *,
+                        sequences: int, shards: int, tail_tokens: int) -> dict:
+    """The manifest's "validation": what was held out, how it was chosen (--validation_split_percentage,
+    --eval_dataset), its rows in `validation/`."""
     return {"dir": "validation", "documents": sum(s.validation_documents for s in stats),
             "tokens": sum(s.validation_tokens for s in stats) - tail_tokens, "sequences": sequences, "shards": shards,
             "tail_tokens_dropped": tail_tokens, "truncated": sum(s.validation_truncated for s in stats),
-            "percentage": plan.source_config.validation_split_percentage,
-            "eval_dataset": list(plan.source_config.eval_dataset), "chosen_by": HOW_CHOSEN,
+            "percentage": percentage, "eval_dataset": list(eval_dataset), "chosen_by": HOW_CHOSEN,
             "eval_dataset_documents": eval_dataset_counts(stats)}
 
 

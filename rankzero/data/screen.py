@@ -4,7 +4,7 @@ decontaminate.py). The same on both build engines.
 
     screen = Screen.of(stage_config)                   # None with --pii off and no --decontaminate
     kept, documents, report = screen(documents, texts, count_tokens)   # per chunk, in the stage
-    totals = ScreenTotals(plan)
+    totals = ScreenTotals(specs, pii, benchmarks, eval_overlap)   # the builder or Ray driver; benchmarks: the plan's
     totals.add(source_index, report)                   # in document order (chunks, or Ray tasks)
     manifest_extra = totals.finish(stats, out_dir)     # pii_samples.jsonl, contaminated_items.jsonl
 
@@ -27,6 +27,7 @@ import xxhash
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
+from rankzero.data.ngram_scan import MARKS, NUMBERS
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -70,10 +71,10 @@ class Screen:
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
-        numbers = np.ones(len(documents), dtype=bool)  # may a document hold a number cluster? (pii.py)
+        marks = np.full(len(documents), MARKS, dtype=np.uint8)  # what the masker may find (ngram_scan.MARKS)
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
-            found, numbers = self.index.find_with_numbers(texts)
+            found, marks = self.index.find_with_marks(texts)
             dropped = [number for number, items in enumerate(found) if items]
             tokens = count_tokens([documents[number] for number in dropped]) if dropped else []
             report["dropped"][CONTAMINATED] = len(dropped)
@@ -94,7 +95,10 @@ class Screen:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
-            segments, result = self._mask(documents[number], bool(numbers[number]))
+            if not marks[number]:  # most documents with --decontaminate: nothing the masker looks for
+                kept.append(documents[number])
+                continue
+            segments, result = self._mask(documents[number], bool(marks[number] & NUMBERS))
             if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
                 kept.append(segments)
                 continue
@@ -147,11 +151,17 @@ def combine(reports: list[dict]) -> dict | None:
 class ScreenTotals:
     """The builder's sums of the chunks' reports, per source, in document order on either engine."""
 
-    def __init__(self, plan):
-        self.plan = plan
-        self.pii = [PiiCounts() for _ in plan.sources]
-        self.dropped = [Counter() for _ in plan.sources]  # benchmark -> documents
-        self.tokens = [Counter() for _ in plan.sources]  # benchmark -> tokens of those documents
+    def __init__(self, specs: list[str], pii: bool, benchmarks: dict | None, eval_overlap: bool):
+        """`specs`: the sources' specs, in order; `pii`: --pii mask; `benchmarks`: what the --decontaminate
+        index holds (`ContaminationIndex.describe`, the plan's `benchmarks`), None without it; `eval_overlap`:
+        a validation split is made."""
+        self.specs = specs
+        self.masked = pii
+        self.benchmarks = benchmarks
+        self.eval_overlap = eval_overlap
+        self.pii = [PiiCounts() for _ in specs]
+        self.dropped = [Counter() for _ in specs]  # benchmark -> documents
+        self.tokens = [Counter() for _ in specs]  # benchmark -> tokens of those documents
         self.rows: list[dict] = []
 
     def add(self, source_index: int, report: dict | None) -> None:
@@ -162,13 +172,12 @@ class ScreenTotals:
         for benchmark, count in report["documents"].items():
             self.dropped[source_index][benchmark] += count
         self.tokens[source_index].update(report["tokens"])
-        spec = self.plan.sources[source_index].spec
-        self.rows += [{**row, "source": spec} for row in report["contaminated"]]
+        self.rows += [{**row, "source": self.specs[source_index]} for row in report["contaminated"]]
 
     def finish(self, stats, out_dir: Path) -> dict:
         """The manifest's `pii` and `decontamination` entries; writes the two sample files beside it."""
-        config, extra = self.plan.stage, {}
-        if config.pii == "mask":
+        extra = {}
+        if self.masked:
             total = PiiCounts()
             for counts in self.pii:
                 total.merge(counts)
@@ -183,18 +192,17 @@ class ScreenTotals:
                 "per_source": {stat.spec: counts.describe() for counts, stat in zip(self.pii, stats)}}
         else:
             extra["pii"] = {"setting": "off"}
-        if self.plan.has_validation:
+        if self.eval_overlap:
             extra["eval_overlap"] = {
                 "documents_dropped": sum(stat.dropped.get(EVAL_OVERLAP, 0) for stat in stats),
                 "rule": "a training document holding at least half of the word 8-grams of a held-out document "
                         "(a near-copy, or a page containing it), or its whole text spacing-blind, is dropped; "
                         "whatever --dedup says"}
-        if config.decontaminate:
-            index = load_index(tuple(config.decontaminate))
+        if self.benchmarks is not None:
             found: dict[str, set] = {}
             for row in self.rows:
                 found.setdefault(row["benchmark"], set()).add(row["id"])
-            benchmarks = index.describe()
+            benchmarks = {name: dict(entry) for name, entry in self.benchmarks.items()}
             for name, entry in benchmarks.items():
                 entry.update(items_found=len(found.get(name, ())),
                              documents_dropped=sum(counts[name] for counts in self.dropped),

@@ -3,6 +3,7 @@
     with BlockScatter(packer, buckets, bucket_dir, rng) as scatter:    # pack, send each block to a bucket
         scatter.add(ids, lengths, labels)
     tail = scatter.finish()
+    require_blocks(int(scatter.counts.sum()), tail, max_seq_length)     # a split with no row is an error
     names = write_shuffled_shards(bucket_dir, scatter.counts, out_dir, rng, columns, batch_rows)
     write_dataset_metadata(out_dir, columns, names, fingerprint)        # state.json, dataset_info.json
 
@@ -23,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.pack import arrow_array, list_array, numpy_view
+from rankzero.errors import RankzeroError
 
 BUCKET_BYTES = 16 << 20  # the shuffle holds about one bucket: memory does not grow with the corpus ...
 MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
@@ -78,6 +80,17 @@ def read_staged(path: Path):
 
 # ---------------------------------------------------------------------------------------------
 # Pack and scatter, then shuffle each bucket into the output shards
+
+
+def require_blocks(sequences: int, tail_tokens: int, max_seq_length: int, validation: bool = False) -> None:
+    """Every engine's last check before it writes a split's shards: at least one row came out of packing."""
+    if sequences == 0 and validation:
+        raise RankzeroError(f"validation: only {tail_tokens:,} tokens were held out, fewer than one row of "
+                            f"--max_seq_length {max_seq_length}; raise --validation_split_percentage, give more "
+                            "data with --eval_dataset, or lower --max_seq_length")
+    if sequences == 0:
+        raise RankzeroError(f"packing: only {tail_tokens:,} tokens survived, fewer than one block of --max_seq_length "
+                            f"{max_seq_length}; add data or lower --max_seq_length")
 
 
 def bucket_count(tokens: float, with_labels: bool) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rankzero.config import split_weight
+from rankzero.data.compressed import COMPRESSIONS, compression_of, format_suffix, text_bytes
 from rankzero.data.walk import GLOB_CHARS, glob_files, walk_files
 from rankzero.errors import RankzeroError
 from rankzero.files import content_hash
@@ -30,51 +31,10 @@ logger = logging.getLogger(__name__)
 LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
 RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
-# Read as streams (readers.open_input); the suffix before decides the format: corpus.jsonl.zst is JSONL.
-# Parquet and Arrow compress inside the file and cannot be read as a stream: not with these.
-COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
-COMPRESSION_ALIASES = {".gzip": ".gz", ".zstd": ".zst", ".bzip2": ".bz2"}  # spellings other tools write
 ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")  # many files in one: rankzero reads none of them
+# The formats that can be read as a stream, and so compressed (compressed.py); Parquet and Arrow compress inside
+# the file: not with these.
 STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".json", ".csv")
-# Korean JSONL shrinks ~3-5x under these; a compressed file's text size is estimated at 4x its bytes where its
-# header does not say (progress ETA and the disk a build needs; nothing exact depends on it).
-COMPRESSION_RATIO_GUESS = 4
-
-
-def compression_of(path: str | os.PathLike) -> str | None:
-    """The compression suffix of a file name (".gz", ".zst", ".bz2", ".xz"; .gzip, .zstd and .bzip2 alike, any
-    case), or None."""
-    suffix = Path(path).suffix.lower()
-    suffix = COMPRESSION_ALIASES.get(suffix, suffix)
-    return suffix if suffix in COMPRESSIONS else None
-
-
-def format_suffix(path: str | os.PathLike) -> str:
-    """The suffix that names the format: ".jsonl" for corpus.jsonl and corpus.jsonl.gz alike."""
-    path = Path(path)
-    return (Path(path.stem) if compression_of(path) else path).suffix.lower()
-
-
-def text_bytes(path: str) -> int:
-    """A file's size, or for a compressed one the size of its text: from the gzip trailer (exact below 4 GiB)
-    or the zstd frame header when they hold it, else an estimate."""
-    size = os.path.getsize(path)
-    compression = compression_of(path)
-    if compression == ".gz" and size >= 18:
-        with open(path, "rb") as handle:
-            handle.seek(-4, os.SEEK_END)
-            stored = int.from_bytes(handle.read(4), "little")  # the text size mod 2**32 (one-member files)
-        return stored if stored >= size else size * COMPRESSION_RATIO_GUESS
-    if compression == ".zst":
-        import zstandard
-
-        with open(path, "rb") as handle:
-            try:
-                stored = zstandard.frame_content_size(handle.read(18))
-            except zstandard.ZstdError:
-                stored = -1
-        return stored if stored >= 0 else size * COMPRESSION_RATIO_GUESS
-    return size * COMPRESSION_RATIO_GUESS if compression else size
 # What a hub dataset id looks like: `name` or `namespace/name`, no other slashes.
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 CONTENT_SAMPLE_BYTES = 1 << 20  # --fingerprint_content sample: this much of each file's head and tail

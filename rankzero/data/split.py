@@ -1,6 +1,6 @@
 """The validation split: which documents are held out for evaluation, the same on every build engine.
 
-    holdout = Holdout(plan.sources, percentage, dedup=True)    # once per build (the builder, the Ray driver)
+    holdout = Holdout(evaluation, percentage, dedup=True)     # once per build; evaluation: a bool per source
     decision = holdout(source_index, hashes, count)           # per chunk or task, in source order
     decision.train, decision.validation                       # a bool per document; the others were dropped
     held_out(hashes, threshold(percentage))                   # the hash rule alone (a one-pass Ray task)
@@ -54,8 +54,9 @@ class Decision:
 class Holdout:
     """Decides, in source order, which documents train, which are held out and which are dropped."""
 
-    def __init__(self, sources: Sequence, percentage: float | None, dedup: bool):
-        self.evaluation = [source.evaluation for source in sources]
+    def __init__(self, evaluation: Sequence[bool], percentage: float | None, dedup: bool):
+        """`evaluation`: per source, in order, whether it is an --eval_dataset source (held out whole)."""
+        self.evaluation = list(evaluation)
         self.limit = threshold(percentage)
         self.duplicates = ExactDuplicates() if dedup else None
         self.evaluation_texts: set[int] = set()

@@ -50,10 +50,10 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
-    from rankzero.train.throughput import ThroughputCallback
+    from rankzero.train.throughput import ThroughputCallback, full_numel
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
-    from rankzero.train.sharding import RankZeroWeights, fsdp_defaults, rank_zero_loads
+    from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
     from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
 
@@ -82,17 +82,21 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
     # shards from the checkpoint (sharding.py).
     empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
+    training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
+    training, zero_defaults = deepspeed_defaults(training)
+    if zero3(training):  # the model's weights are partitioned as it is built (deepspeed.zero.Init), over the group
+        set_up_devices(training, runtime)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
     first_new_row = stage_start(args.model, tokenizer, extension)
-    training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
+    parameters = sum(full_numel(p) for p in model.parameters())
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
-                                           parameters=model.num_parameters(), has_eval=eval_dataset is not None)
+                                           parameters=parameters, has_eval=eval_dataset is not None)
     training, sharding = fsdp_defaults(training, model)
     training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
                                                                                               runtime))
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **learning, **sharding, **logging}
+    defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
     notes += more_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -293,6 +297,8 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
         handler = accelerator.ddp_handler
         unused = handler.find_unused_parameters if handler is not None else False
         parallel = f"DDP over {processes} process(es), find_unused_parameters={unused}"
+    elif kind == DistributedType.DEEPSPEED:
+        parallel = f"DeepSpeed ZeRO-{accelerator.state.deepspeed_plugin.zero_stage} over {processes} process(es)"
     elif kind == DistributedType.NO or processes == 1:
         parallel = "one process, no DDP"
     else:

@@ -46,11 +46,28 @@ FSDP_DEFAULTS = {
 
 
 def deepspeed_problems(training_argv: list[str]) -> list[str]:
-    """--deepspeed without the package: transformers would stop with a metadata traceback in TrainingArguments."""
-    given = any(arg == "--deepspeed" or arg.startswith("--deepspeed=") for arg in training_argv)
-    if given and importlib.util.find_spec("deepspeed") is None:
-        return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed, on a machine with "
-                "CUDA), or shard with --fsdp full_shard instead"]
+    """--deepspeed without the package (transformers would stop with a metadata traceback in TrainingArguments), or
+    with a JSON file that does not parse (its message would not name the file)."""
+    values = []
+    for at, arg in enumerate(training_argv):
+        if arg.startswith("--deepspeed="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == "--deepspeed":
+            values.append(training_argv[at + 1] if at + 1 < len(training_argv) else "")
+    if not values:
+        return []
+    if importlib.util.find_spec("deepspeed") is None:
+        return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed), or shard with "
+                "--fsdp full_shard instead"]
+    path = values[-1]
+    if os.path.isfile(path):  # else transformers says what it expected (a path, JSON text or base64)
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                json.load(handle)
+        except ValueError as error:
+            return [f"--deepspeed {path}: not valid JSON ({error})"]
     return []
 
 
@@ -125,6 +142,57 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
     return training, ({"fsdp_config": "; ".join(filled)} if filled else {})
 
 
+def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
+    """ZeRO-3 saves the finished model as one HF dir unless the JSON says otherwise: without
+    stage3_gather_16bit_weights_on_model_save the Trainer writes only DeepSpeed's own checkpoint (zero_to_fp32.py
+    to recover weights) where rankzero promises a dir that from_pretrained loads. Returns (new args, {flag: why})."""
+    import dataclasses
+    import json
+
+    if not zero3(training):
+        return training, {}
+    config = training.deepspeed
+    if isinstance(config, str):
+        if not os.path.isfile(config):  # base64 or JSON text, which transformers also takes: left as given
+            return training, {}
+        with open(config, encoding="utf-8") as handle:  # transformers has read it already: it parses
+            config = json.load(handle)
+    zero = config.get("zero_optimization", {})
+    if "stage3_gather_16bit_weights_on_model_save" in zero:
+        return training, {}
+    config = {**config, "zero_optimization": {**zero, "stage3_gather_16bit_weights_on_model_save": True}}
+    why = ("zero_optimization.stage3_gather_16bit_weights_on_model_save True (the finished model gathered into one "
+           "HF dir that from_pretrained loads, in the dtype it trained in)")
+    return dataclasses.replace(training, deepspeed=config), {"deepspeed": why}
+
+
+def zero3(training) -> bool:
+    """Whether --deepspeed asks for ZeRO-3: transformers then builds the model inside deepspeed.zero.Init, which
+    partitions each parameter over the process group as it is created. DeepSpeed reads the world size for its batch
+    arithmetic there too (train_batch_size = micro-batch x accumulation x world), so the group must exist first."""
+    config = getattr(training, "hf_deepspeed_config", None)
+    return config is not None and config.is_zero3()
+
+
+def deepspeed_comm(training) -> None:
+    """Hand the process group to DeepSpeed's own communication layer (deepspeed.comm), as accelerate does on GPUs.
+
+    On CPU accelerate creates the gloo group with torch alone (its MULTI_CPU set-up), and deepspeed.comm learns of a
+    group only through init_distributed. Until then DeepSpeedConfig counts a world of 1, and ZeRO-3's zero.Init,
+    which runs while the model is built, stops on its batch check (train_batch_size != micro x accumulation x 1).
+    On an existing group init_distributed only wraps it."""
+    if training.deepspeed is None:
+        return
+    import warnings
+
+    from deepspeed import comm
+
+    # DeepSpeed 0.19 calls these two every step; torch 2.13 warns on each call, nothing a user can change.
+    warnings.filterwarnings("ignore", r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is "
+                                      "deprecated", FutureWarning)
+    comm.init_distributed(dist_backend=training.ddp_backend, auto_mpi_discovery=False, verbose=False)
+
+
 def rank_zero_loads(training, runtime) -> bool:
     """Whether rank 0 alone reads the weights and broadcasts them into the other ranks' shards (RankZeroWeights):
     under FSDP with cpu_ram_efficient_loading (the default) and 2+ ranks. One copy of the weights in host memory
@@ -193,8 +261,9 @@ class RankZeroWeights(TrainerCallback):
 
 
 def one_process_group() -> None:
-    """--fsdp in a single process (`python train.py`, one GPU): a world of one, so that accelerate shards rather
-    than train the model unwrapped (it sets FSDP up only for a distributed run)."""
+    """--fsdp or --deepspeed in a single process (`python train.py`, one GPU): a world of one, so that accelerate
+    shards rather than train the model unwrapped (it sets FSDP up only for a distributed run) and DeepSpeed finds
+    its group in the environment."""
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:

@@ -76,15 +76,18 @@ def set_up_devices(training: TrainingArguments, runtime: Runtime):
     size: gradient buckets copied and all-reduced with nobody every step. So LOCAL_RANK is hidden from that one
     read. On CUDA accelerate already skips DDP for one process, and hiding it there would be wrong: without
     LOCAL_RANK the Trainer spreads one process over every visible GPU with nn.DataParallel.
-    --fsdp in a single process gets a process group of one (sharding.one_process_group), never an unsharded run.
+    --fsdp or --deepspeed in a single process gets a process group of one (sharding.one_process_group), never an
+    unsharded run (ZeRO-3 builds the model over that group; DeepSpeed would otherwise look for MPI).
     """
-    if training.fsdp and not runtime.is_distributed:
-        from rankzero.train.sharding import one_process_group
+    from rankzero.train.sharding import deepspeed_comm, one_process_group
 
+    sharded = training.fsdp or training.deepspeed is not None
+    if sharded and not runtime.is_distributed:
         one_process_group()
-        return training.device
-    if runtime.is_distributed or not training.use_cpu or "LOCAL_RANK" not in os.environ:
-        return training.device
+    if sharded or runtime.is_distributed or not training.use_cpu or "LOCAL_RANK" not in os.environ:
+        device = training.device
+        deepspeed_comm(training)
+        return device
     local_rank = os.environ.pop("LOCAL_RANK")
     try:
         return training.device

@@ -138,18 +138,35 @@ def extend_embeddings(model, tokenizer, old_tokenizer, padded_rows: int) -> Exte
     output = model.get_output_embeddings()
     if output is not None and output.weight is not matrices[0]:
         matrices.append(output.weight)
-    for weight in matrices:
-        old_mean = weight[:first_new].double().mean(0).to(weight.dtype)
-        weight[new_ids.to(weight.device)] = subword_means(weight, list(pieces.values()), old_mean)
-        weight[padding.to(weight.device)] = old_mean
     bias = getattr(output, "bias", None)
-    if bias is not None:  # a head with a bias (rare for causal LMs): the same mean over its entries
-        old_mean = bias[:first_new].double().mean().to(bias.dtype).reshape(1)
-        bias[new_ids.to(bias.device)] = subword_means(bias[:, None], list(pieces.values()), old_mean[:, None])[:, 0]
-        bias[padding.to(bias.device)] = old_mean
+    with whole_under_zero3([*matrices, *([bias] if bias is not None else [])]):
+        for weight in matrices:
+            old_mean = weight[:first_new].double().mean(0).to(weight.dtype)
+            weight[new_ids.to(weight.device)] = subword_means(weight, list(pieces.values()), old_mean)
+            weight[padding.to(weight.device)] = old_mean
+        if bias is not None:  # a head with a bias (rare for causal LMs): the same mean over its entries
+            old_mean = bias[:first_new].double().mean().to(bias.dtype).reshape(1)
+            means = subword_means(bias[:, None], list(pieces.values()), old_mean[:, None])
+            bias[new_ids.to(bias.device)] = means[:, 0]
+            bias[padding.to(bias.device)] = old_mean
     fallback = sum(1 for p in pieces.values() if not p)
     return Extension(first_new_row=first_new, rows=rows, subword_rows=len(pieces) - fallback,
                      fallback_rows=fallback, padding_rows=len(padding))
+
+
+def whole_under_zero3(parameters):
+    """Under ZeRO-3 each rank holds only its partition of a parameter built inside zero.Init (an embedding the
+    checkpoint already had: new tokens that fit its padding rows); rows are written into the whole tensor, gathered
+    and re-partitioned after, rank 0's values kept (the ranks compute the same ones). A no-op otherwise."""
+    import contextlib
+
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    if not is_deepspeed_zero3_enabled():
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(parameters, modifier_rank=0)
 
 
 def mismatched_ids(tokenizer, old_tokenizer, count: int) -> int:
