@@ -176,11 +176,12 @@ def test_the_stable_code_points_are_their_own_nfkc_wherever_they_stand():
 
     from rankzero.data.ngram_scan import _UNSTABLE
 
-    pairs = [decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(sys.maxunicode + 1)))
+    every = range(sys.maxunicode + 1)
+    pairs = [decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, every))
              if decomposition and decomposition[0] != "<"]
     firsts = {int(parts[0], 16) for parts in pairs if len(parts) == 2}
     seconds = {int(parts[1], 16) for parts in pairs if len(parts) == 2}
-    stable = [code for code in range(sys.maxunicode + 1) if not 0xD800 <= code < 0xE000 and not _UNSTABLE.match(chr(code))]
+    stable = [code for code in every if not 0xD800 <= code < 0xE000 and not _UNSTABLE.match(chr(code))]
     assert len(stable) > 11_172 + 20_000  # the Hangul syllables and the CJK ideographs at least
     for code in stable:
         char = chr(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,16 @@ def deepspeed_env() -> dict:
     return quiet_env(PYTHONPATH=os.pathsep.join([str(REPO), str(where)]))
 
 
+def train_two_ranks(corpus, tokenizer_dir, cache, out, **flags) -> str:
+    """`torchrun --nproc_per_node 2 train.py` from --pretrained_model (its config, not the tiny one); the output."""
+    argv = run_flags(corpus, tokenizer_dir, cache, out, **flags)
+    at = argv.index("--model_config")
+    del argv[at:at + 2]
+    result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+                  REPO / "train.py", *argv], timeout=600, env=deepspeed_env())
+    return result.stdout + result.stderr
+
+
 @pytest.mark.skipif(not DEEPSPEED, reason="deepspeed is not installed")
 @pytest.mark.parametrize("stage", [2, 3])
 def test_zero_arguments_build_under_a_launcher(tokenizer_dir, tmp_path, monkeypatch, stage):
@@ -72,7 +83,8 @@ def test_a_zero_json_that_does_not_parse_is_one_line_naming_it(tokenizer_dir, tm
 @pytest.mark.skipif(not DEEPSPEED, reason="deepspeed is not installed")
 def test_zero2_and_zero3_train_to_ddps_losses_on_cpu(tmp_path, train_corpus, tokenizer_dir):
     """2 gloo processes from the same weights, fp32, 10 steps: ZeRO-2 and ZeRO-3 log DDP's losses, each rank saves
-    its own optimizer partition, and the finished dir loads with from_pretrained as DDP's trained model.
+    its own optimizer partition, the finished dir loads with from_pretrained as DDP's trained model, and a resume
+    from the step-5 checkpoint gives the uninterrupted run's losses.
 
     Tolerance 1e-5 relative (measured here: ZeRO-2 bit-identical, ZeRO-3 within 8e-8). In fp32 the three differ
     only in how gradients are summed (DDP's all-reduce buckets, ZeRO's reduce-scatter of flat partitions) and in
@@ -88,17 +100,12 @@ def test_zero2_and_zero3_train_to_ddps_losses_on_cpu(tmp_path, train_corpus, tok
     model, _ = build_model(ModelConfig(model_config=str(TINY)), AutoTokenizer.from_pretrained(tokenizer_dir), None,
                            "sdpa")
     model.save_pretrained(base)
-    common = dict(pretrained_model=base, max_steps=10, logging_steps=1, seed=3, save_strategy="steps", save_steps=10)
-    outputs, printed = {}, {}
-    for name, more in [("ddp", {}), ("zero2", {"deepspeed": zero_config(tmp_path, 2)}),
-                       ("zero3", {"deepspeed": zero_config(tmp_path, 3)})]:
+    common = dict(pretrained_model=base, max_steps=10, logging_steps=1, seed=3, save_strategy="steps", save_steps=5)
+    outputs, printed, zero = {}, {}, {stage: {"deepspeed": zero_config(tmp_path, stage)} for stage in (2, 3)}
+    for name, more in [("ddp", {}), ("zero2", zero[2]), ("zero3", zero[3])]:
         outputs[name] = tmp_path / name
-        flags = run_flags(train_corpus, tokenizer_dir, tmp_path / "cache", outputs[name], **common, **more)
-        at = flags.index("--model_config")
-        del flags[at:at + 2]  # the base model's config instead
-        result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port",
-                      free_port(), REPO / "train.py", *flags], timeout=600, env=deepspeed_env())
-        printed[name] = result.stdout + result.stderr
+        printed[name] = train_two_ranks(train_corpus, tokenizer_dir, tmp_path / "cache", outputs[name], **common,
+                                        **more)
     assert "data_parallel = DDP over 2 process(es)" in printed["ddp"]
     for stage in (2, 3):
         assert f"data_parallel = DeepSpeed ZeRO-{stage} over 2 process(es)" in printed[f"zero{stage}"]
@@ -123,6 +130,18 @@ def test_zero2_and_zero3_train_to_ddps_losses_on_cpu(tmp_path, train_corpus, tok
             assert {p.dtype for p in trained.parameters()} == {torch.float32}
             torch.testing.assert_close(trained(input_ids=ids).logits, reference, rtol=1e-4, atol=1e-4)
 
+    # Exact resume from DeepSpeed's checkpoint at step 5 (`auto` finds it once the newer one is gone).
+    for stage in (2, 3):
+        out = outputs[f"zero{stage}"]
+        uninterrupted = losses(out)
+        shutil.rmtree(out / "checkpoint-10")
+        log = train_two_ranks(train_corpus, tokenizer_dir, tmp_path / "cache", out, resume_from_checkpoint="auto",
+                              **common, **zero[stage])
+        assert "resumed at step 5: 5 steps" in log and "step 5/10 " not in log  # not a new run
+        resumed = losses(out)
+        for step in range(6, 11):
+            assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-6), (stage, step)
+
 
 @pytest.mark.skipif(not DEEPSPEED, reason="deepspeed is not installed")
 def test_zero3_extends_a_vocabulary_into_the_checkpoints_padding_rows(tmp_path, train_corpus, extended_dir,
@@ -138,12 +157,8 @@ def test_zero3_extends_a_vocabulary_into_the_checkpoints_padding_rows(tmp_path, 
     model.save_pretrained(base)
     printed = {}
     for name, more in [("ddp", {}), ("zero3", {"deepspeed": zero_config(tmp_path, 3)})]:
-        flags = run_flags(train_corpus, extended_dir, tmp_path / "cache", tmp_path / name, pretrained_model=base,
-                          max_steps=3, logging_steps=1, seed=3, **more)
-        at = flags.index("--model_config")
-        del flags[at:at + 2]
-        printed[name] = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port",
-                             free_port(), REPO / "train.py", *flags], timeout=600, env=deepspeed_env()).stdout
+        printed[name] = train_two_ranks(train_corpus, extended_dir, tmp_path / "cache", tmp_path / name,
+                                        pretrained_model=base, max_steps=3, logging_steps=1, seed=3, **more)
         assert "300 start, in the input and output embeddings, as the mean of their old pieces' rows" in printed[name]
     assert "data_parallel = DeepSpeed ZeRO-3 over 2 process(es)" in printed["zero3"]
     expected, got = losses(tmp_path / "ddp"), losses(tmp_path / "zero3")

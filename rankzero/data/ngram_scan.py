@@ -1,9 +1,9 @@
 """The per-character work of decontamination (decontaminate.py) in one compiled pass over a batch of texts.
 
-    texts = [prepare(text) for text in texts]              # NFKC where needed (a C call per text)
+    texts = [prepare(text) for text in texts]              # NFKC of the words that need it (nfkc)
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
-    grams, windows, numbers = scan(codes, offsets, 8, 8, 4, bitmap)   # n, window, step; Hashes(values, owners)
+    grams, windows, marks = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes(values, owners); MARKS
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
