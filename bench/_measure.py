@@ -5,6 +5,8 @@ peak PSS of the whole process tree.
     result = run_measured([sys.executable, "bench/baselines/tokenizer_only.py", "corpus.jsonl", "tok"])
     result["wall_s"], result["peak_pss_mb"], result["returncode"], result["stdout"], result["stderr"]
 
+TreeCPU reads the CPU time of a process tree that getrusage cannot see (a Ray cluster's workers) over a window.
+
 PSS (proportional set size) charges each shared page to the processes sharing it in equal parts, so
 summing it over a forked tree counts copy-on-write memory once instead of once per worker (RSS would
 count a 500 MB model shared by 8 workers as 4 GB). A sampler thread reads /proc/<pid>/smaps_rollup of
@@ -99,6 +101,75 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None
         stderr = err_file.read().decode("utf-8", errors="replace")
     return {"wall_s": wall_s, "cpu_s": cpu_s, "peak_pss_mb": peak_mb, "returncode": returncode,
             "stdout": stdout, "stderr": stderr}
+
+
+class TreeCPU:
+    """User + system CPU seconds of a process and every descendant over a window, read from outside the tree.
+
+        cpu = TreeCPU(child.pid)
+        cpu.start(); ...; seconds = cpu.stop()
+
+    getrusage sees only this process and the children it has waited for; a Ray cluster's gcs_server, raylet and
+    workers are the driver's grandchildren, reaped (if ever) by the raylet after the window. So a thread here polls
+    /proc/<pid>/stat of every process of the tree (psutil) every `interval_s`: a process's share is its last
+    reading minus its reading at start(), or all of it when it was born inside the window (keyed by pid and
+    start time, so a reused pid is a new process). Polling from the measuring process keeps the poller's own
+    CPU out of the figure. What a process spends after its last reading before it exits is lost (at most one
+    interval each); `exited` counts those processes, so a report can bound it.
+    """
+
+    def __init__(self, root_pid: int, interval_s: float = 0.025):
+        self.root_pid = root_pid
+        self.interval_s = interval_s
+        self._base: dict[tuple[int, float], float] = {}
+        self._last: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.exited = 0
+        self.processes = 0
+        self.names: dict[tuple[int, float], str] = {}
+
+    def _read(self) -> dict[tuple[int, float], float]:
+        try:
+            root = psutil.Process(self.root_pid)
+            processes = [root] + root.children(recursive=True)
+        except psutil.Error:
+            return {}
+        readings = {}
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                key = (process.pid, process.create_time())
+                readings[key] = times.user + times.system
+                self.names[key] = process.name()  # a Ray worker renames itself (ray::IDLE, then its actor)
+            except psutil.Error:  # it exited between the listing and the reading
+                pass
+        return readings
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._last.update(self._read())
+
+    def start(self) -> None:
+        self._base = self._read()
+        self._last = dict(self._base)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        final = self._read()
+        self._last.update(final)
+        self.exited = len(self._last.keys() - final.keys())
+        self.processes = len(self._last)
+        return sum(self.by_process().values())
+
+    def by_process(self) -> dict[str, float]:
+        """The window's CPU seconds per process, named `pid name`: where a tree's time went."""
+        return {f"{key[0]} {self.names.get(key, '?')}": seconds - self._base.get(key, 0.0)
+                for key, seconds in self._last.items()}
 
 
 def _kill_tree(pid: int) -> None:

@@ -1,8 +1,11 @@
-"""Benchmark tools: the corpus generator is deterministic and sized right; the PSS sampler sees memory."""
+"""Benchmark tools: the corpus generator is deterministic and sized right; the PSS sampler sees memory; the CPU
+poller sees a process tree's CPU that getrusage cannot."""
 
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
-from _measure import run_measured  # noqa: E402
+from _measure import TreeCPU, run_measured  # noqa: E402
 from make_corpus import generate  # noqa: E402
 
 MIB = 2**20
@@ -62,6 +65,34 @@ def test_run_measured_sums_the_process_tree():
     result = run_measured([sys.executable, "-c", code])
     assert result["returncode"] == 0, result["stderr"]
     assert result["peak_pss_mb"] >= 150, result["peak_pss_mb"]
+
+
+def test_tree_cpu_counts_a_grandchild_that_nobody_here_reaps():
+    # The Ray case: the CPU is spent by a grandchild (a raylet's worker) that getrusage here never sees. It burns
+    # 0.5 CPU-s between two lines on stdin; the window spans exactly that, so the figure is its burn (to /proc's
+    # 10 ms ticks), nothing of the interpreter starts before it, nor the poller's own time.
+    grandchild = ("import sys, time; print('ready', flush=True); sys.stdin.readline(); start = time.process_time()\n"
+                  "while time.process_time() - start < 0.5: pass\nprint('burnt', flush=True); sys.stdin.readline()")
+    code = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}], check=True)"
+    root = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert root.stdout.readline().strip() == "ready"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = TreeCPU(root.pid)
+        cpu.start()
+        root.stdin.write("\n")
+        root.stdin.flush()
+        assert root.stdout.readline().strip() == "burnt"
+        seconds = cpu.stop()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        root.stdin.write("\n")
+        root.stdin.close()
+        root.wait()
+    assert 0.47 <= seconds < 0.7, seconds
+    assert cpu.processes == 2 and cpu.exited == 0
+    assert max(cpu.by_process().values()) >= 0.47  # all of it in the grandchild
+    assert after.ru_utime - before.ru_utime < 0.1  # what getrusage would have reported
 
 
 @pytest.mark.parametrize("returncode", [0, 1])
