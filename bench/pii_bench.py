@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -276,15 +275,13 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
                 command = [sys.executable, str(repo / "train.py"), "--tokenize_only", "--dataset", str(corpus),
                            "--tokenizer_path", str(tokenizer), "--cache_dir", str(cache), "--max_seq_length", "2048",
                            *flags]
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 measured = run_measured(command, env={**os.environ, "PYTHONPATH": str(repo)})
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 assert measured["returncode"] == 0, measured["stderr"][-2000:]
                 if round_number < 0:
                     shutil.rmtree(cache)
                     continue
                 times[name].append(round(measured["wall_s"], 2))
-                cpu[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
+                cpu[name].append(round(measured["cpu_s"], 2))
                 manifest = json.loads(next(cache.glob("*/manifest.json")).read_text())
                 stages[name].append(manifest["timings"]["encode_stage_seconds_summed_over_workers"])
                 shutil.rmtree(cache)
