@@ -306,10 +306,6 @@ def _training_arguments(argv: list[str], given: dict[str, str]):
     from rankzero.train.sharding import deepspeed_problems
     from rankzero.train.training_args import TrainingArguments
 
-    problems = deepspeed_problems(argv)  # transformers would end in a traceback on the missing package
-    if problems:
-        raise ConfigError(problems)
-
     class Parser(HfArgumentParser):
         def error(self, message: str):
             raise ConfigError([message])
@@ -318,6 +314,9 @@ def _training_arguments(argv: list[str], given: dict[str, str]):
     namespace, rest = Parser(TrainingArguments, allow_abbrev=False).parse_known_args(argv)
     if rest:
         raise ConfigError([f"unexpected arguments: {' '.join(rest)}"])
+    problems = deepspeed_problems(namespace.deepspeed)  # transformers would end in a traceback on the missing package
+    if problems:
+        raise ConfigError(problems)
     inputs = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainingArguments) if f.init}
     try:
         training = TrainingArguments(**inputs)

@@ -65,11 +65,9 @@ def glob_files(pattern: str, others: list[str] | None = None) -> list[str]:
     parts = pattern.split(os.sep)
     fixed = next(i for i, part in enumerate(parts) if GLOB_CHARS & set(part))
     anchor = os.sep.join(parts[:fixed]) or ("/" if pattern.startswith(os.sep) else "")
-    found, unread = [], []
+    found: list[str] = []
     for path in sorted(set(_glob(anchor, parts[fixed:]))):
-        _sort(path, found, unread)
-    if others is not None:
-        others += unread
+        _sort(path, found, others)
     return found
 
 

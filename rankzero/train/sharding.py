@@ -1,6 +1,6 @@
 """Sharded training: FSDP2 and DeepSpeed through the HF Trainer and accelerate, checked and set up here.
 
-    problems = deepspeed_problems(training_argv)       # args.py, before TrainingArguments is built
+    problems = deepspeed_problems(path)                # args.py, before TrainingArguments is built
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
     model, extension = build_model(…, load_weights=not (rank_zero_loads(training, runtime) and runtime.rank))
     training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
@@ -45,21 +45,14 @@ FSDP_DEFAULTS = {
 # Argument time
 
 
-def deepspeed_problems(training_argv: list[str]) -> list[str]:
-    """--deepspeed without the package (transformers would stop with a metadata traceback in TrainingArguments), or
-    with a JSON file that does not parse (its message would not name the file)."""
-    values = []
-    for at, arg in enumerate(training_argv):
-        if arg.startswith("--deepspeed="):
-            values.append(arg.split("=", 1)[1])
-        elif arg == "--deepspeed":
-            values.append(training_argv[at + 1] if at + 1 < len(training_argv) else "")
-    if not values:
+def deepspeed_problems(path: str | None) -> list[str]:
+    """--deepspeed (`path`, as parsed; None without it) without the package (transformers would stop with a metadata
+    traceback in TrainingArguments), or with a JSON file that does not parse (its message would not name the file)."""
+    if path is None:
         return []
     if importlib.util.find_spec("deepspeed") is None:
         return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed), or shard with "
                 "--fsdp full_shard instead"]
-    path = values[-1]
     if os.path.isfile(path):  # else transformers says what it expected (a path, JSON text or base64)
         import json
 
