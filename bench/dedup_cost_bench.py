@@ -16,7 +16,8 @@ is watched `--idle_s` seconds: its idle rate (Ray's daemons) is reported beside,
 own getrusage is reported too (for the local engine the two must agree). Rounds pair `none` with `near` in
 alternating order after `--max_load` waiting; the ratio reported is the median of the per-round ratios (the
 VM's speed drifts). The local builder runs with the given `--num_proc` (default 1: the stage's own cost, not
-the thread pool's). The markdown printed at the end is ready for bench/RESULTS.md.
+the thread pool's). The builds run under glibc malloc (train.py's tcmalloc re-exec is not on this path) unless
+LD_PRELOAD names another. The markdown printed at the end is ready for bench/RESULTS.md.
 """
 
 from __future__ import annotations

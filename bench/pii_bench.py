@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._measure import run_measured  # noqa: E402
+from bench.minhash_bench import read_texts  # noqa: E402
 from bench.pii_compare import datatrove_baseline, presidio_baseline  # noqa: E402
 from rankzero.data import decontaminate  # noqa: E402
 from rankzero.data.pii import PLACEHOLDERS, PiiMasker  # noqa: E402
@@ -140,10 +140,6 @@ def plant(text: str, pieces: list[str], rng) -> str:
     for at, piece in zip(positions, pieces):
         text = f"{text[:at]} {piece} {text[at:]}"
     return text
-
-
-def load_corpus() -> list[str]:
-    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.open(encoding="utf-8")]
 
 
 def recall_precision(texts: list[str], datatrove_python: str | None, presidio_python: str | None = None) -> dict:
@@ -242,11 +238,6 @@ def train_tokenizer(tokenizer: Path) -> None:
                         "--vocab_size", "8000", "--output_dir", str(tokenizer)], check=True, capture_output=True)
 
 
-def read_texts(paths: list[Path]) -> list[str]:
-    """The "text" of every record of these JSONL files (read in place, as the corpus is)."""
-    return [json.loads(line)["text"] for path in paths for line in path.open(encoding="utf-8") if line.strip()]
-
-
 def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int, workdir: Path,
                  baseline_repo: Path | None = None) -> dict:
     rng = random.Random(2)
@@ -276,15 +267,13 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
                 command = [sys.executable, str(repo / "train.py"), "--tokenize_only", "--dataset", str(corpus),
                            "--tokenizer_path", str(tokenizer), "--cache_dir", str(cache), "--max_seq_length", "2048",
                            *flags]
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 measured = run_measured(command, env={**os.environ, "PYTHONPATH": str(repo)})
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 assert measured["returncode"] == 0, measured["stderr"][-2000:]
                 if round_number < 0:
                     shutil.rmtree(cache)
                     continue
                 times[name].append(round(measured["wall_s"], 2))
-                cpu[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2))
+                cpu[name].append(round(measured["cpu_s"], 2))
                 manifest = json.loads(next(cache.glob("*/manifest.json")).read_text())
                 stages[name].append(manifest["timings"]["encode_stage_seconds_summed_over_workers"])
                 shutil.rmtree(cache)
@@ -367,7 +356,7 @@ def main() -> None:
     if not args.benchmarks and not args.pii_only:
         parser.error("--benchmarks is required (benchmark files or dirs, as --decontaminate) unless --pii_only")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    texts = load_corpus()
+    texts = read_texts(CORPUS)
     masker = PiiMasker()
     results = {"corpus": f"{CORPUS} ({len(texts)} documents, {sum(len(t.encode()) for t in texts) / 1e6:.2f} MB)"}
     if not args.prepare_only:
@@ -378,7 +367,7 @@ def main() -> None:
         train_tokenizer(args.workdir / "tokenizer")
         results["eval_overlap"] = eval_overlap(texts, args.workdir)
     if args.prepare_mb and not args.pii_only:
-        real = read_texts(args.real)
+        real = [text for path in args.real for text in read_texts(path)]
         results["prepare_corpus"] = [str(CORPUS), *map(str, args.real)]
         results["prepare"] = prepare_time(real + texts, args.benchmarks, args.prepare_mb, args.rounds, args.workdir,
                                           args.baseline_repo)

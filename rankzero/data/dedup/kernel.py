@@ -34,6 +34,7 @@ import numpy as np
 from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fold, \
     fold_table, text_segments
 from rankzero.data.hashing import compiled, fmix64
+from rankzero.data.ngram_scan import code_points
 
 SLOW = np.uint32(0xFFFFFFFE)  # in the normalising table: a code point whose text unicodedata must normalise
 _EXPANDED = np.uint32(0x80000000)  # + i: NFKC makes several code points of it, their folds at expansions[i + 1:]
@@ -211,9 +212,7 @@ def _piece_words(units: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _scan_units(units: Sequence[str], normalising: bool) -> tuple[np.ndarray, np.ndarray]:
-    codes = np.frombuffer("".join(units).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    offsets = np.zeros(len(units) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, units), dtype=np.int64, count=len(units)), out=offsets[1:])
+    codes, offsets = code_points(units)
     table, expansions, most_words = normalising_table() if normalising else (fold_table(), _NO_EXPANSIONS, 1)
     astral_codes = np.empty(0, np.uint32)
     if len(codes) and codes.max() >= 0x10000:  # emoji and rarer scripts: a few distinct code points, one by one

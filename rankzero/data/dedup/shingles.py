@@ -8,9 +8,10 @@ characters dropped. A word is a run of what is left between breaks; its hash is 
 sum c_i * B**i of its code points mod 2**64, mixed by fmix64; a shingle is 5 consecutive words of one
 text, hashed as sum word_j * POSITION_j, mixed again. A text of fewer than 5 words has no shingle.
 
-The pipeline computes these numbers in one compiled pass (kernel.py); this module is their definition,
-in a few whole-batch numpy operations per piece of text, kept as the reference the kernel must match
-bit for bit (tests/test_dedup_kernel.py) and the table of the folding both use.
+This module is their definition, in a few whole-batch numpy operations per piece of text: the reference the
+compiled pass (kernel.py) must match bit for bit (tests/test_dedup_kernel.py), the table of the folding both
+use, and what the pipeline itself runs on a process's first minhash.NUMPY_CHARS characters, before numba's
+start pays (minhash.shingle_hashes).
 """
 
 from __future__ import annotations
