@@ -18,7 +18,6 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from _measure import machine_info  # noqa: E402
+from _measure import machine_info, run_measured  # noqa: E402
 
 MEASURE = """
 import hashlib, json, sys, time
@@ -56,11 +55,11 @@ print(json.dumps({"start": start, "first": passes[0], "second": passes[1], "char
 
 
 def measure(path: str, files: list[Path], env: dict | None = None) -> dict:
-    result = subprocess.run([sys.executable, "-c", MEASURE, path, *map(str, files)], cwd=REPO, capture_output=True,
-                            text=True, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
-    if result.returncode:
-        raise SystemExit(f"the measurement failed ({path}):\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    result = run_measured([sys.executable, "-c", MEASURE, path, *map(str, files)], cwd=str(REPO),
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    if result["returncode"]:
+        raise SystemExit(f"the measurement failed ({path}):\n{result['stderr'][-3000:]}")
+    return json.loads(result["stdout"].strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -25,6 +25,8 @@ and peak RSS so far; at both points also the RSS's anonymous and file-backed par
 safetensors weights mapped, unread, until something touches them). cf9e447 has the same hook points
 (rankzero.train.model.build_model, called through a lazy import in run.py, and RankzeroTrainer.training_step),
 so every arm is measured at the same two points.
+The ranks run train.main from the recording script, so under glibc malloc (train.py's tcmalloc re-exec is in
+its __main__) unless LD_PRELOAD names another allocator.
 Prints one JSON line per system and round, then the table with rank 1's ratios.
 
     python bench/fsdp_memory_bench.py --imports          # where the RSS before the model comes from
