@@ -6,8 +6,8 @@
 Two corpora from the real documents: as they are, and with planted exact copies (every document four times,
 in a seeded random order: 75% of the documents repeat an earlier one, as in the peer corpus of issue 30).
 Each measurement is a fresh process that makes the plan (and for `--engines ray` starts a local Ray cluster of
-`--ray_cpus`, the tests' 2, and runs a throwaway Ray Data job so Ray Data's per-session actors exist), waits
-until its process tree idles (Ray prestarts workers), and then times `build_dataset` alone; build_ray joins the
+`--ray_cpus`, the tests' 2, and runs a throwaway Ray Data job so Ray Data's per-session actors exist); the bench
+waits until its process tree idles (Ray prestarts workers), and then times `build_dataset` alone; build_ray joins the
 cluster that is up. The figure is the user + system CPU of the whole process tree over that call — the driver,
 and with Ray its gcs_server, raylet and every worker — read from this process by polling /proc every 25 ms
 (_measure.TreeCPU: getrusage in the driver cannot see Ray's workers), so the start-up, the imports, the
@@ -44,7 +44,6 @@ from prep_bench import usable_cores, wait_for_quiet  # noqa: E402
 MEASURE = """
 import json, logging, os, resource, sys, tempfile, time
 from pathlib import Path
-import psutil
 protocol = os.fdopen(os.dup(1), "w", buffering=1)  # the bench's lines; anything the build prints goes to stderr
 os.dup2(2, 1)
 corpus, tokenizer, dedup, num_proc, numpy_chars, engine, ray_cpus, task_mb = sys.argv[1:9]
@@ -68,27 +67,8 @@ if engine == "ray":
 args = parse_args(flags)
 plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
 plan.choose_engine()  # the check's encode, outside the timing (build_dataset makes it again, cheaply warm)
-me = psutil.Process()
-def tree_cpu():
-    total = 0.0
-    for process in [me] + me.children(recursive=True):
-        try:
-            times = process.cpu_times()
-            total += times.user + times.system
-        except psutil.Error:
-            pass
-    return total
-# Quiet first: Ray prestarts workers and they import for a second or two; wait until the tree idles.
-settle_start, previous = time.monotonic(), tree_cpu()
-while time.monotonic() - settle_start < 60:
-    time.sleep(1.0)
-    now = tree_cpu()
-    if now - previous < 0.05:
-        break
-    previous = now
-settled_s = time.monotonic() - settle_start
 protocol.write("ready\\n")
-sys.stdin.readline()  # the bench reads the idle rate, then its baseline, then says go
+sys.stdin.readline()  # the bench waits for the tree to idle, reads the idle rate, then its baseline, then says go
 before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 out = Path(tempfile.mkdtemp()) / "out"
 out.mkdir()
@@ -101,7 +81,6 @@ if engine == "ray":
     ray.shutdown()
 protocol.write(json.dumps({"driver_cpu_s": cpu, "wall_s": wall, "dropped": manifest["dropped"],
                            "docs_kept": manifest["docs_kept"], "sequences": manifest["sequences"],
-                           "settle_s": settled_s,
                            "stage_s": manifest["timings"]["encode_stage_seconds_summed_over_workers"]}) + "\\n")
 """
 
@@ -158,6 +137,13 @@ def measure_once(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: 
 
         expect("ready")
         cpu = TreeCPU(child.pid)
+        settle_start = time.monotonic()
+        while time.monotonic() - settle_start < 60:  # Ray prestarts workers that import for a second or two
+            cpu.start()
+            time.sleep(1.0)
+            if cpu.stop() < 0.05:
+                break
+        settled_s = time.monotonic() - settle_start
         cpu.start()  # the idle rate: what the settled tree (Ray's daemons) burns doing nothing
         time.sleep(args.idle_s)
         idle_rate = cpu.stop() / args.idle_s
@@ -170,7 +156,8 @@ def measure_once(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: 
         child.stdin.flush()
         result = json.loads(expect(""))
         child.wait()
-    return result | {"cpu_s": tree_cpu, "idle_cores": idle_rate, "processes": cpu.processes, "exited": cpu.exited,
+    return result | {"cpu_s": tree_cpu, "settle_s": settled_s, "idle_cores": idle_rate, "processes": cpu.processes,
+                     "exited": cpu.exited,
                      "by_process": {name: round(seconds, 3) for name, seconds in cpu.by_process().items()
                                     if seconds >= 0.005}}
 

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -157,16 +155,13 @@ def report_agreement(sets: dict[str, list[dict]], here: dict, there: dict, again
 
 def _run_tree(command: list[str], cwd: Path, timeout_s: float) -> tuple[float, float, str]:
     """(wall s, CPU s of the whole process tree, stdout) of one command."""
+    from _measure import run_measured  # bench/ is on sys.path: quality_eval.py, the only caller, puts it there
+
     environment = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "LD_PRELOAD")}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout_s)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, result.stdout
+    result = run_measured(command, env=environment, cwd=str(cwd), timeout_s=timeout_s)
+    if result["returncode"] != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result['stderr'][-3000:]}")
+    return result["wall_s"], result["cpu_s"], result["stdout"]
 
 
 def report_prepare(sets: dict[str, list[dict]], workdir: Path, rounds: int, timeout_s: float) -> None:
