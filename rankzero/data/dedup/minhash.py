@@ -61,7 +61,7 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     compiled pass (kernel.py): numba's start in a process (~0.4 CPU-s: its import, its type registry, the cached
     machine code, the tables) is what numpy spends on ~10 M characters, and the pass then costs a quarter of
     numpy's per character, so it pays back from ~23-35 M characters on (bench/RESULTS.md). The switch sits past
-    that, at 40 M (~120 MB of Korean): a corpus below it never loads numba (nor llvmlite's ~100 MB), and a large
+    that, at 40 M (~95 MB of Korean): a corpus below it never loads numba (nor llvmlite's ~100 MB), and a large
     one spends at most ~1 CPU-s more on its first 40 M characters than compiled from the start would. A process
     that has started numba for another pass (--decontaminate's index) uses the compiled pass from the first
     character: its own cached code costs ~0.1 CPU-s more, what numpy spends on ~4 M characters."""
