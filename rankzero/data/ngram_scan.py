@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rankzero.data.table_cache import cached
+
 _ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
 
 
@@ -97,19 +99,30 @@ def _fold(code: int) -> int:
     return ord(lower) if len(lower) == 1 and lower.isalnum() else 0
 
 
-@lru_cache(maxsize=1)
 def _kinds_table() -> np.ndarray:
     """2 for a decimal digit (what `\\d` matches), 1 for a separator of pii.py's number clusters, else 0 (BMP)."""
-    from rankzero.data.pii import CLUSTER_SEPARATORS
+    return _tables()["kinds"]
 
-    return np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
-                        for code in range(_ASTRAL)), dtype=np.uint8, count=_ASTRAL)
+
+def _fold_table() -> np.ndarray:
+    """_fold of each code point of the Basic Multilingual Plane."""
+    return _tables()["fold"]
 
 
 @lru_cache(maxsize=1)
-def _fold_table() -> np.ndarray:
-    """_fold of each code point of the Basic Multilingual Plane."""
-    return np.fromiter(map(_fold, range(_ASTRAL)), dtype=np.uint32, count=_ASTRAL)
+def _tables() -> dict[str, np.ndarray]:
+    """Both tables, from this installation's cache after a first build (table_cache.py: 0.03 CPU-s a process)."""
+    from rankzero.data import pii
+
+    return cached("ngram_scan", _build_tables, [__file__, pii.__file__])
+
+
+def _build_tables() -> dict[str, np.ndarray]:
+    from rankzero.data.pii import CLUSTER_SEPARATORS
+
+    kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
+                         for code in range(_ASTRAL)), dtype=np.uint8, count=_ASTRAL)
+    return {"fold": np.fromiter(map(_fold, range(_ASTRAL)), dtype=np.uint32, count=_ASTRAL), "kinds": kinds}
 
 
 def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -31,10 +31,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data.dedup import shingles
 from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fold, \
     fold_table, text_segments
 from rankzero.data.hashing import compiled, fmix64
 from rankzero.data.ngram_scan import code_points
+from rankzero.data.table_cache import cached
 
 SLOW = np.uint32(0xFFFFFFFE)  # in the normalising table: a code point whose text unicodedata must normalise
 _EXPANDED = np.uint32(0x80000000)  # + i: NFKC makes several code points of it, their folds at expansions[i + 1:]
@@ -260,8 +262,14 @@ def _astral_normalised_fold(code: int) -> int:
 def normalising_table() -> tuple[np.ndarray, np.ndarray, int]:
     """normalised_folds of the Basic Multilingual Plane, as the scan reads them: a fold, SLOW, or _EXPANDED + i
     for a code point of several folds (expansions[i] of them at expansions[i + 1:]); and the most folds of one
-    code point. ~0.1 CPU-s once per process: NFKC, NFKD and lower() of all code points at once, each behind U+0000
-    (a starter that composes with nothing, so each comes out as it would alone), normalised_folds for the rest."""
+    code point. Built once per installation (~0.1 CPU-s; table_cache.py), then read from disk."""
+    arrays = cached("dedup_kernel", _build_normalising_table, [__file__, shingles.__file__])
+    return arrays["table"], arrays["expansions"], int(arrays["most_words"])
+
+
+def _build_normalising_table() -> dict[str, np.ndarray]:
+    """NFKC, NFKD and lower() of all code points at once, each behind U+0000 (a starter that composes with
+    nothing, so each comes out as it would alone), normalised_folds for the rest."""
     chars = list(map(chr, range(1, 0x10000)))
     joined = "\0".join(chars)
     in_context = _in_context_table()
@@ -284,7 +292,7 @@ def normalising_table() -> tuple[np.ndarray, np.ndarray, int]:
             table[code] = _EXPANDED + len(expansions)
             expansions += [len(values), *values]
             most_words = max(most_words, len(values))
-    return table, np.array(expansions, dtype=np.uint32), most_words
+    return {"table": table, "expansions": np.array(expansions, dtype=np.uint32), "most_words": np.array(most_words)}
 
 
 @lru_cache(maxsize=1)
@@ -300,7 +308,12 @@ def _in_context_table() -> np.ndarray:
 def _composing_seconds() -> frozenset[int]:
     """The second code point of every canonical pair decomposition: what canonical composition may merge into the
     code point before it (Hangul's algorithmic pairs are not among them: _hangul composes those). Canonical pair
-    decompositions end below U+30000 (tests/test_dedup_kernel.py checks the whole range)."""
+    decompositions end below U+30000 (tests/test_dedup_kernel.py checks the whole range). Read from this
+    installation's cache after a first build (table_cache.py)."""
+    return frozenset(cached("composing_seconds", _build_composing_seconds, [__file__])["codes"].tolist())
+
+
+def _build_composing_seconds() -> dict[str, np.ndarray]:
     pairs = (decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(0x30000)))
              if decomposition and decomposition[0] != "<")
-    return frozenset(int(parts[1], 16) for parts in pairs if len(parts) == 2)
+    return {"codes": np.array(sorted({int(parts[1], 16) for parts in pairs if len(parts) == 2}), dtype=np.int64)}

@@ -1,0 +1,83 @@
+"""The compiled passes' per-code-point tables, built once per installation and Python, then read from disk.
+
+    arrays = cached("ngram_scan", build, sources=[__file__])   # build() -> {name: array}; from disk after the first time
+
+Decontamination's pass (ngram_scan.py) and near dedup's (dedup/kernel.py) read tables of the 65,536 code points
+of the Basic Multilingual Plane that Python builds from `unicodedata` and `str`'s methods: ~0.13 CPU-s in every
+process that starts either pass, about 4% of a 41 MB prepare with --decontaminate (bench/RESULTS.md). Building
+them faster is not on offer: each code point costs one or two C calls already (a vectorised build — the plane
+joined into one string, lower-cased and classified by `re` in whole-string passes — measured slower, 25 ms
+against 18 for one table). What they are depends only on the code that defines them and on Python's Unicode
+database, so, like numba's compiled code beside them, they are kept on disk: under NUMBA_CACHE_DIR where that is
+set, else in the `__pycache__` beside the module, else (neither writable) nowhere, and built per process as before.
+
+A file's name holds everything that decides its content: the Python implementation and version (whose Unicode
+database `str.lower` and `unicodedata` read: its version is in the name too) and an xxh3 of the source files
+that define the tables. Editing one of them, or another Python, gives another name, so a stale file is never
+read; an unreadable or partial one is rebuilt and replaced. Writes go to a temporary file first and are renamed
+into place, so processes building at once (Ray workers) never read half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import unicodedata
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+
+def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[str],
+           directory: Path | None = None) -> dict[str, np.ndarray]:
+    """build()'s arrays, read from this installation's cache file when one exists, else built and written there.
+    `sources`: the files whose code defines the arrays (their content is part of the file's name); `directory`:
+    where the cache lives (default: cache_directory(sources[0]))."""
+    directory = directory if directory is not None else cache_directory(sources[0])
+    if directory is None:
+        return build()
+    path = directory / f"{name}-{_key(sources)}.npz"
+    try:
+        with np.load(path) as stored:
+            return {key: stored[key] for key in stored.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):  # absent, or cut short by a crash: built anew
+        pass
+    arrays = build()
+    try:
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}-", suffix=".npz")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, **arrays)
+            os.chmod(temporary, 0o644)  # mkstemp's 0600 would keep the file from the installation's other users
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError:  # read-only installation or a full disk: the tables are built per process, as without a cache
+        pass
+    return arrays
+
+
+def cache_directory(source: str) -> Path | None:
+    """Where numba caches the compiled code of a module at `source`: NUMBA_CACHE_DIR (numba mirrors the module's
+    path under it), else the __pycache__ beside the module; None when that is not writable."""
+    module_dir = Path(source).resolve().parent
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    directory = Path(root) / module_dir.relative_to(module_dir.anchor) if root else module_dir / "__pycache__"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return directory if os.access(directory, os.W_OK) else None
+
+
+def _key(sources: list[str]) -> str:
+    digest = xxhash.xxh3_64()
+    for source in sources:
+        digest.update(Path(source).read_bytes())
+    return f"{sys.implementation.cache_tag}-{sys.version_info.micro}-unicode{unicodedata.unidata_version}-" \
+           f"{digest.hexdigest()}"

@@ -1,0 +1,123 @@
+"""The compiled passes' code point tables, cached once per installation (rankzero/data/table_cache.py): a second
+process reads what the first built, every code point as its one-at-a-time definition says, and a stale, broken or
+unwritable cache never gives a wrong table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from rankzero.data import ngram_scan, table_cache
+from rankzero.data.dedup import kernel, shingles
+from rankzero.data.pii import CLUSTER_SEPARATORS
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Every table a process reads, as a digest per cache name; each builder replaced by one that fails when
+# BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
+PROBE = """
+import os, sys, xxhash
+from rankzero.data import ngram_scan
+from rankzero.data.dedup import kernel, shingles
+def fail():
+    raise SystemExit("built, not read: " + sys.argv[1])
+if os.environ.get("BUILD_FAILS"):
+    ngram_scan._build_tables = kernel._build_normalising_table = kernel._build_composing_seconds = fail
+    shingles._build_fold_table = fail
+tables = {"ngram_scan": [ngram_scan._fold_table(), ngram_scan._kinds_table()], "shingles": [shingles.fold_table()],
+          "dedup_kernel": list(kernel.normalising_table()[:2]),
+          "composing_seconds": [sorted(kernel._composing_seconds())]}
+for name, arrays in tables.items():
+    print(name, xxhash.xxh3_64_hexdigest(repr([a.tolist() if hasattr(a, "tolist") else a for a in arrays]).encode()))
+"""
+
+
+def run_probe(cache: Path, build_fails: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(cache)}
+    if build_fails:
+        env["BUILD_FAILS"] = "1"
+    return subprocess.run([sys.executable, "-c", PROBE, "probe"], env=env, capture_output=True, text=True)
+
+
+def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
+    first = run_probe(tmp_path, build_fails=False)
+    assert first.returncode == 0, first.stderr
+    written = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.npz"))
+    assert written == ["composing_seconds", "dedup_kernel", "ngram_scan", "shingles"]
+    assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
+    second = run_probe(tmp_path, build_fails=True)  # any table built instead of read stops it
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+
+
+def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point(tmp_path, monkeypatch):
+    """Read back from a cache file (what every process after the first uses), against the definitions one code
+    point at a time (normalising_table's: tests/test_dedup_kernel.py)."""
+    monkeypatch.setattr(table_cache, "cache_directory", lambda source: tmp_path)
+    for function in (ngram_scan._tables, shingles.fold_table):
+        function.cache_clear()
+        function()
+        function.cache_clear()
+    try:
+        fold, kinds, folds = ngram_scan._fold_table(), ngram_scan._kinds_table(), shingles.fold_table()
+    finally:
+        ngram_scan._tables.cache_clear()
+        shingles.fold_table.cache_clear()
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    for code in range(0x10000):
+        char = chr(code)
+        lower = char.lower()
+        assert fold[code] == (ord(lower) if len(lower) == 1 and lower.isalnum() else 0), hex(code)
+        assert kinds[code] == (2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0), hex(code)
+        assert folds[code] == shingles.fold(code), hex(code)
+    assert kernel._composing_seconds() == frozenset(kernel._build_composing_seconds()["codes"].tolist())
+
+
+def test_another_python_or_other_source_is_another_file(tmp_path, monkeypatch):
+    source = tmp_path / "tables.py"
+    source.write_text("TABLE = 1\n")
+    key = table_cache._key([str(source)])
+    source.write_text("TABLE = 2\n")
+    assert table_cache._key([str(source)]) != key
+    edited = table_cache._key([str(source)])
+    monkeypatch.setattr(unicodedata, "unidata_version", "99.0.0")
+    assert table_cache._key([str(source)]) not in (key, edited)
+
+
+def test_a_broken_file_is_rebuilt_and_replaced(tmp_path):
+    source = tmp_path / "tables.py"
+    source.write_text("TABLE = 1\n")
+    built = []
+
+    def build():
+        built.append(1)
+        return {"table": np.arange(7, dtype=np.uint32)}
+
+    path = tmp_path / f"table-{table_cache._key([str(source)])}.npz"
+    for broken in (b"", b"PK\x03\x04 cut short by a crash"):
+        path.write_bytes(broken)
+        arrays = table_cache.cached("table", build, [str(source)], directory=tmp_path)
+        assert arrays["table"].tolist() == list(range(7))
+    assert len(built) == 2
+    assert table_cache.cached("table", build, [str(source)], directory=tmp_path)["table"].tolist() == list(range(7))
+    assert len(built) == 2  # the replaced file is read
+
+
+def test_no_writable_place_builds_per_process(tmp_path):
+    blocked = tmp_path / "not_a_directory"
+    blocked.write_text("")  # __pycache__ cannot be made under a file
+    assert table_cache.cache_directory(str(blocked / "tables.py")) is None
+    built = []
+
+    def build():
+        built.append(1)
+        return {"table": np.zeros(3)}
+
+    for _ in range(2):
+        assert table_cache.cached("table", build, [str(blocked / "tables.py")]).keys() == {"table"}
+    assert len(built) == 2
