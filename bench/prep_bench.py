@@ -23,7 +23,7 @@ end to end (interpreter start and imports included) with the peak PSS of its who
                             (numba, llvmlite) that a process switches to past minhash.NUMPY_CHARS held off
                             (what that pass costs in memory and saves in CPU; at --scale N also ap@Nx)
   (ae) rankzero, exact dedup   (a) with --dedup exact (the default before issue 19)
-  (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after)
+  (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after; also A@Nx)
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
                       TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
                       blocks; no dedup, no filter, no masking
@@ -216,7 +216,8 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
             cmd[1:1] = ["-c", NUMPY_ONLY]
         if num_proc:
             env["DATASET_NUM_PROC"] = str(num_proc)
-        if mode == "A":
+        if mode == "A":  # its own rankzero: train.py's directory, not a PYTHONPATH naming this one
+            env.pop("PYTHONPATH", None)
             return cmd, env, args.against.resolve()
     elif mode == "b":
         cmd = [python, str(BENCH / "baselines" / "runclm_recipe.py"), "--data_files", str(corpus),
@@ -323,7 +324,7 @@ def main() -> None:
             if not any("failure" in r for r in runs[mode]):
                 runs[mode].append(run_once(mode, mode, corpus, tokenizer, args, run))
     results = {mode: summarize(mode, mode, corpus, corpus_stats["bytes"], runs[mode]) for mode in args.modes}
-    scaled_modes = [mode for mode in ("a", "ap") if mode in args.modes]
+    scaled_modes = [mode for mode in ("a", "ap", "A") if mode in args.modes]
     if scaled_modes and args.scale > 1 and not args.corpus:
         big, big_stats = make_corpus(args.workdir, args.size_mb * args.scale, args.seed)
         labels = {mode: f"{mode}@{args.scale}x" for mode in scaled_modes}

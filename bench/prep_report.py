@@ -78,7 +78,7 @@ def compute_ratios(results: dict) -> list[dict]:
             continue  # a mode of it was not run (a failed run still shows, as n/a)
         out.append({"name": name, "value": value, "per_round": per_round, "target": target,
                     "met": None if value is None or met is None else bool(met(value))})
-    for base in ("a", "ap"):  # the default, and with near dedup's compiled pass held off
+    for base in ("a", "ap", "A"):  # the default, with near dedup's compiled pass held off, another checkout
         one = results.get(base)
         scaled = next((entry for label, entry in results.items() if label.startswith(f"{base}@")), None)
         if one is None or scaled is None:
