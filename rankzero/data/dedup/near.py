@@ -21,8 +21,9 @@ share a band with probability 1 - (1 - s**3)**40: 0.9993 at s = 0.55, 0.93 at 0.
 the threshold (few pairs at s >= threshold are never compared) and the cost of a low-s pair is one
 comparison. Another threshold gets its own shape: the most rows for which the S-curve is >= 0.99 there.
 
-Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys with
-their document number (40 x 16 = 640 bytes at 0.55, 320 at 0.8); past `memory_budget_bytes` the keys are sorted per band and
+Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys and its
+document number (40 x 8 + 8 = 328 bytes at 0.55, 168 at 0.8), counted against `memory_budget_bytes` at what a
+run on disk holds (a number beside every key: 640, 320); past the budget the keys are sorted per band and
 written to disk as a run. The decision reads, per band, one range of key values at a time from every run
 (the runs are sorted, so a range is a slice of each), sized to the budget: a merge of sorted runs without
 a heap, since every key of one value lands in one range. The signatures go straight to a file (240 bytes
