@@ -203,6 +203,8 @@ def test_ray_removes_the_same_near_copies_as_the_local_engine(tmp_path, tokenize
     assert (ray_built / "dedup_samples.jsonl").read_text() == (local / "dedup_samples.jsonl").read_text()
     for key in ("documents", "removed", "pairs_compared"):
         assert ray_manifest["near_dedup"][key] == local_manifest["near_dedup"][key], key
+    # The pack pass ran in the stage pass's worker processes (a pool of actors per pass started its own).
+    assert ray_manifest["prep_engine"]["started_for_pack"] == 0 < ray_manifest["prep_engine"]["worker_processes"]
 
 
 def test_ray_holds_out_an_eval_dataset_and_packs_it_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster,
