@@ -19,8 +19,11 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
   (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
   (an) rankzero, no dedup   (a) with --dedup none (what near dedup, the default, costs)
+  (ap) rankzero on numpy    (a) with near dedup's shingle hashing on numpy throughout: the compiled pass
+                            (numba, llvmlite) that a process switches to past minhash.NUMPY_CHARS held off
+                            (what that pass costs in memory and saves in CPU; at --scale N also ap@Nx)
   (ae) rankzero, exact dedup   (a) with --dedup exact (the default before issue 19)
-  (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after)
+  (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after; also A@Nx)
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
                       TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
                       blocks; no dedup, no filter, no masking
@@ -83,6 +86,7 @@ MODES = {
     "c2+": "fastokens alone under the malloc train.py preloads",
     "an": "rankzero prepare with --dedup none",
     "ae": "rankzero prepare with --dedup exact",
+    "ap": "rankzero prepare, near dedup's hashing on numpy throughout",
     "A": "rankzero prepare of the --against checkout",
     "l": "LitData optimize + TokensLoader, fastokens (no dedup)",
     "ls": "LitData as (l), its default start method (spawn)",
@@ -90,6 +94,9 @@ MODES = {
 }
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 SEQUENCE_LENGTH = 2048
+# (ap): train.py run as `python train.py` would be (its malloc re-exec repeats this line), the switch out of reach.
+NUMPY_ONLY = ("import runpy, sys; from rankzero.data.dedup import minhash; minhash._numpy_chars_left = 1 << 62; "
+              "sys.argv = sys.argv[1:]; runpy.run_path('train.py', run_name='__main__')")
 
 
 def parse_args() -> argparse.Namespace:
@@ -175,7 +182,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def is_rankzero(mode: str) -> bool:
-    return mode in ("a", "a0", "ah", "an", "ae", "d", "A") or mode.startswith("a:")
+    return mode in ("a", "a0", "ah", "an", "ae", "ap", "d", "A") or mode.startswith("a:")
 
 
 def describe(mode: str) -> str:
@@ -205,9 +212,12 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
             cmd += ["--dedup", "none"]
         if mode == "ae":
             cmd += ["--dedup", "exact"]
+        if mode == "ap":
+            cmd[1:1] = ["-c", NUMPY_ONLY]
         if num_proc:
             env["DATASET_NUM_PROC"] = str(num_proc)
-        if mode == "A":
+        if mode == "A":  # its own rankzero: train.py's directory, not a PYTHONPATH naming this one
+            env.pop("PYTHONPATH", None)
             return cmd, env, args.against.resolve()
     elif mode == "b":
         cmd = [python, str(BENCH / "baselines" / "runclm_recipe.py"), "--data_files", str(corpus),
@@ -314,12 +324,17 @@ def main() -> None:
             if not any("failure" in r for r in runs[mode]):
                 runs[mode].append(run_once(mode, mode, corpus, tokenizer, args, run))
     results = {mode: summarize(mode, mode, corpus, corpus_stats["bytes"], runs[mode]) for mode in args.modes}
-    if "a" in args.modes and args.scale > 1 and not args.corpus:
+    scaled_modes = [mode for mode in ("a", "ap", "A") if mode in args.modes]
+    if scaled_modes and args.scale > 1 and not args.corpus:
         big, big_stats = make_corpus(args.workdir, args.size_mb * args.scale, args.seed)
-        label = f"a@{args.scale}x"
+        labels = {mode: f"{mode}@{args.scale}x" for mode in scaled_modes}
         try:
-            scaled = [run_once("a", label, big, tokenizer, args, run) for run in range(args.runs)]
-            results[label] = summarize("a", label, big, big_stats["bytes"], scaled)
+            scaled = {mode: [] for mode in scaled_modes}
+            for run in range(args.runs):  # in rounds, as above
+                for mode in (scaled_modes if run % 2 == 0 else scaled_modes[::-1]):
+                    scaled[mode].append(run_once(mode, labels[mode], big, tokenizer, args, run))
+            for mode in scaled_modes:
+                results[labels[mode]] = summarize(mode, labels[mode], big, big_stats["bytes"], scaled[mode])
         finally:
             big.unlink(missing_ok=True)  # 4x the corpus on disk is the one thing worth cleaning eagerly
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -147,3 +148,23 @@ def test_a_copy_is_found_behind_a_template_sibling(tmp_path):
     near.add(np.stack([sibling, page, copy]), np.full(3, 100))
     decision = near.decide()
     assert decision.removed.tolist() == [False, False, True] and decision.pairs == [(2, 1)]
+
+
+def test_the_decision_never_holds_the_band_keys_twice(tmp_path):
+    """The keys are kept in the pieces they were added in: joining them when the decision starts held them twice,
+    the prepare's peak at 200 MiB (bench/RESULTS.md, issue 30's memory line). numpy reports its buffers to
+    tracemalloc, so the decision's own peak is measured here, not estimated."""
+    rng = np.random.default_rng(0)
+    near = NearDuplicates(0.55, tmp_path)
+    for _ in range(40):  # 40 batches of 500 random signatures: no two documents alike
+        near.add(rng.integers(0, 2 ** 32, (500, minhash.PERMUTATIONS), dtype=np.uint32), np.ones(500, np.int64))
+    keys = sum(piece.nbytes for piece in near._keys)
+    tracemalloc.start()
+    try:
+        decision = near.decide()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not decision.removed.any()
+    assert keys == 20_000 * near.bands * 8
+    assert peak < keys / 2, f"the decision peaked at {peak:,} bytes over {keys:,} bytes of keys"

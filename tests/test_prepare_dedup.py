@@ -214,3 +214,16 @@ def test_sft_takes_exact_dedup_unless_given_and_says_so(tmp_path, tokenizer_dir,
                              "--tokenizer_path", str(tokenizer_dir), "--cache_dir", str(tmp_path / "c"),
                              "--max_seq_length", "64"], cwd=REPO, capture_output=True, text=True)
     assert "[prepare] --dedup exact (--mode sft" in result.stderr, result.stderr[-2000:]
+
+
+def test_the_decisions_pages_go_back_to_the_kernel_once_it_is_made(tmp_path, tokenizer_dir, monkeypatch):
+    """After the decision its arrays are freed; the malloc is told to give their pages back (test_malloc.py: that
+    it does), once per build that decides (bench/RESULTS.md: the peak at 200 MiB)."""
+    from rankzero import malloc
+
+    decided = []
+    monkeypatch.setattr(malloc, "release_free_memory", lambda: decided.append(True))
+    first, second = planted_corpus(tmp_path)
+    build(tmp_path, tokenizer_dir, [first, second], "near")
+    build(tmp_path, tokenizer_dir, [first, second], "exact", dedup="exact")
+    assert decided == [True]

@@ -26,7 +26,7 @@ import pyarrow as pa
 from rankzero.data.pack import arrow_array, list_array, numpy_view
 from rankzero.errors import RankzeroError
 
-BUCKET_BYTES = 16 << 20  # the shuffle holds about one bucket: memory does not grow with the corpus ...
+BUCKET_BYTES = 16 << 20  # the shuffle holds about two buckets: memory does not grow with the corpus ...
 MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
 SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
 
@@ -155,7 +155,10 @@ def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, r
     """Permute each bucket in memory and append it to output shards; return the shard file names.
 
     Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
-    is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory.
+    is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory: its
+    chunks joined into one copy, then taken and written `batch_rows` rows at a time. Arrow's `take` of a
+    whole chunked bucket of list rows held ~4 buckets at once (it joins the chunks, then builds the
+    permuted copy), the peak of the whole prepare; this way the peak is ~2 buckets, while they are joined.
     """
     schema = output_schema(columns)
     names: list[str] = []
@@ -166,15 +169,18 @@ def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, r
                 continue
             path = bucket_dir / f"bucket-{bucket:05d}.arrow"
             with pa.OSFile(str(path)) as handle:
-                table = pa.ipc.open_stream(handle).read_all()
-            table = conform(table.take(arrow_array(rng.permutation(len(table)))), schema)
+                table = pa.ipc.open_stream(handle).read_all().combine_chunks()
+            order = rng.permutation(len(table))
             if writer is None or written >= SHARD_BYTES:
                 if writer is not None:
                     writer.close()
                 names.append(f"{prefix}-{len(names):05d}.arrow")
                 writer, written = pa.ipc.new_stream(str(out_dir / names[-1]), schema), 0
-            writer.write_table(table, max_chunksize=batch_rows)
-            written += table.nbytes
+            for start in range(0, len(order), batch_rows):
+                rows = conform(table.take(arrow_array(order[start:start + batch_rows])), schema)
+                writer.write_table(rows, max_chunksize=batch_rows)
+                written += rows.nbytes
+                del rows
             del table
             path.unlink()
             pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed buffers otherwise

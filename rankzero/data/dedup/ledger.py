@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rankzero import malloc
 from rankzero.data.dedup.near import NearDuplicates, settings
 from rankzero.data.pack import select_documents
 from rankzero.data.shards import read_staged
@@ -67,6 +68,9 @@ class NearLedger:
                 stat.drop({"near_duplicate": int(mine.sum())}, int(tokens[training].sum()),
                           truncated=int(truncated[training].sum()), held=(int(held.sum()), int(tokens[held].sum()),
                                                                           int(truncated[held].sum())))
+        # The decision's arrays (the band keys, ~330 bytes a document) are freed now: their pages go back to the
+        # kernel, not kept by malloc beside the pages Arrow's own allocator takes for packing and the shuffle.
+        malloc.release_free_memory()
         return self.removed
 
     def line_of(self, number: int) -> dict:

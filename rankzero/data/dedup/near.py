@@ -21,8 +21,9 @@ share a band with probability 1 - (1 - s**3)**40: 0.9993 at s = 0.55, 0.93 at 0.
 the threshold (few pairs at s >= threshold are never compared) and the cost of a low-s pair is one
 comparison. Another threshold gets its own shape: the most rows for which the S-curve is >= 0.99 there.
 
-Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys with
-their document number (40 x 16 = 640 bytes at 0.55, 320 at 0.8); past `memory_budget_bytes` the keys are sorted per band and
+Memory: per document the builder keeps one bool (removed) and, until it spills, its band keys and its
+document number (40 x 8 + 8 = 328 bytes at 0.55, 168 at 0.8), counted against `memory_budget_bytes` at what a
+run on disk holds (a number beside every key: 640, 320); past the budget the keys are sorted per band and
 written to disk as a run. The decision reads, per band, one range of key values at a time from every run
 (the runs are sorted, so a range is a slice of each), sized to the budget: a merge of sorted runs without
 a heap, since every key of one value lands in one range. The signatures go straight to a file (240 bytes
@@ -82,14 +83,15 @@ class _Run:
         self.keys, self.numbers = keys, numbers  # (bands, n) each
 
     @classmethod
-    def write(cls, path: Path, keys: np.ndarray, numbers: np.ndarray) -> "_Run":
-        """keys (n, bands), numbers (n,) ascending → files, one band sorted at a time (the extra memory is one
-        band's, not the run's)."""
-        bands = keys.shape[1]
-        sorted_keys = np.lib.format.open_memmap(path.with_suffix(".keys.npy"), "w+", np.uint64, (bands, len(keys)))
-        sorted_numbers = np.lib.format.open_memmap(path.with_suffix(".numbers.npy"), "w+", np.int64, (bands, len(keys)))
+    def write(cls, path: Path, keys: list[np.ndarray], numbers: np.ndarray) -> "_Run":
+        """keys (n, bands) in pieces (_band_column), numbers (n,) ascending → files, one band sorted at a time (the
+        extra memory is one band's, not the run's)."""
+        bands = keys[0].shape[1]
+        sorted_keys = np.lib.format.open_memmap(path.with_suffix(".keys.npy"), "w+", np.uint64, (bands, len(numbers)))
+        sorted_numbers = np.lib.format.open_memmap(path.with_suffix(".numbers.npy"), "w+", np.int64,
+                                                   (bands, len(numbers)))
         for band in range(bands):
-            column = np.ascontiguousarray(keys[:, band])
+            column = _band_column(keys, band)
             order = np.argsort(column, kind="stable")  # stable: equal keys stay in number order
             sorted_keys[band] = column[order]
             sorted_numbers[band] = numbers[order]
@@ -133,16 +135,17 @@ class NearDuplicates:
         if self._buffered > self.budget:
             self._spill()
 
-    def _take_buffer(self) -> tuple[np.ndarray, np.ndarray]:
-        """The buffered (keys (n, bands), numbers (n,)), emptying the buffer."""
-        keys = np.concatenate(self._keys) if self._keys else np.empty((0, self.bands), np.uint64)
+    def _take_buffer(self) -> tuple[list[np.ndarray], np.ndarray]:
+        """The buffered keys (the pieces of (n, bands) added, left unjoined: joined they would be held twice while
+        the decision starts, the prepare's peak) and numbers (n,), emptying the buffer."""
+        keys = self._keys
         numbers = np.concatenate(self._numbers) if self._numbers else np.empty(0, np.int64)
         self._keys, self._numbers, self._buffered = [], [], 0
         return keys, numbers
 
     def _spill(self) -> None:
         keys, numbers = self._take_buffer()
-        if len(keys):
+        if len(numbers):
             self.runs.append(_Run.write(self.work_dir / f"run-{len(self.runs):05d}", keys, numbers))
             self.spilled_runs += 1
 
@@ -156,7 +159,7 @@ class NearDuplicates:
             in_memory = self._take_buffer()  # within the budget: each band is sorted as it is decided
         removed = np.zeros(self.count, dtype=bool)
         pairs = np.empty((0, 2), dtype=np.int64)
-        if self.count == 0 or (in_memory is not None and not len(in_memory[0])):
+        if self.count == 0 or (in_memory is not None and not len(in_memory[1])):
             return NearDecision(removed, [])
         signatures = np.memmap(self.work_dir / "signatures.u16", dtype=np.uint16, mode="r",
                                shape=(self.count, PERMUTATIONS))
@@ -183,7 +186,7 @@ class NearDuplicates:
         key: the whole band from memory, or one key range at a time from every spilled run."""
         if in_memory is not None:
             keys, numbers = in_memory
-            yield np.ascontiguousarray(keys[:, band]), numbers
+            yield _band_column(keys, band), numbers
             return
         entries = sum(run.keys.shape[1] for run in self.runs)
         ranges = max(1, math.ceil(entries * DECIDE_BYTES_PER_ENTRY / self.budget))
@@ -206,6 +209,11 @@ class NearDuplicates:
     def close(self) -> None:
         if not self._signatures.closed:
             self._signatures.close()
+
+
+def _band_column(pieces: list[np.ndarray], band: int) -> np.ndarray:
+    """One band's keys, contiguous, from the (n_i, bands) pieces they were added in."""
+    return np.concatenate([piece[:, band] for piece in pieces])
 
 
 def _first_holders(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
