@@ -134,6 +134,38 @@ def test_one_shared_sentence_or_a_template_does_not_drop(tmp_path):
     assert index.find([PAGE.format(poem)]) == [[]]  # one quoted verse is far less than half the item
 
 
+def test_the_index_is_its_set_definition():
+    """The index's n-gram keys, items and thresholds (built in whole-array numpy) against their definition in
+    Python sets, item by item: an n-gram in COMMON_ITEMS or more items is not indexed; an item needs half of its
+    question's own n-grams, or of all it has when its question has none of its own."""
+    template = "다음 글을 읽고 물음에 답하시오 글쓴이의 주장으로 가장 적절한 것을 보기에서 고르시오"
+    items = [Item("exam", str(i), (f"{template} 보기 {i}",), (QUESTIONS[i % 4],)) for i in range(COMMON_ITEMS - 1)]
+    items += [Item("b", f"q{i}", (question, question), choices) for i, (question, choices) in
+              enumerate(zip(QUESTIONS, CHOICES))]
+    # The template's fifth item: its n-grams are in exactly COMMON_ITEMS items.
+    items += [Item("b", "short", ("수도는?",), ("서울", "부산")), Item("b", "t", (template,), (QUESTIONS[1],))]
+    index = ContaminationIndex(items)
+
+    def grams(text: str) -> set[int]:
+        return set(scan(*code_points([text]), 8, 8, 4, Bitmap.everything())[0].values.tolist())
+
+    questions = [prepare(" ".join(item.parts)) for item in items]
+    whole = [grams(f"{question} {prepare(' '.join(item.choices))}") for question, item in zip(questions, items)]
+    common = {gram for gram in set().union(*whole) if sum(gram in own for own in whole) >= COMMON_ITEMS}
+    assert common  # the template's n-grams
+    pairs, need = [], []
+    for number, (question, all_grams) in enumerate(zip(questions, whole)):
+        kept = all_grams - common
+        own = len((grams(question) or all_grams) - common) or len(kept)
+        need.append(max(1, -(-own // 2)) if kept else 0)
+        pairs += sorted((gram, number) for gram in kept)
+    pairs.sort()
+    assert index.gram_keys.tolist() == [gram for gram, _ in pairs]
+    assert index.gram_items.tolist() == [number for _, number in pairs]
+    assert index.need.tolist() == need
+    assert 0 in need and len(set(need)) > 2
+
+
 def test_short_items_are_not_indexed_and_say_so():
     index = ContaminationIndex([Item("b", "1", ("수도는?",), ("서울", "부산")), Item("b", "2", (QUESTIONS[0],), ())])
     assert index.describe() == {"b": {"items": 2, "items_indexed": 1}}

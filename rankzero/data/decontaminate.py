@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -181,13 +180,6 @@ def _item(record, benchmark: str, path: Path, number: int) -> Item:
 # The index
 
 
-def _sorted_pairs(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    keys = np.fromiter((key for key, _ in pairs), dtype=np.uint64, count=len(pairs))
-    owners = np.fromiter((owner for _, owner in pairs), dtype=np.int64, count=len(pairs))
-    order = np.argsort(keys, kind="stable")
-    return keys[order], owners[order]
-
-
 def _lookup(keys: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query index, owner) for every indexed key equal to a query."""
     # Sorted queries walk the keys in order (a random probe per query misses the cache on a large index).
@@ -213,24 +205,19 @@ class ContaminationIndex:
         self.items = items
         questions = [prepare(" ".join(item.parts)) for item in items]
         # The choices' words follow the question's (a space between: no word spans the two).
-        grams_of_whole = _grams_per_text([f"{question} {prepare(' '.join(item.choices))}"
+        values, owners = _distinct_grams([f"{question} {prepare(' '.join(item.choices))}"
                                           for question, item in zip(questions, items)])
-        grams_of_question = _grams_per_text(questions)
-        owners_of_gram: dict[int, set[int]] = {}
-        for number, grams in enumerate(grams_of_whole):
-            for gram in grams:
-                owners_of_gram.setdefault(gram, set()).add(number)
-        common = {gram for gram, owners in owners_of_gram.items() if len(owners) >= COMMON_ITEMS}
-        pairs, self.need = [], np.zeros(len(items), dtype=np.int64)
-        for number, (grams, question_grams) in enumerate(zip(grams_of_whole, grams_of_question)):
-            kept = grams - common
-            if kept:
-                # Half of the item's own question n-grams: boilerplate shared with other items neither
-                # counts towards it nor raises it.
-                own = len((question_grams or grams) - common) or len(kept)
-                self.need[number] = max(1, math.ceil(own * MIN_SHARE))
-                pairs += ((gram, number) for gram in kept)
-        self.gram_keys, self.gram_items = _sorted_pairs(pairs)
+        question_values, question_owners = _distinct_grams(questions)
+        distinct, items_per_gram = np.unique(values, return_counts=True)
+        common = distinct[items_per_gram >= COMMON_ITEMS]
+        kept = ~np.isin(values, common)
+        kept_per_item = np.bincount(owners[kept], minlength=len(items))
+        # Half of the item's own question n-grams: boilerplate shared with other items neither counts towards
+        # it nor raises it (an item whose question has none of its own: half of all it has).
+        own = np.bincount(question_owners[~np.isin(question_values, common)], minlength=len(items))
+        own = np.where(own > 0, own, kept_per_item)
+        self.need = np.where(kept_per_item > 0, np.maximum(1, np.ceil(own * MIN_SHARE)), 0).astype(np.int64)
+        self.gram_keys, self.gram_items = values[kept], owners[kept]  # by key, then item
 
         keys_of: dict[str, set[int]] = {}
         for number, item in enumerate(items):
@@ -290,13 +277,14 @@ class ContaminationIndex:
         return [sorted(items) for items in found], marks
 
 
-def _grams_per_text(texts: list[str]) -> list[set[int]]:
-    """The set of word N-gram hashes of each (prepared) text."""
+def _distinct_grams(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, text) of each distinct word N-gram of each (prepared) text, ordered by hash, then text."""
     grams, _, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
-    per_text: list[set[int]] = [set() for _ in texts]
-    for value, owner in zip(grams.values.tolist(), grams.owners.tolist()):
-        per_text[owner].add(value)
-    return per_text
+    order = np.lexsort((grams.owners, grams.values))
+    values, owners = grams.values[order], grams.owners[order]
+    first = np.ones(len(values), dtype=bool)
+    first[1:] = (values[1:] != values[:-1]) | (owners[1:] != owners[:-1])
+    return values[first], owners[first]
 
 
 def _spaceless(prepared: str) -> str:
