@@ -3,10 +3,12 @@
     manifest = build_ray(plan, out_dir, on_progress)     # pipeline.build_dataset with --prep_engine ray
 
 The driver (the rank that builds) joins the cluster named by --ray_address or RAY_ADDRESS, or starts
-a local one, cuts the sources into tasks (ray_tasks.py) and runs them on a Ray Data actor pool: every
-actor builds its tokenizer and Kiwi from paths in its own process and declares its memory, so Kiwi's
-~500 MB caps the actors per node. Tasks write Arrow files straight into a work dir on the shared
-filesystem, `FP.ray-work/` beside the build dir; only counts come back to the driver.
+a local one, cuts the sources into tasks (ray_tasks.py) and runs them as Ray Data tasks (a function, not
+an actor pool): each worker process builds its tokenizer and Kiwi from paths on its first task and keeps
+them for the next, and both passes run on the same pooled workers, so the second starts no process. A
+task declares its memory, so Kiwi's ~500 MB caps the tasks per node. Tasks write Arrow files straight
+into a work dir on the shared filesystem, `FP.ray-work/` beside the build dir; only counts come back to
+the driver.
 
     --dedup none,           one pass: each task packs its documents into blocks, permutes them, and
     no weights, no          writes one shard plus its unpacked tail (with --validation_split_percentage
@@ -199,11 +201,11 @@ def ray_session(address: str | None, local_cpus: int):
         yield _Cluster(ray, started_here)
     finally:
         if started_here:
-            ray.shutdown()  # a local cluster stops with it; on a shared cluster our actors go with the job
+            ray.shutdown()  # a local cluster stops with it; on a shared cluster our workers go with the job
 
 
 def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reused: list) -> None:
-    """Run `todo` on an actor pool, counting progress as tasks finish; a failing task fails the build."""
+    """Run `todo` as Ray Data tasks, counting progress as tasks finish; a failing task fails the build."""
     import ray.data
 
     for task in reused:

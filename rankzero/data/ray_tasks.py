@@ -66,7 +66,7 @@ class Task:
 def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Task]:
     """Every source cut into tasks, in source and file order (which is also the dedup order). `task_bytes`
     (--ray_task_mb, 64 MiB): a task's share of a line file, large enough to amortise a task (~1 s of work),
-    small enough to balance the load and to bound an actor's memory."""
+    small enough to balance the load and to bound a task's memory."""
     tasks: list[Task] = []
     for source_index, source in enumerate(sources):
         if source.kind == "hub":
