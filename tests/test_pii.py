@@ -299,8 +299,9 @@ def test_nfkc_never_shortens_a_run_of_digits_and_cluster_separators():
 def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchanged():
     """Random texts dense in digits, separators, '@', colons, passport words and look-alikes (full-width digits,
     no-break spaces, ①, Arabic digits, astral digits, a combining mark): where the pass says 'no number cluster',
-    the masker's own scan finds none; where it marks nothing at all, masking finds, rejects and changes nothing;
-    masking each text with the pass's answer gives exactly what masking it alone gives."""
+    the masker's own scan finds none, and where it says there are some, every one lies in the span it gives;
+    where it marks nothing at all, masking finds, rejects and changes nothing; masking each text with the pass's
+    answer gives exactly what masking it alone gives."""
     import random
 
     from rankzero.data.decontaminate import ContaminationIndex, Item
@@ -316,16 +317,23 @@ def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchang
               # NFKC composes the jamo and the dot with the letter before them: the pass cannot see these words.
               "여권\u11ab M123A4567", "Passport\u0307 no. M123A4567"]
     index = ContaminationIndex([Item("bench", "1", ("하나 둘 셋 넷 다섯 여섯 일곱 여덟 아홉",), ())])
-    _, marks = index.find_with_marks(texts)
+    # Numbers inside longer text, far apart: the span starts after the text does and ends before it.
+    texts += [f"{rng.choice(alphabet) * 30} 오늘 {rng.choice(alphabet) * 9} 그리고 {'가' * 50} 010-1234-5678 끝" for _ in range(300)]
+    _, marks, runs = index.find_with_marks(texts)
     masker = PiiMasker()
-    said_none = said_nothing = 0
-    for text, mark in zip(texts, marks.tolist()):
+    said_none = said_nothing = narrowed = 0
+    for text, mark, (start, end) in zip(texts, marks.tolist(), runs.tolist()):
         alone = masker.mask(text)
         if not mark & NUMBERS:
             said_none += 1
             assert _CLUSTER.search(text) is None, text
+        else:
+            assert all(start <= cluster.start() and cluster.end() <= end for cluster in _CLUSTER.finditer(text)), text
+            narrowed += 0 < start and end < len(text)
         if not mark:
             said_nothing += 1
             assert alone.text == text and not (alone.masked or alone.public or alone.rejected), text
-        assert masker.mask(text, bool(mark & NUMBERS)).text == alone.text, text
-    assert 0 < said_nothing < said_none < len(texts)
+        told = masker.mask(text, (start, end) if mark & NUMBERS else False)
+        assert (told.text, told.masked, told.public, told.rejected) == (alone.text, alone.masked, alone.public,
+                                                                      alone.rejected), text
+    assert 0 < said_nothing < said_none < len(texts) and narrowed > 100

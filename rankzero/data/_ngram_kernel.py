@@ -27,14 +27,15 @@ def _passes(bits, value):
 
 @compiled
 def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bits, grams, gram_owners, windows,
-                window_owners, kinds, marks):
+                window_owners, kinds, marks, runs):
     """See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp:
     times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
     whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
     hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many.
     Beside them, marks[text] gets _NUMBERS where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2
     (digits and the separators of pii.py's number clusters) holding a digit (2), astral code points counting as
-    digits; _AT for an '@'; _COLONS for "::" or 7 colons; _PASSPORT for "여권" or "assport"."""
+    digits; _AT for an '@'; _COLONS for "::" or 7 colons; _PASSPORT for "여권" or "assport". runs[text] gets where
+    the runs that set _NUMBERS lie: [start of the first, end of the last), offsets within the text."""
     gram_count = 0
     window_count = 0
     words = np.zeros(n, np.uint64)
@@ -92,7 +93,10 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
                     run += 1
                     digit = digit or kind == 2
                     if run >= NUMBER_RUN and digit:
-                        marks[text] |= _NUMBERS
+                        if not marks[text] & _NUMBERS:
+                            marks[text] |= _NUMBERS
+                            runs[text, 0] = at - offsets[text] - run + 1
+                        runs[text, 1] = at - offsets[text] + 1
                 else:
                     run = 0
                     digit = False

@@ -228,7 +228,7 @@ class ContaminationIndex:
         self.questions = [key for key, owners in keys_of.items() if len(owners) < COMMON_ITEMS]
         self.question_items = [sorted(keys_of[key]) for key in self.questions]
         # Every window of each question (step 1), so that one of a document's sampled windows falls inside it.
-        _, windows, _ = scan(*code_points(self.questions), N, WINDOW, 1, Bitmap.everything())
+        _, windows, _, _ = scan(*code_points(self.questions), N, WINDOW, 1, Bitmap.everything())
         order = np.argsort(windows.values, kind="stable")
         self.window_keys, self.window_questions = windows.values[order], windows.owners[order]
         self.bitmap = Bitmap.of(self.gram_keys, self.window_keys)
@@ -247,17 +247,22 @@ class ContaminationIndex:
         """For each text, the sorted indices of the items it contains (most lists are empty)."""
         return self.find_with_marks(texts)[0]
 
-    def find_with_marks(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
+    def find_with_marks(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
         """`find`, and what the same pass tells the PII masker for free: per text, the ngram_scan.MARKS of what
-        it may hold; a clear bit proves the text as given holds none of that."""
+        it may hold (a clear bit proves the text as given holds none of that), and the [start, end) of the text
+        that holds all its number clusters (pii.PiiMasker.find's `numbers`)."""
         found: list[set[int]] = [set() for _ in texts]
         prepared = [prepare(text) for text in texts]
         codes, offsets = code_points(prepared)
         # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
-        grams, windows, marks = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
-        # Only the number bit is proven through NFKC and lower(); of a text they changed the rest is not known.
+        grams, windows, marks, runs = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
+        # Only the number bit is proven through NFKC and lower(); of a text they changed the rest is not known, and
+        # the runs' offsets are those of the changed text: its clusters are looked for in the whole text.
         changed = np.fromiter((ours is not text for ours, text in zip(prepared, texts)), dtype=bool, count=len(texts))
         marks[changed] |= MARKS & ~NUMBERS
+        whole = np.flatnonzero(changed & (marks & NUMBERS != 0))
+        runs[whole, 0] = 0
+        runs[whole, 1] = [len(texts[number]) for number in whole.tolist()]
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
             # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
@@ -274,12 +279,12 @@ class ContaminationIndex:
                     spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
-        return [sorted(items) for items in found], marks
+        return [sorted(items) for items in found], marks, runs
 
 
 def _distinct_grams(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(hash, text) of each distinct word N-gram of each (prepared) text, ordered by hash, then text."""
-    grams, _, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
+    grams, _, _, _ = scan(*code_points(texts), N, WINDOW, WINDOW_STEP, Bitmap.everything())
     order = np.lexsort((grams.owners, grams.values))
     values, owners = grams.values[order], grams.owners[order]
     first = np.ones(len(values), dtype=bool)

@@ -3,7 +3,7 @@
     texts = [prepare(text) for text in texts]              # NFKC of the words that need it (nfkc)
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
-    grams, windows, marks = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes(values, owners); MARKS
+    grams, windows, marks, runs = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes; MARKS; spans
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
@@ -168,9 +168,10 @@ class Bitmap:
 
 
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
-         bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray]:
-    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; and a uint8
-    of MARKS per text: what of pii.py's candidates it may hold. A clear NUMBERS bit proves the text holds no
+         bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
+    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; a uint8
+    of MARKS per text: what of pii.py's candidates it may hold; and per text the [start, end) offsets that hold
+    every run of NUMBER_RUN digits and separators with a digit (0, 0 for none): where its clusters can be. A clear NUMBERS bit proves the text holds no
     number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
     separators (a digit to a digit) and composes none of them with a neighbour (tests/test_pii.py checks every
     code point), so a run of them only grows. The other bits are exact for the text scanned; only for a text
@@ -182,10 +183,11 @@ def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
     windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
                      np.empty(len(codes) // step + len(offsets), np.int64))
     marks = np.zeros(len(offsets) - 1, dtype=np.uint8)
+    runs = np.zeros((len(offsets) - 1, 2), dtype=np.int64)
     gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows, _kinds_table(), marks)
+                                         bitmap.bits, *grams, *windows, _kinds_table(), marks, runs)
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
-            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks)
+            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks, runs)
 
 
 @lru_cache(maxsize=1)

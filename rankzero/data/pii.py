@@ -45,9 +45,8 @@ PLACEHOLDERS = {
 PUBLIC = ("business_registration", "business_phone")  # counted, left in the text
 PLACEHOLDER_TOKENS = tuple(PLACEHOLDERS.values())  # special tokens of rankzero-trained tokenizers
 
-# A page this dense with personal data is a dump (a leaked member list, a contact directory): masking
-# leaves a page of placeholders, so it is dropped whole. News pages with a reporter's e-mail per article
-# stay far below both bounds.
+# A page this dense with personal data is a dump (a leaked member list, a contact directory): masking leaves a page
+# of placeholders, so it is dropped whole. News pages with a reporter's e-mail per article stay far below both bounds.
 DUMP_MIN_SPANS = 10
 DUMP_MAX_CHARS_PER_SPAN = 1000
 
@@ -64,7 +63,7 @@ CONTEXT = {
 
 # Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
 # ０１０－１２３４－５６７８, read as their ASCII twins: _ascii_numbers). The scan is most of the masker's time; with
-# --decontaminate, ngram_scan's compiled pass already says which texts hold no such run (numbers=False).
+# --decontaminate, ngram_scan's compiled pass already says which texts hold none and where the others' lie (`numbers`).
 CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
 _CLUSTER = re.compile(r"[\d+(\uff0b\uff08][\d\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{5,}\d")
 _NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
@@ -231,10 +230,11 @@ class PiiMasker:
     def __init__(self, samples_per_document: int = 1):
         self.samples_per_document = samples_per_document
 
-    def find(self, text: str, numbers: bool = True) -> tuple[list[tuple[int, int, str, bool]], Counter]:
+    def find(self, text: str, numbers: bool | tuple[int, int] = True) -> tuple[list[tuple], Counter]:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
-        `numbers=False`: the caller knows the text has no number cluster (see CLUSTER_SEPARATORS)."""
-        clusters = list(_CLUSTER.finditer(text)) if numbers else []
+        `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there."""
+        start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
+        clusters = list(_CLUSTER.finditer(text, start, end))  # no lookbehind or ahead: a span finds the same ones
         # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
         ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
         passport = "여권" in text or "assport" in text
@@ -286,7 +286,7 @@ class PiiMasker:
                     found.append((*span, True))
             at = text.find("@", at + 1)
 
-    def mask(self, text: str, numbers: bool = True) -> MaskResult:
+    def mask(self, text: str, numbers: bool | tuple[int, int] = True) -> MaskResult:
         spans, rejected = self.find(text, numbers)
         result = MaskResult(text, rejected=rejected)
         if not spans:

@@ -72,9 +72,10 @@ class Screen:
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
         marks = np.full(len(documents), MARKS, dtype=np.uint8)  # what the masker may find (ngram_scan.MARKS)
+        runs = None  # per document, the [start, end) of its text that holds its number clusters
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
-            found, marks = self.index.find_with_marks(texts)
+            found, marks, runs = self.index.find_with_marks(texts)
             dropped = [number for number, items in enumerate(found) if items]
             tokens = count_tokens([documents[number] for number in dropped]) if dropped else []
             report["dropped"][CONTAMINATED] = len(dropped)
@@ -98,7 +99,10 @@ class Screen:
             if not marks[number]:  # most documents with --decontaminate: nothing the masker looks for
                 kept.append(documents[number])
                 continue
-            segments, result = self._mask(documents[number], bool(marks[number] & NUMBERS))
+            numbers = bool(marks[number] & NUMBERS)
+            if numbers and runs is not None:
+                numbers = (int(runs[number, 0]), int(runs[number, 1]))
+            segments, result = self._mask(documents[number], numbers)
             if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
                 kept.append(segments)
                 continue
@@ -112,16 +116,17 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list, numbers: bool) -> tuple[list, MaskResult]:
+    def _mask(self, segments: list, numbers: bool | tuple[int, int]) -> tuple[list, MaskResult]:
         """Mask each segment (an SFT sample's turns keep their label masks); one result for the document.
-        `numbers=False`: the document's joined text holds no number cluster, so none of its segments does."""
+        `numbers=False`: the document's joined text holds no number cluster, so none of its segments does;
+        (start, end): its clusters lie there (offsets in the joined text: each of several segments is scanned)."""
         if len(segments) == 1:
             text, trainable = segments[0]
             result = self.masker.mask(text, numbers)
             return [(result.text, trainable)], result
         total, masked = MaskResult(""), []
         for text, trainable in segments:
-            result = self.masker.mask(text, numbers)
+            result = self.masker.mask(text, bool(numbers))
             masked.append((result.text, trainable))
             total.masked.update(result.masked)
             total.public.update(result.public)
