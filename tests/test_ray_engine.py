@@ -203,7 +203,29 @@ def test_ray_removes_the_same_near_copies_as_the_local_engine(tmp_path, tokenize
     assert (ray_built / "dedup_samples.jsonl").read_text() == (local / "dedup_samples.jsonl").read_text()
     for key in ("documents", "removed", "pairs_compared"):
         assert ray_manifest["near_dedup"][key] == local_manifest["near_dedup"][key], key
+    # The pack pass ran in the stage pass's worker processes (a pool of actors per pass started its own).
+    assert ray_manifest["prep_engine"]["started_for_pack"] == 0 < ray_manifest["prep_engine"]["worker_processes"]
 
+
+
+def test_a_worker_builds_its_stage_once_per_spec_and_drops_it_to_pack(monkeypatch):
+    """Ray hands a pooled worker task after task, of both passes: it builds the stage on its first task, keeps it
+    while the spec and threads stay, builds anew for another build, and frees it to pack (which needs none)."""
+    from types import SimpleNamespace
+
+    from rankzero.data import ray_tasks
+
+    built = []
+    monkeypatch.setattr(ray_tasks, "Stage", SimpleNamespace(in_worker=lambda spec, threads: built.append(
+        (spec, threads)) or object()))
+    monkeypatch.setattr(ray_tasks, "_built", None)
+    first = ray_tasks.worker_stage("spec a", 1)
+    assert ray_tasks.worker_stage("spec a", 1) is first and built == [("spec a", 1)]
+    ray_tasks.worker_stage("spec b", 1)
+    ray_tasks.worker_stage("spec b", 2)
+    assert built == [("spec a", 1), ("spec b", 1), ("spec b", 2)]
+    monkeypatch.setattr(ray_tasks, "TaskRunner", lambda job, stage: lambda batch: stage)
+    assert ray_tasks.run_tasks({}, SimpleNamespace(phase="pack")) is None and ray_tasks._built is None
 
 def test_ray_holds_out_an_eval_dataset_and_packs_it_as_the_local_engine(tmp_path, tokenizer_dir, ray_cluster,
                                                                        small_tasks):

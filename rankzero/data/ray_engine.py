@@ -3,10 +3,12 @@
     manifest = build_ray(plan, out_dir, on_progress)     # pipeline.build_dataset with --prep_engine ray
 
 The driver (the rank that builds) joins the cluster named by --ray_address or RAY_ADDRESS, or starts
-a local one, cuts the sources into tasks (ray_tasks.py) and runs them on a Ray Data actor pool: every
-actor builds its tokenizer and Kiwi from paths in its own process and declares its memory, so Kiwi's
-~500 MB caps the actors per node. Tasks write Arrow files straight into a work dir on the shared
-filesystem, `FP.ray-work/` beside the build dir; only counts come back to the driver.
+a local one, cuts the sources into tasks (ray_tasks.py) and runs them as Ray Data tasks (a function, not
+an actor pool): each worker process builds its tokenizer and Kiwi from paths on its first task and keeps
+them for the next, and both passes run on the same pooled workers, so the second starts no process. A
+task declares its memory, so Kiwi's ~500 MB caps the tasks per node. Tasks write Arrow files straight
+into a work dir on the shared filesystem, `FP.ray-work/` beside the build dir; only counts come back to
+the driver.
 
     --dedup none,           one pass: each task packs its documents into blocks, permutes them, and
     no weights, no          writes one shard plus its unpacked tail (with --validation_split_percentage
@@ -47,7 +49,7 @@ from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer
-from rankzero.data.ray_tasks import Job, TaskRunner, plan_tasks, task_file, task_rows, work_dir, write_npz_atomic
+from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks, task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
@@ -58,8 +60,8 @@ from rankzero.files import read_json
 
 logger = logging.getLogger(__name__)
 
-KIWI_THREADS_PER_ACTOR = 2
-ACTOR_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its model is ~500 MB)
+KIWI_THREADS_PER_TASK = 2
+TASK_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its model is ~500 MB)
 
 
 def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
@@ -79,7 +81,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
-        threads = KIWI_THREADS_PER_ACTOR if plan.quality is not None else 1
+        threads = KIWI_THREADS_PER_TASK if plan.quality is not None else 1
         spec = StageSpec.of(plan, engine.engine.name, write_evaluation(plan, work / "evaluation.jsonl"))
         job = Job.of(plan, spec, threads, work, "stage" if two_pass else "single")
         first = "stage.json" if two_pass else "pack.json"
@@ -141,11 +143,12 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         worker_seconds.update(meta.get("seconds", {}))
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
+                             **_processes(encoded, packed if two_pass else []),
                              "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
                                         "random order",
                              "dedup_scope": "global (first one wins in source order)"},
-             # Each actor sizes its own Rust pools to its CPUs, whatever the environment says (stage.py).
-             "builder_threads": {"rust_threads_per_actor": threads, "cluster": cluster.describe}}
+             # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
+             "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
     if ledger is not None:
         extra["near_dedup"] = ledger.describe()
     screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
@@ -198,11 +201,11 @@ def ray_session(address: str | None, local_cpus: int):
         yield _Cluster(ray, started_here)
     finally:
         if started_here:
-            ray.shutdown()  # a local cluster stops with it; on a shared cluster our actors go with the job
+            ray.shutdown()  # a local cluster stops with it; on a shared cluster our workers go with the job
 
 
 def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reused: list) -> None:
-    """Run `todo` on an actor pool, counting progress as tasks finish; a failing task fails the build."""
+    """Run `todo` as Ray Data tasks, counting progress as tasks finish; a failing task fails the build."""
     import ray.data
 
     for task in reused:
@@ -212,13 +215,13 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
     work = Path(job.work)
     for stale in work.glob("task-*.error.json"):
         stale.unlink()
-    cpus_per_actor = job.threads
-    max_actors = max(1, min(len(todo), cluster.cpus // cpus_per_actor))
+    # Tasks, not an actor pool: Ray runs both passes' tasks on the same pooled worker processes, each keeping its
+    # stage (ray_tasks.worker_stage), where a pool per pass started its actor processes afresh.
+    at_once = max(1, min(len(todo), cluster.cpus // job.threads))
     dataset = ray.data.from_items(task_rows(todo), override_num_blocks=len(todo))
     results = dataset.map_batches(
-        TaskRunner, fn_constructor_kwargs={"job": job}, batch_size=1,
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max_actors),
-        num_cpus=cpus_per_actor, memory=ACTOR_MEMORY[job.stage.quality is not None and job.phase != "pack"])
+        run_tasks, fn_kwargs={"job": job}, batch_size=1, compute=ray.data.TaskPoolStrategy(size=at_once),
+        num_cpus=job.threads, memory=TASK_MEMORY[job.stage.quality is not None and job.phase != "pack"])
     try:
         for row in results.iter_rows():
             progress.update(int(row["docs"]), int(row["kept"]), int(row["bytes"]), int(row["tokens"]))
@@ -236,6 +239,14 @@ def _run_phase(job: Job, todo: list, cluster: _Cluster, progress: Progress, reus
 
 # ---------------------------------------------------------------------------------------------
 # The driver's share
+
+
+def _processes(encoded: list[dict], packed: list[dict]) -> dict:
+    """How many worker processes ran the tasks, and how many of the pack pass's had not run a stage task: 0 when
+    Ray ran both passes on the same pooled workers (ray_tasks.worker_stage), as it should."""
+    staged = {m["pid"] for m in encoded if "pid" in m}  # a task reused from an older rankzero's run has none
+    packing = {m["pid"] for m in packed if "pid" in m}
+    return {"worker_processes": len(staged | packing), "started_for_pack": len(packing - staged)}
 
 
 def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:

@@ -1,9 +1,9 @@
-"""The Ray engine's tasks: how the sources are cut into tasks, and what one task does on an actor.
+"""The Ray engine's tasks: how the sources are cut into tasks, and what one task does on a Ray worker.
 
     tasks = plan_tasks(sources, 64 << 20, "line") # on the driver: byte ranges of line files, whole files else
     work = work_dir(path, fingerprint, tasks)      # on the driver: the shared work dir, reused after a crash
-    runner = TaskRunner(job)                      # on an actor: builds its own stage from paths
-    runner({"index": [...], ...})                 # runs tasks, writes their files into the work dir
+    run_tasks({"index": [...], ...}, job)         # on a worker (Ray Data's map function): runs tasks, writes
+                                                  # their files into the work dir
 
 A task is one byte range of a line-oriented file (cut at line starts, ~`--ray_task_mb` each) or one
 whole record file (parquet, csv, JSON array, arrow) or saved dataset. It writes its outputs into the
@@ -26,6 +26,7 @@ command line.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import traceback
@@ -65,7 +66,7 @@ class Task:
 def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Task]:
     """Every source cut into tasks, in source and file order (which is also the dedup order). `task_bytes`
     (--ray_task_mb, 64 MiB): a task's share of a line file, large enough to amortise a task (~1 s of work),
-    small enough to balance the load and to bound an actor's memory."""
+    small enough to balance the load and to bound a task's memory."""
     tasks: list[Task] = []
     for source_index, source in enumerate(sources):
         if source.kind == "hub":
@@ -116,7 +117,7 @@ def write_npz_atomic(path: Path, **arrays) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The actor
+# The worker
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Job:
     tokenizer). Built once per build (`Job.of`); the pack phase is the same job with its ratios."""
 
     stage: StageSpec
-    threads: int  # CPUs per actor: Kiwi's threads, and the tokenizer's Rust pool
+    threads: int  # CPUs per task: Kiwi's threads, and the tokenizer's Rust pool
     work: str
     phase: str  # "single" | "stage" | "pack"
     batch_size: int
@@ -149,13 +150,38 @@ class Job:
                    max_document_bytes=plan.max_document_bytes)
 
 
-class TaskRunner:
-    """A Ray Data callable class: one instance per actor, its stage built once, in the actor's process."""
+# The stage this worker process built last: (spec, threads, stage). Ray Data runs the tasks as plain Ray tasks, and
+# Ray hands every task of the build to the same few pooled worker processes, the stage pass's and the pack pass's
+# alike; so the tokenizer (and Kiwi) load once per process and build, and the pack pass starts no process (an actor
+# pool per pass started its processes afresh: ~1 CPU-s each, importing Ray, Ray Data and rankzero). One entry, so a
+# worker never holds an older build's stage.
+_built: tuple | None = None
 
-    def __init__(self, job: Job):
+
+def worker_stage(spec: StageSpec, threads: int) -> Stage:
+    """The stage of `spec`, built in this process on its first task and kept for the next."""
+    global _built
+    if _built is None or _built[:2] != (spec, threads):
+        _built = None  # the old stage (Kiwi's ~500 MB) goes before the new one loads
+        _built = (spec, threads, Stage.in_worker(spec, threads))
+    return _built[2]
+
+
+def run_tasks(batch: dict, job: Job) -> dict:
+    """Ray Data's map function: run the batch's tasks (ray_engine.py gives one per call) on this worker."""
+    global _built
+    if job.phase == "pack":
+        _built = None  # packing needs no stage: free its memory (the pack pass declares less)
+    return TaskRunner(job, None if job.phase == "pack" else worker_stage(job.stage, job.threads))(batch)
+
+
+class TaskRunner:
+    """One phase's tasks, run with the stage this worker process built (`worker_stage`; none to pack)."""
+
+    def __init__(self, job: Job, stage: Stage | None):
         self.job = job
         self.work = Path(job.work)
-        self.stage = None if job.phase == "pack" else Stage.in_worker(job.stage, job.threads)
+        self.stage = stage
 
     def __call__(self, batch: dict) -> dict:
         done = {"index": [], "docs": [], "kept": [], "bytes": [], "tokens": []}
@@ -182,6 +208,7 @@ class TaskRunner:
         if self.job.phase == "pack":
             return self._pack(task, *self._staged_documents(task))
         documents, meta = self._encode(task)
+        meta["pid"] = os.getpid()  # the manifest counts the worker processes the build ran in
         if self.job.phase == "stage":
             return self._stage_files(task, documents, meta)
         training, held = self._split(documents, meta)
@@ -310,7 +337,7 @@ class TaskRunner:
     def _pack(self, task: Task, documents: list, held: list, meta: dict | None = None) -> dict:
         """Pack the task's documents (and its held-out ones apart), permute the rows, write each split's shard
         and unpacked tail."""
-        meta = dict(meta or {"index": task.index, "source_index": task.source_index})
+        meta = dict(meta or {"index": task.index, "source_index": task.source_index, "pid": os.getpid()})
         rows, tokens_out, documents_out = self._pack_split(task, documents, "")
         meta.update(rows=rows, tokens_out=tokens_out, documents_out=documents_out)
         if self.job.validation:
@@ -357,3 +384,4 @@ def _plain(value):
 
 def task_rows(tasks: list[Task]) -> list[dict]:
     return [asdict(task) for task in tasks]
+
