@@ -4,6 +4,8 @@
     python bench/vocab_init_bench.py --base_steps 2000 --base_cache out/base_mixed --base_korean   # also on some Korean
     python bench/vocab_init_bench.py --base_cache out/base_en --inits hf_mean,subword --seed 1    # the same base again
     python bench/vocab_init_bench.py --device cuda --base_steps 3000 --corpus shared/corpora/ko_real_dev   # a GPU
+    python bench/vocab_init_bench.py --whole_stdlib --hidden 256 --layers 6 --base_steps 3000 --base_cache out/base_big
+                                     # a 7.2M base on 3x the English (every stdlib docstring), so it does not memorise
 
 1. A byte-level BPE tokenizer (rankzero's trainer) and a small Llama (transformers' class, untied embeddings
    as in Llama-3.1-8B and Qwen2.5-7B) trained on English only: data/sample/en.txt and the docstrings of
@@ -53,7 +55,10 @@ def say(what: str, started: float) -> None:
     print(f"[{time.perf_counter() - started:6.0f} s] {what}", file=sys.stderr, flush=True)
 
 
-def english_texts() -> list[str]:
+def english_texts(whole_stdlib: bool = False) -> list[str]:
+    """data/sample/en.txt and the docstrings of STDLIB's public members; with whole_stdlib also every docstring
+    in the standard library's source files (read with ast, nothing imported; ~1.4 M characters more), so that a
+    larger base reads its text a few times instead of memorising it."""
     texts = (REPO / "data" / "sample" / "en.txt").read_text(encoding="utf-8").splitlines()
     for name in STDLIB:
         try:
@@ -64,8 +69,32 @@ def english_texts() -> list[str]:
             doc = None if member.startswith("_") else inspect.getdoc(value)
             if doc and len(doc) > 200:
                 texts.append(doc)
+    if whole_stdlib:
+        texts += stdlib_source_docstrings()
     texts = list(dict.fromkeys(texts))  # a docstring shared by re-exports counts once
     assert not any(HANGUL.search(text) for text in texts), "the English corpus must hold no Korean"
+    return texts
+
+
+def stdlib_source_docstrings() -> list[str]:
+    import ast
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skipped = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "tkinter", "turtledemo"}
+    texts = []
+    for path in sorted(root.rglob("*.py")):
+        if skipped & set(path.relative_to(root).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc and len(doc) > 80 and not HANGUL.search(doc):
+                    texts.append(doc)
     return texts
 
 
@@ -144,6 +173,8 @@ INITS = {
     "subword_centred": ("centred", "centred", "in and out the pieces' mean, moved so that the new rows' mean "
                                               "is the old mean"),
     "mean_in_subword_out": ("mean", "pieces", "in the old mean as Hugging Face's, out the pieces' mean"),
+    "mean_in_centred_out": ("mean", "centred", "in the old mean as Hugging Face's, out the pieces' mean moved so "
+                                               "that the new rows' mean is the old mean"),
 }
 
 
@@ -223,7 +254,8 @@ def base_model(args, base_texts, scratch: Path, started: float):
     losses = train(base, base_data, args.base_steps, args.batch, optimizer, scheduler, args.seed, args.device,
                    report=lambda step, loss: say(f"base step {step}: loss {loss:.3f}", started))
     say(f"base model: loss {losses[0]:.2f} → {losses[-1]:.2f}", started)
-    meta = {"texts": len(base_texts), "korean_in_base": args.base_korean, "tokens": base_data.numel(),
+    meta = {"texts": len(base_texts), "korean_in_base": args.base_korean, "whole_stdlib": args.whole_stdlib,
+            "hidden": args.hidden, "layers": args.layers, "tokens": base_data.numel(),
             "steps": args.base_steps, "batch": args.batch, "parameters": parameters,
             "loss_first": round(losses[0], 3), "loss_last10": round(sum(losses[-10:]) / 10, 3),
             "seconds": round(time.perf_counter() - started)}
@@ -241,6 +273,8 @@ def main() -> None:
     parser.add_argument("--base_vocab", type=int, default=4000)
     parser.add_argument("--new_tokens", type=int, default=2000)
     parser.add_argument("--base_korean", action="store_true", help="train the base on some Korean too")
+    parser.add_argument("--whole_stdlib", action="store_true",
+                        help="the base also reads every docstring of the standard library's source (~3x the English)")
     parser.add_argument("--base_cache", type=Path, help="keep the base here (trained once, read back after)")
     parser.add_argument("--inits", default=",".join(INITS),
                         help="comma-separated, of: " + "; ".join(f"{name} ({what[2]})" for name, what in INITS.items()))
@@ -268,7 +302,7 @@ def main() -> None:
     seq, batch, device = args.seq, args.batch, args.device
     started = time.perf_counter()
     korean_sample = jsonl_texts(REPO / "data" / "sample" / "ko.jsonl")
-    base_texts = english_texts() + (korean_sample if args.base_korean else [])
+    base_texts = english_texts(args.whole_stdlib) + (korean_sample if args.base_korean else [])
     real = [text for name in ("encyclopedia", "dialogue", "qa") for text in jsonl_texts(args.corpus / f"{name}.jsonl")]
     held_out, continued = real[::10], [text for i, text in enumerate(real) if i % 10]
     with tempfile.TemporaryDirectory() as scratch:
