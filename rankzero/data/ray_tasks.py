@@ -384,4 +384,3 @@ def _plain(value):
 
 def task_rows(tasks: list[Task]) -> list[dict]:
     return [asdict(task) for task in tasks]
-
