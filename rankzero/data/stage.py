@@ -2,12 +2,12 @@
 
     spec = StageSpec.of(plan, engine.name)                   # once per build: what every worker needs
     stage = Stage(spec, plan.tokenizer, engine, quality_filter)   # in the builder's process
-    stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray actor
+    stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray worker
     result = stage(chunk)                                    # a ChunkResult: ids, lengths, drops
 
 A worker builds its own tokenizer, engine and Kiwi from the spec (paths and names, never a pickled
 tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
-fastokens' Rayon pool), and a Ray actor on another machine has nothing to inherit anyway.
+fastokens' Rayon pool), and a Ray worker on another machine has nothing to inherit anyway.
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
 of its text: the engine removes exact duplicates across chunks (dedup/exact.py, first one wins) and picks
@@ -114,7 +114,7 @@ def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | 
 @dataclass(frozen=True)
 class StageSpec:
     """The stage as one value: its settings and paths, never a tokenizer or a thread pool, so it pickles to a
-    worker process or a Ray actor. Built once per build from the plan (`StageSpec.of`)."""
+    worker process or a Ray task. Built once per build from the plan (`StageSpec.of`)."""
 
     config: StageConfig
     engine: str  # the tokenizer engine the builder checked ("fastokens" | "hf")
