@@ -136,7 +136,6 @@ def worker_stage(spec: StageSpec, threads: int) -> Stage:
     return _built[2]
 
 
-
 def run_tasks(batch: dict, job: Job) -> dict:
     """Ray Data's map function: run the batch's tasks (ray_engine.py gives one per call) on this worker."""
     global _built

@@ -74,7 +74,7 @@ class EarlierTexts:
         # Reading the work dir costs one listing per poll; EARLIER_TEXTS bounds what a task holds.
         if time.monotonic() - self.polled >= POLL_S and len(self.texts) < EARLIER_TEXTS:
             self.polled = time.monotonic()
-            done = sorted(int(name[5:11]) for name in os.listdir(self.work) if name.endswith(".stage.json"))
+            done = sorted(int(name[5:-11]) for name in os.listdir(self.work) if name.endswith(".stage.json"))
             for index in (i for i in done if i < self.index and i not in self.read):
                 self.read.add(index)
                 with np.load(task_file(self.work, index, "hashes.npz")) as files:
