@@ -208,6 +208,31 @@ def test_ray_removes_the_same_near_copies_as_the_local_engine(tmp_path, tokenize
 
 
 
+def test_copies_of_an_earlier_tasks_texts_are_dropped_before_tokenizing_and_the_output_is_the_same(
+        tmp_path, tokenizer_dir, ray_cluster, small_tasks):
+    """Every text twice, the copies in later tasks than their first holders: tasks that start after those are done
+    drop the copies unsigned and untokenized (ray_work.EarlierTexts), where only the driver dropped them before;
+    the kept documents, both splits and every count are still the local engine's."""
+    from rankzero.data.published import validation_dir
+
+    texts = korean_documents(120, seed=5)
+    corpus = write_jsonl(tmp_path / "twice.jsonl", [{"text": t} for t in texts + texts])
+    flags = {"validation_split_percentage": 20, "packing": False, "max_seq_length": 4096}
+    local, ray_built = (prepare(data_args(tokenizer_dir, tmp_path / f"cache-{engine}", [corpus], prep_engine=engine,
+                                          **flags), seed=0) for engine in ("local", "ray"))
+    local_manifest, ray_manifest = (json.loads((out / "manifest.json").read_text()) for out in (local, ray_built))
+    assert ray_manifest["prep_engine"]["tasks"] >= 6 and ray_manifest["dropped"]["exact_duplicate"] == 120
+    # Two tasks run at a time, in order: the last ones start after the first are done.
+    assert ray_manifest["prep_engine"]["repeats_dropped_by_tasks"] > 0
+    for key in ("docs_in", "docs_kept", "dropped", "tokens", "fingerprint"):
+        assert ray_manifest[key] == local_manifest[key], key
+    assert [ray_manifest["validation"][k] for k in ("documents", "tokens")] == [
+        local_manifest["validation"][k] for k in ("documents", "tokens")]
+    assert [s["dropped"] for s in ray_manifest["sources"]] == [s["dropped"] for s in local_manifest["sources"]]
+    assert _documents(ray_built) == _documents(local) and _documents(validation_dir(ray_built)) == _documents(
+        validation_dir(local))
+
+
 def test_a_worker_builds_its_stage_once_per_spec_and_drops_it_to_pack(monkeypatch):
     """Ray hands a pooled worker task after task, of both passes: it builds the stage on its first task, keeps it
     while the spec and threads stay, builds anew for another build, and frees it to pack (which needs none)."""

@@ -13,7 +13,8 @@ The pieces, in the order data flows through them:
     local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,
                    packing into blocks and a uniform seeded shuffle into shards
     ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's
-    ray_tasks.py   pooled workers (ray_tasks.py: how sources become tasks, what one task does)
+    ray_tasks.py   pooled workers (ray_tasks.py: how sources become tasks, what one task does;
+    ray_work.py    ray_work.py: the work dir's files, and the earlier tasks' texts a stage task reads)
     shards.py      staging files, bucket scatter, shuffled shards and save_to_disk metadata
     report.py      progress while it runs, the manifest when it is done
 

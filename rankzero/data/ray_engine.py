@@ -49,7 +49,8 @@ from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer
-from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks, task_file, task_rows, work_dir, write_npz_atomic
+from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks
+from rankzero.data.ray_work import task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
@@ -144,6 +145,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              **_processes(encoded, packed if two_pass else []),
+                             # Exact copies dropped before they were signed and tokenized (ray_work.EarlierTexts):
+                             # how many depends on timing; which documents are kept does not.
+                             "repeats_dropped_by_tasks": sum(m["dropped"].get("exact_duplicate", 0) for m in encoded),
                              "shuffle": "blocks permuted within each task's shard; shards listed in a seeded "
                                         "random order",
                              "dedup_scope": "global (first one wins in source order)"},

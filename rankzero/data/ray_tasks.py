@@ -1,7 +1,7 @@
 """The Ray engine's tasks: how the sources are cut into tasks, and what one task does on a Ray worker.
 
     tasks = plan_tasks(sources, 64 << 20, "line") # on the driver: byte ranges of line files, whole files else
-    work = work_dir(path, fingerprint, tasks)      # on the driver: the shared work dir, reused after a crash
+    work = work_dir(path, fingerprint, tasks)      # on the driver: the shared work dir (ray_work.py)
     run_tasks({"index": [...], ...}, job)         # on a worker (Ray Data's map function): runs tasks, writes
                                                   # their files into the work dir
 
@@ -9,7 +9,9 @@ A task is one byte range of a line-oriented file (cut at line starts, ~`--ray_ta
 whole record file (parquet, csv, JSON array, arrow) or saved dataset. It writes its outputs into the
 shared work dir, each file under a temporary name renamed when complete and its JSON meta last, so a
 retried task overwrites instead of duplicating and a rerun after a driver crash can tell which tasks
-are done. Phases (see ray_engine.py):
+are done. With exact dedup a stage task drops, before signing and tokenizing them, the repeats of texts it or
+an earlier task that is done already staged (ray_work.EarlierTexts); the driver drops the rest. Phases (see
+ray_engine.py):
 
     single   stage → pack → one shard of blocks (permuted) + the unpacked tail      (no dedup, no weights)
     stage    stage → staged documents + their hashes (+ MinHash signatures)          (dedup or weights)
@@ -27,11 +29,9 @@ command line.
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 import traceback
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,18 +39,18 @@ import pyarrow as pa
 
 from rankzero.config import PackingConfig
 from rankzero.data.compressed import compression_of, text_bytes
-from rankzero.data.dedup.exact import ExactDuplicates
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
+from rankzero.data.ray_work import EarlierTexts, task_file, task_rows, write_npz_atomic
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source
 from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
 from rankzero.data.stage import Stage, StageSpec
 from rankzero.errors import RankzeroError
-from rankzero.files import read_json, write_atomic, write_json_atomic
+from rankzero.files import write_atomic, write_json_atomic
 
 @dataclass(frozen=True)
 class Task:
@@ -83,37 +83,6 @@ def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Ta
             for start, end in line_ranges(path, task_bytes, paragraphs=fmt == "txt-paragraph"):
                 tasks.append(Task(len(tasks), source_index, "files", path, start, end, end - start))
     return tasks
-
-
-# ---------------------------------------------------------------------------------------------
-# Files in the work dir
-
-
-def work_dir(work: Path, fingerprint: str, tasks: list) -> Path:
-    """The work dir for this task list: reused after a crash when it was made for the same one."""
-    signature = {"fingerprint": fingerprint, "tasks": task_rows(tasks)}
-    if work.is_symlink() or (work.exists() and not work.is_dir()):
-        raise RankzeroError(f"{work} is not a directory rankzero made; remove it")
-    if work.is_dir():
-        if read_json(work / "tasks.json") == signature:
-            done = len(list(work.glob("task-*.pack.json"))) + len(list(work.glob("task-*.stage.json")))
-            if done:
-                print(f"[prepare] ray: reusing {work} from an earlier run that did not finish", file=sys.stderr)
-            return work
-        print(f"[prepare] ray: {work} was made for another task list (different inputs or task size); starting over",
-              file=sys.stderr)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    write_json_atomic(work / "tasks.json", signature)
-    return work
-
-
-def task_file(work: Path, index: int, what: str) -> Path:
-    return work / f"task-{index:06d}.{what}"
-
-
-def write_npz_atomic(path: Path, **arrays) -> None:
-    write_atomic(path, lambda handle: np.savez(handle, **{k: v for k, v in arrays.items() if v is not None}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,6 +176,8 @@ class TaskRunner:
     def run(self, task: Task) -> dict:
         if self.job.phase == "pack":
             return self._pack(task, *self._staged_documents(task))
+        if self.job.phase == "stage":  # a retry's files must not pass as done while it rewrites them (EarlierTexts)
+            task_file(self.work, task.index, "stage.json").unlink(missing_ok=True)
         documents, meta = self._encode(task)
         meta["pid"] = os.getpid()  # the manifest counts the worker processes the build ran in
         if self.job.phase == "stage":
@@ -250,13 +221,14 @@ class TaskRunner:
         documents, dropped, seconds, screened = [], Counter(), Counter(), []
         meta = {"index": task.index, "source_index": task.source_index, "docs_in": 0, "bytes_in": 0, "replaced_lines": 0,
                 "quality_samples": [], "path": task.path}
-        # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned).
-        earlier = ExactDuplicates() if job.stage.drop_repeats else None
+        # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned),
+        # and so is a text an earlier task staged.
+        earlier = EarlierTexts(self.work, task.index) if job.stage.drop_repeats else None
         for chunk in chunks:
             try:
                 result = self.stage(chunk, earlier.seen if earlier is not None else None)
                 if earlier is not None:
-                    earlier.keep(result.hashes)
+                    earlier.texts.keep(result.hashes)
             except RankzeroError:
                 if task.start > 0:  # say where in the file, not where in the task's range
                     chunk.first_line += lines_before(task.path, task.start)
@@ -380,7 +352,3 @@ def _inside(indices: np.ndarray, offset: int, count: int) -> np.ndarray:
 def _plain(value):
     """numpy scalars from a Ray Data batch as Python values."""
     return value.item() if hasattr(value, "item") else value
-
-
-def task_rows(tasks: list[Task]) -> list[dict]:
-    return [asdict(task) for task in tasks]
