@@ -26,7 +26,6 @@ Standard library only (rankzero.errors is too): this runs before anything heavy 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import sysconfig
@@ -156,13 +155,6 @@ def reexec_preloaded() -> None:
               file=sys.stderr, flush=True)
 
 
-# Each malloc's call that returns its free pages to the kernel, first found first: a preloaded malloc's symbol
-# comes before glibc's malloc_trim, which every glibc process has.
-_RELEASE_CALLS = (("MallocExtension_ReleaseFreeMemory", ()),  # tcmalloc (gperftools' C API)
-                  ("mi_collect", (ctypes.c_bool(True),)),  # mimalloc: collect, force
-                  ("malloc_trim", (ctypes.c_size_t(0),)))  # glibc
-
-
 def release_free_memory() -> str | None:
     """Return the free pages the process's malloc holds to the kernel; the call made, or None where none is known.
 
@@ -171,13 +163,20 @@ def release_free_memory() -> str | None:
     with the corpus (the band keys, ~330 bytes a document), tcmalloc held ~100 MB of free pages at 200 MiB
     while Arrow's own allocator (mimalloc, bundled in pyarrow) took fresh pages for the shuffle on top, the
     peak of the prepare. Costs one pass over the malloc's free lists (milliseconds)."""
+    import ctypes  # here, not at the top: train.py imports this module first thing in every process
+
+    # Each malloc's call that returns its free pages to the kernel, first found first: a preloaded malloc's symbol
+    # comes before glibc's malloc_trim, which every glibc process has.
+    calls = (("MallocExtension_ReleaseFreeMemory", ()),  # tcmalloc (gperftools' C API)
+             ("mi_collect", (ctypes.c_bool(True),)),  # mimalloc: collect, force
+             ("malloc_trim", (ctypes.c_size_t(0),)))  # glibc
     try:
         process = ctypes.CDLL(None)
     except OSError:
         return None
     if hasattr(process, "mallctl"):  # jemalloc: left to its decay; glibc's malloc_trim would be a no-op here
         return None
-    for symbol, arguments in _RELEASE_CALLS:
+    for symbol, arguments in calls:
         function = getattr(process, symbol, None)
         if function is not None:
             function(*arguments)

@@ -65,8 +65,8 @@ def nfkc(text: str) -> str:
     """unicodedata.normalize("NFKC", text), normalising only the words (runs between spaces and line breaks) that
     hold a code point _UNSTABLE matches. Exact: a space or line break composes with nothing on either side and
     stops reordering, so NFKC of a text is that of its pieces between them, and a word of stable code points is
-    its own NFKC. A petition with one "①" or "ㅠㅠ" is no longer decomposed and recomposed whole: on the bench's
-    real Korean (one text in nine needs NFKC) that was 0.11 of the index's 0.39 CPU-s, now 0.045."""
+    its own NFKC. A petition with one "①" or "ㅠㅠ" is no longer decomposed and recomposed whole (what that saves on
+    real Korean, where one text in nine needs NFKC: bench/RESULTS.md, issue 32)."""
     pieces, last = [], 0
     for match in _UNSTABLE.finditer(text):
         at = match.start()

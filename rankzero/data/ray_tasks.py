@@ -42,8 +42,8 @@ from rankzero.data.compressed import compression_of, text_bytes
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
+from rankzero.data.ray_work import EarlierTexts, task_file, write_npz_atomic
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.ray_work import EarlierTexts, task_file, task_rows, write_npz_atomic
 from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
 from rankzero.data.specs import Source
 from rankzero.data.screen import combine
@@ -228,7 +228,7 @@ class TaskRunner:
             try:
                 result = self.stage(chunk, earlier.seen if earlier is not None else None)
                 if earlier is not None:
-                    earlier.texts.keep(result.hashes)
+                    earlier.keep(result.hashes)
             except RankzeroError:
                 if task.start > 0:  # say where in the file, not where in the task's range
                     chunk.first_line += lines_before(task.path, task.start)

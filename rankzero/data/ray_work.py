@@ -72,11 +72,16 @@ class EarlierTexts:
 
     def seen(self, hashes: np.ndarray) -> np.ndarray:
         # Reading the work dir costs one listing per poll; EARLIER_TEXTS bounds what a task holds.
-        if time.monotonic() - self.polled >= POLL_S and len(self.texts) < EARLIER_TEXTS:
+        if (len(self.read) < self.index and len(self.texts) < EARLIER_TEXTS
+                and time.monotonic() - self.polled >= POLL_S):  # no listing once every earlier task is read
             self.polled = time.monotonic()
-            done = sorted(int(name[5:-11]) for name in os.listdir(self.work) if name.endswith(".stage.json"))
+            done = {int(name[5:-11]) for name in os.listdir(self.work) if name.endswith(".stage.json")}
             for index in (i for i in done if i < self.index and i not in self.read):
                 self.read.add(index)
                 with np.load(task_file(self.work, index, "hashes.npz")) as files:
                     self.texts.keep(files["hashes"])
         return self.texts.seen(hashes)
+
+    def keep(self, hashes: np.ndarray) -> None:
+        """The task's own texts of a chunk, seen by its later chunks."""
+        self.texts.keep(hashes)

@@ -155,8 +155,8 @@ def write_shuffled_shards(bucket_dir: Path, counts: np.ndarray, out_dir: Path, r
     """Permute each bucket in memory and append it to output shards; return the shard file names.
 
     Blocks went to buckets uniformly at random, so permuting within buckets and concatenating them
-    is a uniform shuffle of all blocks (the two-pass external shuffle), with one bucket in memory: its
-    chunks joined into one copy, then taken and written `batch_rows` rows at a time. Arrow's `take` of a
+    is a uniform shuffle of all blocks (the two-pass external shuffle), one bucket at a time: its chunks
+    joined into one copy, then taken and written `batch_rows` rows at a time. Arrow's `take` of a
     whole chunked bucket of list rows held ~4 buckets at once (it joins the chunks, then builds the
     permuted copy), the peak of the whole prepare; this way the peak is ~2 buckets, while they are joined.
     """
