@@ -182,6 +182,50 @@ def test_full_width_and_other_scripts_digits_are_masked_like_ascii_ones(text, ki
     assert not any(char.isdecimal() for char in result.text)
 
 
+def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
+    """pii_checks.number_clusters scans with `\\d` spelled out as the BMP's digits and the astral planes as one range, and goes
+    back to the `\\d` pattern where a match holds an astral code point: the same clusters either way, for every
+    decimal digit of the BMP and random texts of digits, separators, emoji and astral digits."""
+    import re
+
+    from rankzero.data.pii_checks import _CLUSTER, _QUICK_CLUSTER, number_clusters
+
+    for code in range(0x10000):
+        char = chr(code)
+        assert (_QUICK_CLUSTER.fullmatch(char * 7) is not None) == char.isdecimal(), hex(code)
+    alphabet = list("0123456789-.() +가 a") + ["０", "٣", "\U0001d7ce", "\U0001d7d9", "😀", "\U00020000", "（", "＋"]
+    rng = random.Random(11)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(20000)]
+    quick = 0
+    for text in texts:
+        start, end = rng.randint(0, 5), rng.randint(len(text) - 5, len(text) + 1)
+        expected = [match.span() for match in _CLUSTER.finditer(text, start, end)]
+        assert [match.span() for match in number_clusters(text, start, end)] == expected, text
+        quick += all(max(match.group()) <= "\uffff" for match in _QUICK_CLUSTER.finditer(text, start, end))
+    assert quick > 5000  # most texts were answered by the quick pattern alone
+    assert not re.search(r"\\d", _QUICK_CLUSTER.pattern)
+
+
+def test_clusters_of_few_digits_skip_only_detectors_that_could_not_match(monkeypatch):
+    """A cluster of at most pii._FEW_DIGITS digits runs two detectors, not all: on random clusters of 7-10 digits
+    (every separator, with and without every context word) the spans and rejections equal those of all detectors."""
+    from rankzero.data import pii
+
+    rng = random.Random(5)
+    words = ["주민", "카드", "계좌", "여권", "운전면허", "사업자", "ver ", "고객센터 ", "", "", ""]
+    texts = []
+    for _ in range(20000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(7, 10)))
+        cuts = sorted(rng.sample(range(1, len(digits)), rng.randint(0, 3)))
+        pieces = [digits[a:b] for a, b in zip([0, *cuts], [*cuts, len(digits)])]
+        number = "".join(piece + rng.choice(["-", ".", " ", "", "－", ") ", "-"]) for piece in pieces[:-1]) + pieces[-1]
+        texts.append(f"{rng.choice(words)}{rng.choice(['', '(', '+', '+82 ', '0'])}{number}{rng.choice(['', '번', '.', ' 끝'])}")
+    few = [MASKER.find(text) for text in texts]
+    monkeypatch.setattr(pii, "_FEW_DIGITS", -1)  # every cluster runs every detector
+    assert [MASKER.find(text) for text in texts] == few
+    assert sum(1 for spans, rejected in few if spans or rejected) > 2000
+
+
 @pytest.mark.parametrize("text", ["２０２６－１１－２６ 개정", "고객센터 １５８８－１２３４", "가격 １２３,４５６원",
                                   "ISBN ９７８-８９-３６４-３４２８-９"])
 def test_full_width_look_alikes_stay(text):
@@ -271,7 +315,7 @@ def test_the_screen_masks_each_segment_and_keeps_its_label_flag():
 
 
 def _cluster_class(char: str) -> int:
-    from rankzero.data.pii import CLUSTER_SEPARATORS
+    from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
     return 2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0
 
@@ -306,7 +350,7 @@ def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchang
 
     from rankzero.data.decontaminate import ContaminationIndex, Item
     from rankzero.data.ngram_scan import NUMBERS
-    from rankzero.data.pii import _CLUSTER
+    from rankzero.data.pii_checks import _CLUSTER
 
     alphabet = (list("0123456789-.() +가나다 abc@:\n") + ["０", "１", "９", "\u00a0", "①", "٣", "\U0001d7ce", "－", "．"]
                 + ["::", "여권", "여", "권", "assport", "Passport", "ass", "port", "kim@naver.com", "＠", "：", "\u0307",

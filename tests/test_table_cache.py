@@ -14,7 +14,7 @@ import numpy as np
 
 from rankzero.data import ngram_scan, table_cache
 from rankzero.data.dedup import kernel, shingles
-from rankzero.data.pii import CLUSTER_SEPARATORS
+from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
 REPO = Path(__file__).resolve().parents[1]
 

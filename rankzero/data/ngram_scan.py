@@ -100,7 +100,8 @@ def _fold(code: int) -> int:
 
 
 def _kinds_table() -> np.ndarray:
-    """2 for a decimal digit (what `\\d` matches), 1 for a separator of pii.py's number clusters, else 0 (BMP)."""
+    """2 for a decimal digit (what `\\d` matches), 1 for a separator of the masker's number clusters
+    (pii_checks.py), else 0 (BMP)."""
     return _tables()["kinds"]
 
 
@@ -112,13 +113,13 @@ def _fold_table() -> np.ndarray:
 @lru_cache(maxsize=1)
 def _tables() -> dict[str, np.ndarray]:
     """Both tables, from this installation's cache after a first build (table_cache.py: 0.03 CPU-s a process)."""
-    from rankzero.data import pii
+    from rankzero.data import pii_checks
 
-    return cached("ngram_scan", _build_tables, [__file__, pii.__file__])
+    return cached("ngram_scan", _build_tables, [__file__, pii_checks.__file__])
 
 
 def _build_tables() -> dict[str, np.ndarray]:
-    from rankzero.data.pii import CLUSTER_SEPARATORS
+    from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
     kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
                          for code in range(_ASTRAL)), dtype=np.uint8, count=_ASTRAL)

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rankzero.data.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, luhn_ok, public_ip,
-                                      registration_check_ok, registration_date_ok)
+from rankzero.data.pii_checks import (FOREIGNER_DIGITS, ascii_numbers, business_number_ok, card_issuer, luhn_ok,
+                                      number_clusters, public_ip, registration_check_ok, registration_date_ok)
 
 PLACEHOLDERS = {
     "email": "|||EMAIL_ADDRESS|||",
@@ -61,11 +60,6 @@ CONTEXT = {
     "version": re.compile(r"(?i:ver(?:sion)?\.?\s*v?|버전\s*)$"),
 }
 
-# Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
-# ０１０－１２３４－５６７８, read as their ASCII twins: _ascii_numbers). The scan is most of the masker's time; with
-# --decontaminate, ngram_scan's compiled pass already says which texts hold none and where the others' lie (`numbers`).
-CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
-_CLUSTER = re.compile(r"[\d+(\uff0b\uff08][\d\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{5,}\d")
 _NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
 _AREA = r"(?:1[016789]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|70|50[2-8]|80)"  # mobile, Seoul, provinces, VoIP, safe, free
 _PHONE = re.compile(
@@ -92,16 +86,8 @@ _SAMPLE_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+(?=@)")
 
 
 def digits_of(match: str) -> str:
-    """A match's digits, 0-9 (the detectors run on _ascii_numbers' text)."""
+    """A match's digits, 0-9 (the detectors run on ascii_numbers' text)."""
     return "".join(_DIGIT.findall(match))
-
-
-def _ascii_numbers(text: str, clusters: list[re.Match]) -> str:
-    """The text with every character of its clusters that is not ASCII (a digit of another script, a full-width
-    separator) as its ASCII twin, one code point for one, so the spans found in it are the text's."""
-    twins = {ord(char): str(unicodedata.decimal(char)) if char.isdecimal() else unicodedata.normalize("NFKC", char)
-             for cluster in clusters for char in cluster.group() if not char.isascii()}
-    return text.translate(twins) if twins else text
 
 
 def _near(text: str, start: int, end: int, context: str) -> bool:
@@ -206,6 +192,12 @@ _NUMBER_DETECTORS: tuple[tuple[re.Pattern, Check], ...] = (
     (_BUSINESS_PHONE, _business_phone),
     (_IPV4, _ipv4),
 )
+# A cluster of at most 8 digits (a date, a price: most of them) can hold only these two (a 15xx line has 8 digits,
+# an IPv4 address 4 or more); every other pattern needs 9 (a Seoul phone number) or more, or is no candidate below
+# 10 (_account). tests/test_pii.py checks the answers agree.
+_FEW_DIGITS = 8
+_FEW_DIGIT_DETECTORS = tuple((pattern, check) for pattern, check in _NUMBER_DETECTORS
+                             if pattern in (_BUSINESS_PHONE, _IPV4))
 _PRIORITY = {name: rank for rank, name in enumerate((
     "resident_registration", "foreigner_registration", "card", "phone", "driver_license", "account",
     "business_registration", "business_phone", "ip_address", "passport", "email"))}
@@ -234,7 +226,7 @@ class PiiMasker:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
         `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
-        clusters = list(_CLUSTER.finditer(text, start, end))  # no lookbehind or ahead: a span finds the same ones
+        clusters = number_clusters(text, start, end)  # no lookbehind or ahead: a span finds the same ones
         # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
         ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
         passport = "여권" in text or "assport" in text
@@ -250,11 +242,12 @@ class PiiMasker:
             elif reason:  # "": not a candidate of this detector at all
                 rejections.append((match.start(), match.end(), name, reason))
 
-        numbers_text = _ascii_numbers(text, clusters)
+        numbers_text = ascii_numbers(text, clusters)
         for cluster in clusters:
             # One character past the cluster lets a pattern's lookahead see what ends it.
             start, end = cluster.start(), cluster.end() + 1
-            for pattern, check in _NUMBER_DETECTORS:
+            many = len(_DIGIT.findall(cluster.group())) > _FEW_DIGITS
+            for pattern, check in _NUMBER_DETECTORS if many else _FEW_DIGIT_DETECTORS:
                 for match in pattern.finditer(numbers_text, start, end):
                     judge(match, check, numbers_text)
         if ipv6:
@@ -287,7 +280,10 @@ class PiiMasker:
             at = text.find("@", at + 1)
 
     def mask(self, text: str, numbers: bool | tuple[int, int] = True) -> MaskResult:
-        spans, rejected = self.find(text, numbers)
+        return self.apply(text, *self.find(text, numbers))
+
+    def apply(self, text: str, spans: list[tuple], rejected: Counter) -> MaskResult:
+        """The text with `find`'s spans masked, and what was found."""
         result = MaskResult(text, rejected=rejected)
         if not spans:
             return result

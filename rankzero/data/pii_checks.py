@@ -1,10 +1,12 @@
-"""Validators behind the personal-information detectors (pii.py): dates, check digits, issuers, IP scope.
+"""Validators behind the personal-information detectors (pii.py): dates, check digits, issuers, IP scope; and
+the number clusters every number detector looks in.
 
     registration_date_ok("9001011234568")   # a real birth date for the century its 7th digit names
     registration_check_ok("9001011234568")  # the pre-October-2020 check digit (never decisive alone)
     luhn_ok("4111111111111111"), card_issuer("4111111111111111")      # True, "visa"
     business_number_ok("1018152478")        # a business registration number's check digit
     public_ip("8.8.4.4")                    # globally routable (not private, loopback, documentation)
+    number_clusters(text)                   # runs of 7+ digits and separators (re.Match), in text order
 
 Written here rather than taken from python-stdnum: its `kr.rrn.validate` rejects every resident number
 issued since October 2020 (their last six digits are random, so the check digit fails one time in ten
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import re
+import sys
+import unicodedata
 
 # The 7th digit of a resident (1-4, 9, 0) or foreigner (5-8) registration number: century and sex.
 CENTURY = {"9": 1800, "0": 1800, "1": 1900, "2": 1900, "5": 1900, "6": 1900,
@@ -90,3 +95,44 @@ def public_ip(text: str) -> bool:
         return ipaddress.ip_address(text).is_global
     except ValueError:
         return False
+
+
+# Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
+# ０１０－１２３４－５６７８, read as their ASCII twins: ascii_numbers). The scan is most of the masker's time; with
+# --decontaminate, ngram_scan's compiled pass already says which texts hold none and where the others' lie (`numbers`).
+CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
+_CLUSTER_SHAPE = r"[{d}+(\uff0b\uff08][{d}\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{{5,}}[{d}]"
+_CLUSTER = re.compile(_CLUSTER_SHAPE.format(d=r"\d"))  # the definition
+_ASTRAL = "\U00010000-\U0010ffff"
+
+
+def _bmp_decimals() -> str:
+    """What `\\d` matches below U+10000 (str.isdecimal), as ranges for a character class."""
+    codes = {code for code in range(0x10000) if chr(code).isdecimal()}
+    starts = sorted(code for code in codes if code - 1 not in codes)
+    ends = sorted(code for code in codes if code + 1 not in codes)
+    return "".join(f"{re.escape(chr(start))}-{re.escape(chr(end))}" for start, end in zip(starts, ends))
+
+
+# _CLUSTER with `\d` spelled out as the BMP's digits (re tests a character against a bitmap, not the Unicode
+# database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
+# holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to _CLUSTER, so
+# the clusters found are _CLUSTER's: a match without one is a _CLUSTER match, and every _CLUSTER match is inside
+# a _QUICK_CLUSTER match (tests/test_pii.py).
+_QUICK_CLUSTER = re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL))
+
+
+def number_clusters(text: str, start: int = 0, end: int = sys.maxsize) -> list[re.Match]:
+    """_CLUSTER.finditer(text, start, end), as a list."""
+    found = list(_QUICK_CLUSTER.finditer(text, start, end))
+    if any(max(match.group()) > "\uffff" for match in found):
+        return list(_CLUSTER.finditer(text, start, end))
+    return found
+
+
+def ascii_numbers(text: str, clusters: list[re.Match]) -> str:
+    """The text with every character of its clusters that is not ASCII (a digit of another script, a full-width
+    separator) as its ASCII twin, one code point for one, so the spans found in it are the text's."""
+    twins = {ord(char): str(unicodedata.decimal(char)) if char.isdecimal() else unicodedata.normalize("NFKC", char)
+             for cluster in clusters for char in cluster.group() if not char.isascii()}
+    return text.translate(twins) if twins else text

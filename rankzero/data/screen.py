@@ -103,7 +103,7 @@ class Screen:
             if numbers and runs is not None:
                 numbers = (int(runs[number, 0]), int(runs[number, 1]))
             segments, result = self._mask(documents[number], numbers)
-            if not (result.masked or result.public or result.rejected):  # most documents: nothing to count
+            if result is None:  # most documents: nothing found, nothing to count
                 kept.append(segments)
                 continue
             dump = is_dump(result.spans, len(texts[number]))
@@ -116,13 +116,17 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list, numbers: bool | tuple[int, int]) -> tuple[list, MaskResult]:
-        """Mask each segment (an SFT sample's turns keep their label masks); one result for the document.
-        `numbers=False`: the document's joined text holds no number cluster, so none of its segments does;
-        (start, end): its clusters lie there (offsets in the joined text: each of several segments is scanned)."""
+    def _mask(self, segments: list, numbers: bool | tuple[int, int]) -> tuple[list, MaskResult | None]:
+        """Mask each segment (an SFT sample's turns keep their label masks); one result for the document, None
+        where nothing was found. `numbers=False`: the document's joined text holds no number cluster, so none of
+        its segments does; (start, end): its clusters lie there (offsets in the joined text: each of several
+        segments is scanned)."""
         if len(segments) == 1:
             text, trainable = segments[0]
-            result = self.masker.mask(text, numbers)
+            spans, rejected = self.masker.find(text, numbers)
+            if not (spans or rejected):
+                return segments, None
+            result = self.masker.apply(text, spans, rejected)
             return [(result.text, trainable)], result
         total, masked = MaskResult(""), []
         for text, trainable in segments:
@@ -132,7 +136,7 @@ class Screen:
             total.public.update(result.public)
             total.rejected.update(result.rejected)
             total.samples = total.samples or result.samples
-        return masked, total
+        return masked, total if total.masked or total.public or total.rejected else None
 
 
 def combine(reports: list[dict]) -> dict | None:
