@@ -10,7 +10,7 @@ import random
 import pytest
 
 from helpers import korean_documents, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data.compressed import zstd_problem
+from rankzero.data.input_files import zstd_problem
 
 
 def _failed_cleanly(result, *expected: str) -> str:

@@ -38,13 +38,13 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
-from rankzero.data.compressed import compression_of, text_bytes
+from rankzero.data.input_files import compression_of, line_ranges, lines_before, text_bytes
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
 from rankzero.data.ray_work import EarlierTexts, task_file, write_npz_atomic
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format, line_ranges, lines_before
+from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format
 from rankzero.data.specs import Source
 from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold

@@ -4,12 +4,12 @@
     for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
 
 Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream
-(compressed.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
+(input_files.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
 
 The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
 (parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
-columnar formats are read in record batches. `line_ranges` cuts a line file into byte ranges that
-can be read independently (the Ray engine's tasks).
+columnar formats are read in record batches. A line file's bytes [start, end) can be read on their own
+(the Ray engine's tasks: input_files.line_ranges cuts them).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.compressed import compression_of, damaged, format_suffix, open_input, stream_errors, too_long
+from rankzero.data.input_files import (compression_of, damaged, format_suffix, is_json_array, lines_before, open_input,
+                                       stream_errors, too_long)
 from rankzero.data.json_array import json_array_records
 from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
 from rankzero.errors import RankzeroError
@@ -63,60 +63,24 @@ def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_b
 
 def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
                      end: int | None = None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
-    """One file's chunks; for line formats optionally only bytes [start, end) (see `line_ranges`)."""
+    """One file's chunks; for line formats optionally only bytes [start, end) (see `input_files.line_ranges`)."""
     fmt = line_format(path, txt_sample_by)
     if fmt is not None:
         yield from _line_chunks(path, source_index, fmt, batch_size, start, end, max_document_bytes)
     else:
-        records = _iter_file_records(path, format_suffix(path), max_document_bytes)
-        yield from _record_chunks(path, source_index, records, batch_size)
+        yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
 
 
-def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
-    """[start, end) byte ranges of about `target_bytes` covering the file, each starting at a line start
-    (after a blank line with `paragraphs`), so ranges can be read independently."""
-    size = os.path.getsize(path)
-    starts = [0]
-    with open(path, "rb") as handle:
-        while starts[-1] + target_bytes < size:
-            handle.seek(starts[-1] + target_bytes)
-            handle.readline()  # to the next line start
-            if paragraphs:
-                while (line := handle.readline()) and line.strip():
-                    pass
-            position = handle.tell()
-            if position >= size:
-                break
-            starts.append(position)
-    return list(zip(starts, starts[1:] + [size]))
 
 
-def lines_before(path: str, offset: int) -> int:
-    """How many lines end before byte `offset` (to turn a range's line numbers into the file's)."""
-    count, done = 0, 0
-    with open(path, "rb") as handle:
-        while done < offset:
-            block = handle.read(min(1 << 24, offset - done))
-            if not block:
-                break
-            count += block.count(b"\n")
-            done += len(block)
-    return count
 
 
-def _is_json_array(path: str) -> bool:
-    try:
-        with open_input(path) as handle:
-            head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    except stream_errors() as error:
-        raise damaged(path, "its first bytes", error) from None
-    return head.startswith(b"[")
 
 
 def line_format(path: str, txt_sample_by: str) -> str | None:
     """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
     suffix = format_suffix(path)
-    if suffix in LINE_FORMATS or (suffix == ".json" and not _is_json_array(path)):
+    if suffix in LINE_FORMATS or (suffix == ".json" and not is_json_array(path)):
         fmt = LINE_FORMATS.get(suffix, "jsonl")
         return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
     return None
@@ -199,7 +163,8 @@ def _approx_bytes(records: list[dict]) -> int:
     return sum(len(v) for r in records for v in r.values() if isinstance(v, str))
 
 
-def _iter_file_records(path: str, suffix: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
+def _iter_file_records(path: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
+    suffix = format_suffix(path)
     if suffix == ".json":
         for _, record in json_array_records(path, max_document_bytes):
             yield record

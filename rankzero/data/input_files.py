@@ -1,10 +1,15 @@
-"""Compressed inputs (.gz .zst .bz2 .xz): what a file's name says, its text's size, its decompressed byte
-stream, and what a damaged one says.
+"""Input files as bytes: what a file's name says (compression, format), its text's size, its byte stream
+(decompressed on the fly for .gz .zst .bz2 .xz), where its lines start, and what a damaged or overlong one says.
 
     compression_of("corpus.jsonl.zst"), format_suffix("corpus.jsonl.zst")   # ".zst", ".jsonl"
     text_bytes("corpus.jsonl.gz")                            # the size of its text, from the header where it says
     with open_input("corpus.jsonl.zst") as handle: ...      # bytes, decompressed on the fly; `peek` works
+    line_ranges("corpus.jsonl", 64 << 20), lines_before("corpus.jsonl", offset)   # byte ranges at line starts
+    is_json_array("corpus.json")                             # an array of records, or JSON lines
     except stream_errors() as error: raise damaged(path, "what was read of it", error)
+
+The readers (readers.py, json_array.py) and the Ray task planner read files only through these, so a
+file is named the same way in every error, whatever reads it.
 
 gzip, bz2 and xz (standard library) raise at the end of a stream cut short; zstandard's stream reader
 does not (it stops at the end of the file inside an unfinished frame and returns what it decoded), so a
@@ -93,6 +98,38 @@ def open_input(path: str) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
+def line_ranges(path: str, target_bytes: int, paragraphs: bool = False) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about `target_bytes` covering the file, each starting at a line start
+    (after a blank line with `paragraphs`), so ranges can be read independently."""
+    size = os.path.getsize(path)
+    starts = [0]
+    with open(path, "rb") as handle:
+        while starts[-1] + target_bytes < size:
+            handle.seek(starts[-1] + target_bytes)
+            handle.readline()  # to the next line start
+            if paragraphs:
+                while (line := handle.readline()) and line.strip():
+                    pass
+            position = handle.tell()
+            if position >= size:
+                break
+            starts.append(position)
+    return list(zip(starts, starts[1:] + [size]))
+
+
+def lines_before(path: str, offset: int) -> int:
+    """How many lines end before byte `offset` (to turn a range's line numbers into the file's)."""
+    count, done = 0, 0
+    with open(path, "rb") as handle:
+        while done < offset:
+            block = handle.read(min(1 << 24, offset - done))
+            if not block:
+                break
+            count += block.count(b"\n")
+            done += len(block)
+    return count
+
+
 def stream_errors() -> tuple[type[BaseException], ...]:
     """What a damaged compressed stream raises (OSError covers gzip's BadGzipFile and bz2's invalid data)."""
     import lzma
@@ -105,6 +142,16 @@ def stream_errors() -> tuple[type[BaseException], ...]:
 def damaged(path: str, after: str, error: BaseException) -> RankzeroError:
     return RankzeroError(f"{path}: the {compression_of(path)} stream is damaged after {after} ({error}); re-download or "
                          "re-compress it")
+
+
+def is_json_array(path: str) -> bool:
+    """Whether a .json file holds one array of records (json_array.py) rather than JSON lines."""
+    try:
+        with open_input(path) as handle:
+            head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except stream_errors() as error:
+        raise damaged(path, "its first bytes", error) from None
+    return head.startswith(b"[")
 
 
 def zstd_problem(path: str) -> str | None:
