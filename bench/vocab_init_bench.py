@@ -6,8 +6,8 @@
     python bench/vocab_init_bench.py --device cuda --base_steps 3000 --corpus shared/corpora/ko_real_dev   # a GPU
     python bench/vocab_init_bench.py --whole_stdlib --hidden 256 --layers 6 --base_steps 3000 --base_cache out/base_big
                                      # a 7.2M base on 3x the English (every stdlib docstring), so it does not memorise
-    python bench/vocab_init_bench.py --whole_stdlib --site_packages --hidden 384 --layers 8 --base_steps 3500 \\
-        --base_cache out/base_sp      # an 18.4M base on 6 M characters more: the installed packages' docstrings
+    python bench/vocab_init_bench.py --whole_stdlib --site_packages --hidden 256 --layers 6 --base_steps 3500 \\
+        --base_cache out/base_sp      # and 6 M characters of the installed packages' docstrings: read 1.6 times
 
 1. A byte-level BPE tokenizer (rankzero's trainer) and a small Llama (transformers' class, untied embeddings
    as in Llama-3.1-8B and Qwen2.5-7B) trained on English only: data/sample/en.txt and the docstrings of
