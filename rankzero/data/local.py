@@ -34,7 +34,7 @@ import shutil
 import signal
 import time
 from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -137,8 +137,9 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
             progress.stage = "near-dedup"
-            progress.remove(int(ledger.decide(stats).sum()))
+            removed = ledger.decide(stats)
             _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
+            progress.remove(int(removed.sum()))
         t_dedup = time.perf_counter()
 
         check_counts(stats, plan.validation_flags)
@@ -152,8 +153,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             total_out_tokens = sum(s.tokens * s.ratio for s in training)
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
-            keep = [ledger.training_keep(i) if ledger else None for i in range(len(writers))]
-            _feed_staged(scatter, [w.path for w in writers], stats, rng, keep)
+            _feed_staged(scatter, [w.path for w in writers], stats, rng, ledger)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
         tail_tokens = scatter.finish()
@@ -292,16 +292,6 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     return pool, Stage(spec, plan.tokenizer, engine, quality_filter)
 
 
-class _Ready:
-    """A finished result with the Future interface, for the inline (one worker) path."""
-
-    def __init__(self, value):
-        self._value = value
-
-    def result(self):
-        return self._value
-
-
 def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
                     held_out_sink: Callable | None, progress: Progress, seconds: Counter,
                     ledger: NearLedger | None = None, quality_samples: list | None = None,
@@ -309,6 +299,7 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
     workers = plan.workers.dataset_num_proc
+    pool, stage = _start_pool(plan, engine, workers, overlap)
     # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
     holdout = Holdout([s.evaluation for s in plan.sources], plan.source_config.validation_split_percentage,
                       plan.exact_dedup)
@@ -346,7 +337,6 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
-    pool, stage = _start_pool(plan, engine, workers, overlap)
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
@@ -354,7 +344,11 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     in_flight: deque = deque()
     try:
         for chunk in chunks:
-            in_flight.append(pool.submit(run, chunk) if pool else _Ready(run(chunk)))
+            if pool:
+                in_flight.append(pool.submit(run, chunk))
+            else:  # one worker: the chunk runs here, its result waits in a finished Future like the others
+                in_flight.append(Future())
+                in_flight[-1].set_result(run(chunk))
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:
@@ -387,10 +381,11 @@ def _select(result: ChunkResult, keep: np.ndarray):
 
 
 def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator,
-                 keep: list[np.ndarray | None]) -> None:
-    """Weighted mixing: each source's staged documents (less the near-copies), `ratio` times over (the last pass
-    a random subset)."""
-    for path, stat, source_keep in zip(staged, stats, keep):
+                 ledger: NearLedger | None) -> None:
+    """Weighted mixing: each source's staged documents (less the near-copies the ledger removed), `ratio` times over
+    (the last pass a random subset)."""
+    for index, (path, stat) in enumerate(zip(staged, stats)):
+        source_keep = ledger.training_keep(index) if ledger is not None else None
         sink = _counting_sink(scatter, stat)
         for share in passes(stat.ratio):
             for ids, lengths, labels in kept_documents(read_staged(path), source_keep):

@@ -142,6 +142,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     worker_seconds = Counter()
     for meta in encoded:
         worker_seconds.update(meta.get("seconds", {}))
+    screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
+                            plan.has_validation)
+    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
+        screened.add(meta["source_index"], meta.get("screen"))
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              **_processes(encoded, packed if two_pass else []),
@@ -152,14 +156,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                                         "random order",
                              "dedup_scope": "global (first one wins in source order)"},
              # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
-             "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
-    if ledger is not None:
-        extra["near_dedup"] = ledger.describe()
-    screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
-                            plan.has_validation)
-    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
-        screened.add(meta["source_index"], meta.get("screen"))
-    extra.update(screened.finish(stats, out_dir))
+             "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe},
+             **({"near_dedup": ledger.describe()} if ledger is not None else {}), **screened.finish(stats, out_dir)}
     return build_manifest(plan, stats, engine, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
 
