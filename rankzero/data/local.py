@@ -111,7 +111,6 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
-        quality_samples: list[list[dict]] = []  # per chunk, in source order
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
@@ -119,16 +118,11 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan, engine.engine, tally, sinks, held_out.write if held_out else None, seconds,
-                            quality_samples, overlap)
+            _encode_sources(plan, engine.engine, tally, sinks, held_out.write if held_out else None, seconds, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
-        if plan.quality is not None:
-            from rankzero.data.quality.samples import write_quality_samples
-
-            write_quality_samples(out_dir / "quality_samples.jsonl", quality_samples)
         if ledger is not None:
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
@@ -281,7 +275,7 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
 
 
 def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
-                    seconds: Counter, quality_samples: list, overlap: dict | None) -> None:
+                    seconds: Counter, overlap: dict | None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
     the held-out ones to `held_out_sink`; counted, decided (exact dedup, the split) and, with near dedup, their
     signatures given to the ledger in the tally, in source order."""
@@ -314,7 +308,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
                        (result.path, result.lines[survivors]))
         seconds.update(result.seconds)
         if result.quality_samples:
-            quality_samples.append(result.quality_samples)
+            tally.quality_samples.append(result.quality_samples)
         screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 

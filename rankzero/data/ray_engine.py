@@ -108,10 +108,6 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         tally.check()  # two passes checked before packing
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
-    if plan.quality is not None:
-        from rankzero.data.quality.samples import write_quality_samples
-
-        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     shards, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
@@ -132,6 +128,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         worker_seconds.update(meta.get("seconds", {}))
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         tally.screened.add(meta["source_index"], meta.get("screen"))
+        tally.quality_samples.append(meta.get("quality_samples", []))
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              **_processes(encoded, packed if two_pass else []),

@@ -1,11 +1,12 @@
 """A build's tally of the whole corpus, kept the same way by both engines: each source's counts, the progress
-line, the split and exact dedup, near dedup, the screen's totals, and the manifest made from them.
+line, the split and exact dedup, near dedup, the screen's totals, the quality filter's samples, and the
+manifest made from them.
 
     tally = Tally(plan, near_dir, total_bytes, on_progress)
     tally.holdout(...), tally.ledger.add(...), tally.screened.add(...)    # per piece, in source order
     removed = tally.decide_near(where, out_dir / "dedup_samples.jsonl")   # --dedup near, once every document is in
     tally.check()                                    # before packing: something left, a real split, the mix
-    manifest = tally.manifest(engine, out_dir, ...)  # validation, near dedup and screen entries included
+    manifest = tally.manifest(engine, out_dir, ...)  # with the validation, near dedup and screen entries
 
 An engine cuts the corpus its own way (chunks in one process, tasks on a cluster) and owns its files; what it
 counts and decides over the corpus, in source order, and what the manifest says of that, is kept here once.
@@ -42,6 +43,7 @@ class Tally:
                        if plan.near_dedup else None)
         self.screened = ScreenTotals([source.spec for source in plan.sources], plan.stage.pii == "mask",
                                      plan.benchmarks, plan.has_validation)
+        self.quality_samples: list[list[dict]] = []  # the quality filter's, per piece in source order
 
     def decide_near(self, where: Callable[[int], tuple[Path, int]], samples: Path) -> np.ndarray:
         """--dedup near once every document is in the ledger: the decision (each source's counts lose its
@@ -63,7 +65,11 @@ class Tally:
                  worker_seconds, validation: dict | None, extra: dict) -> dict:
         """The build's manifest (report.build_manifest); `validation`: the validation rows' `sequences`, `shards`
         and `tail_tokens` (None without a split); `extra`: the engine's own entries. Near dedup's entry and the
-        screen's are added here, and the screen's sample files written into `out_dir`."""
+        screen's are added here, and the quality filter's and the screen's sample files written into `out_dir`."""
+        if self.plan.quality is not None:
+            from rankzero.data.quality.samples import write_quality_samples
+
+            write_quality_samples(out_dir / "quality_samples.jsonl", self.quality_samples)
         source_config = self.plan.source_config
         if validation is not None:
             validation = validation_manifest(self.stats, source_config.validation_split_percentage,
