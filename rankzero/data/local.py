@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.dedup.ledger import NearLedger, kept_documents
+from rankzero.data.dedup.ledger import NearLedger
 from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
@@ -183,7 +183,7 @@ def _write_validation(plan: Plan, staged: Path, tokens: int, out_dir: Path, keep
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)
     with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
-        for ids, lengths, labels in kept_documents(read_staged(staged), keep):
+        for ids, lengths, labels in _kept_documents(read_staged(staged), keep):
             scatter.add(ids, lengths, labels)
         tail_tokens = scatter.finish()
     sequences = int(scatter.counts.sum())
@@ -366,6 +366,19 @@ def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceSt
         source_keep = ledger.training_keep(index) if ledger is not None else None
         sink = _counting_sink(scatter, stat)
         for share in passes(stat.ratio):
-            for ids, lengths, labels in kept_documents(read_staged(path), source_keep):
+            for ids, lengths, labels in _kept_documents(read_staged(path), source_keep):
                 sink(*subsample(ids, lengths, labels, share, rng))
             pa.default_memory_pool().release_unused()
+
+
+def _kept_documents(batches, keep: np.ndarray | None):
+    """(ids, lengths, labels) batches of staged documents less those `keep` (a bool per document, over all the
+    batches in order: the ledger's training_keep or validation_keep) leaves out; everything when `keep` is None."""
+    offset = 0
+    for ids, lengths, labels in batches:
+        if keep is not None:
+            mine = keep[offset:offset + len(lengths)]
+            offset += len(lengths)
+            if not mine.all():
+                ids, lengths, labels = select_documents(ids, lengths, labels, mine)
+        yield ids, lengths, labels
