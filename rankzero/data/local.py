@@ -325,8 +325,9 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
             if pool:
                 in_flight.append(pool.submit(run, chunk))
             else:  # one worker: the chunk runs here, its result waits in a finished Future like the others
-                in_flight.append(Future())
-                in_flight[-1].set_result(run(chunk))
+                done = Future()
+                done.set_result(run(chunk))
+                in_flight.append(done)
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:

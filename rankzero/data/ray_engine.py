@@ -124,9 +124,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                "pack_s": t_stop - t_encode, "ray_stop_s": t_pack - t_stop, "shuffle_write_s": t_write - t_pack,
                "total_s": t_write - t_start}
     worker_seconds = Counter()
-    for meta in encoded:
-        worker_seconds.update(meta.get("seconds", {}))
     for meta in encoded:  # in task order: the documents' order, as the local engine adds them
+        worker_seconds.update(meta.get("seconds", {}))
         tally.screened.add(meta["source_index"], meta.get("screen"))
         tally.quality_samples.append(meta.get("quality_samples", []))
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,

@@ -70,12 +70,6 @@ def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_b
         yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
 
 
-
-
-
-
-
-
 def line_format(path: str, txt_sample_by: str) -> str | None:
     """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
     suffix = format_suffix(path)

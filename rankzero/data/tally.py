@@ -5,7 +5,7 @@ manifest made from them.
     tally = Tally(plan, near_dir, total_bytes, on_progress)
     tally.holdout(...), tally.ledger.add(...), tally.screened.add(...)    # per piece, in source order
     removed = tally.decide_near(where, out_dir / "dedup_samples.jsonl")   # --dedup near, once every document is in
-    tally.check()                                    # before packing: something left, a real split, the mix
+    tally.check()                                    # something left, a real split, the mix
     manifest = tally.manifest(engine, out_dir, ...)  # with the validation, near dedup and screen entries
 
 An engine cuts the corpus its own way (chunks in one process, tasks on a cluster) and owns its files; what it
@@ -49,6 +49,7 @@ class Tally:
         """--dedup near once every document is in the ledger: the decision (each source's counts lose its
         near-copies), its samples (`where(number)` → (staged file, position): the engine's layout) and the
         progress line. Returns the removed mask, in ledger order."""
+        assert self.ledger is not None, "decide_near needs --dedup near"
         self.progress.stage = "near-dedup"
         removed = self.ledger.decide(self.stats)
         write_samples(samples, self.ledger, [source.spec for source in self.plan.sources], self.plan.tokenizer, where)
@@ -56,8 +57,9 @@ class Tally:
         return removed
 
     def check(self) -> None:
-        """After counting, before packing: nothing left, or a split that holds nothing or everything, is one line
-        to the user (report.check_counts); then the training sources' mixing ratios (mixing.py)."""
+        """After counting (before packing where the engine can; Ray's one-pass tasks pack as they go): nothing
+        left, or a split that holds nothing or everything, is one line to the user (report.check_counts); then the
+        training sources' mixing ratios (mixing.py)."""
         check_counts(self.stats, self.plan.validation_flags)
         mixing_ratios([stat for stat in self.stats if not stat.evaluation])
 
