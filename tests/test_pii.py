@@ -208,22 +208,34 @@ def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
 
 def test_clusters_of_few_digits_skip_only_detectors_that_could_not_match(monkeypatch):
     """A cluster of at most pii._FEW_DIGITS digits runs two detectors, not all: on random clusters of 7-10 digits
-    (every separator, with and without every context word) the spans and rejections equal those of all detectors."""
+    (the cluster separators, with and without each context word) and on short numbers each of the two finds or
+    rejects, the spans and rejections equal those of all detectors."""
     from rankzero.data import pii
+    from rankzero.data.pii_checks import number_clusters
 
     rng = random.Random(5)
     words = ["주민", "카드", "계좌", "여권", "운전면허", "사업자", "ver ", "고객센터 ", "", "", ""]
-    texts = []
+    separators = ["-", ".", " ", "", "－", ") ", "-", "(", "+", "．", "（", "＋", "\u3000"]
+    texts = ["고객센터 1588-1234", "1800-1900 사이", "서버 8.8.8.80 접속", "ver 1.2.3.40", "1.2.3.4 항",
+             "내부 10.0.0.12", "대표 1644 5678", "２０２.１６６.１.２０"]
     for _ in range(20000):
         digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(7, 10)))
         cuts = sorted(rng.sample(range(1, len(digits)), rng.randint(0, 3)))
         pieces = [digits[a:b] for a, b in zip([0, *cuts], [*cuts, len(digits)])]
-        number = "".join(piece + rng.choice(["-", ".", " ", "", "－", ") ", "-"]) for piece in pieces[:-1]) + pieces[-1]
-        texts.append(f"{rng.choice(words)}{rng.choice(['', '(', '+', '+82 ', '0'])}{number}{rng.choice(['', '번', '.', ' 끝'])}")
-    few = [MASKER.find(text) for text in texts]
+        number = "".join(piece + rng.choice(separators) for piece in pieces[:-1]) + pieces[-1]
+        before, after = rng.choice(["", "(", "+", "+82 ", "0"]), rng.choice(["", "번", ".", " 끝"])
+        texts.append(f"{rng.choice(words)}{before}{number}{after}")
+    few, most = [MASKER.find(text) for text in texts], pii._FEW_DIGITS
     monkeypatch.setattr(pii, "_FEW_DIGITS", -1)  # every cluster runs every detector
     assert [MASKER.find(text) for text in texts] == few
     assert sum(1 for spans, rejected in few if spans or rejected) > 2000
+    short = [found for text, found in zip(texts, few)
+             if all(sum(map(str.isdecimal, cluster.group())) <= most for cluster in number_clusters(text))]
+    # Each kind the short path can answer comes up: a 15xx line, a public IPv4 address, and the rejections.
+    seen = ({span[2] for spans, _ in short for span in spans}
+            | {f"{name}:{reason}" for _, rejected in short for name, reason in rejected})
+    assert {"business_phone", "ip_address", "ip_address:not_public", "ip_address:section_number",
+            "ip_address:version", "business_phone:year_range"} <= seen, seen
 
 
 @pytest.mark.parametrize("text", ["２０２６－１１－２６ 개정", "고객센터 １５８８－１２３４", "가격 １２３,４５６원",

@@ -33,7 +33,7 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
     whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
     hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many.
     Beside them, marks[text] gets _NUMBERS where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2
-    (digits and the separators of pii.py's number clusters) holding a digit (2), astral code points counting as
+    (digits and the separators of pii_checks.py's number clusters) holding a digit (2), astral code points counting as
     digits; _AT for an '@'; _COLONS for "::" or 7 colons; _PASSPORT for "여권" or "assport". runs[text] gets where
     the runs that set _NUMBERS lie: [start of the first, end of the last), offsets within the text."""
     gram_count = 0

@@ -8,8 +8,9 @@
     is_json_array("corpus.json")                             # an array of records, or JSON lines
     except stream_errors() as error: raise damaged(path, "what was read of it", error)
 
-The readers (readers.py, json_array.py) and the Ray task planner read files only through these, so a
-file is named the same way in every error, whatever reads it.
+The readers (readers.py, json_array.py) and the Ray task planner read the line and stream formats (.jsonl
+.ndjson .txt .json .csv, compressed or not) only through these, so such a file is named the same way in every
+error, whatever reads it (Parquet and Arrow files are opened by pyarrow in readers.py).
 
 gzip, bz2 and xz (standard library) raise at the end of a stream cut short; zstandard's stream reader
 does not (it stops at the end of the file inside an unfinished frame and returns what it decoded), so a

@@ -11,6 +11,7 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
    signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
    are decided over the whole corpus (dedup/near.py) and left out when the staged documents are read.
+   The counts and these decisions are kept in the build's `Tally` (tally.py), as the Ray engine keeps them.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
    stage A's results arrive (when every source's size is known: hub sources are staged too). With
    `SPEC@WEIGHT`, stage A stages each source's documents in a file; once per-source token counts are
@@ -34,7 +35,7 @@ import shutil
 import signal
 import time
 from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -42,17 +43,16 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
-from rankzero.data.mixing import mixing_ratios, passes, subsample
-from rankzero.data.dedup.ledger import NearLedger, kept_documents, write_samples
+from rankzero.data.mixing import passes, subsample
+from rankzero.data.dedup.ledger import NearLedger
 from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
-from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
-from rankzero.data.screen import ScreenTotals
+from rankzero.data.report import SourceStats
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.split import Holdout
 from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
+from rankzero.data.tally import Tally
 from rankzero.runtime import usable_cpu_count
 
 KIWI_THREADS_PER_PROCESS = 2
@@ -81,7 +81,6 @@ def builder_threads(plan: Plan) -> dict:
 def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
     engine = plan.choose_engine()
-    stats = [SourceStats.of(s) for s in plan.sources]
     rng = np.random.default_rng(plan.seed)
     bucket_dir = out_dir / "_buckets"
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)
@@ -89,7 +88,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in plan.sources]
-    progress = Progress(sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
+    tally = Tally(plan, staging / "near", sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
+    stats, progress, ledger = tally.stats, tally.progress, tally.ledger
     seconds = Counter()
     # Without weights every document goes out exactly once, so blocks are packed and scattered as the
     # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
@@ -111,11 +111,6 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
-        ledger = (NearLedger(plan.dedup.dedup_threshold, staging / "near", plan.dedup_memory_bytes)
-                  if plan.near_dedup else None)
-        quality_samples: list[list[dict]] = []  # per chunk, in source order
-        screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
-                                plan.has_validation)
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
@@ -123,37 +118,27 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan, engine.engine, stats, sinks, held_out.write if held_out else None, progress,
-                            seconds, ledger, quality_samples, screened, overlap)
+            _encode_sources(plan, engine.engine, tally, sinks, held_out.write if held_out else None, seconds, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
         t_encode = time.perf_counter()
-        if plan.quality is not None:
-            from rankzero.data.quality.samples import write_quality_samples
-
-            write_quality_samples(out_dir / "quality_samples.jsonl", quality_samples)
         if ledger is not None:
             for writer in writers + ([held_out] if held_out else []):
                 writer.close()
-            progress.stage = "near-dedup"
-            progress.remove(int(ledger.decide(stats).sum()))
-            _write_samples(plan, ledger, staging, out_dir / "dedup_samples.jsonl")
+            tally.decide_near(_staged_place(ledger, staging), out_dir / "dedup_samples.jsonl")
         t_dedup = time.perf_counter()
 
-        check_counts(stats, plan.validation_flags)
+        tally.check()
         progress.stage = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
             for writer in writers:
                 writer.close()
-            training = [s for s in stats if not s.evaluation]
-            mixing_ratios(training)
-            total_out_tokens = sum(s.tokens * s.ratio for s in training)
+            total_out_tokens = sum(s.tokens * s.ratio for s in stats if not s.evaluation)
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
-            keep = [ledger.training_keep(i) if ledger else None for i in range(len(writers))]
-            _feed_staged(scatter, [w.path for w in writers], stats, rng, keep)
+            _feed_staged(scatter, [w.path for w in writers], stats, rng, ledger)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
         tail_tokens = scatter.finish()
@@ -170,8 +155,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     data_files = name_data_files(out_dir, names)
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
     t_write = time.perf_counter()
-    validation = _write_validation(plan, staging / "validation.arrow", stats, out_dir,
-                                   ledger.validation_keep() if ledger else None) if held_out else None
+    validation = _write_validation(plan, staging / "validation.arrow", sum(s.validation_tokens for s in stats),
+                                   out_dir, ledger.validation_keep() if ledger else None) if held_out else None
     shutil.rmtree(staging, ignore_errors=True)
     t_validation = time.perf_counter()
 
@@ -179,10 +164,9 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "pack_s": t_pack - t_dedup,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
-    return build_manifest(plan, stats, engine, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+    return tally.manifest(engine, out_dir, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
-                          extra={"builder_threads": threads, **screened.finish(stats, out_dir),
-                                 **({"near_dedup": ledger.describe()} if ledger else {})})
+                          extra={"builder_threads": threads})
 
 
 def _kiwi_processes(plan: Plan) -> int:
@@ -191,16 +175,15 @@ def _kiwi_processes(plan: Plan) -> int:
     return processes if plan.quality is not None and processes > 1 else 0
 
 
-def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_dir: Path,
-                      keep: np.ndarray | None) -> dict:
-    """The held-out documents, packed as the training rows are, shuffled into `out_dir/validation/`."""
+def _write_validation(plan: Plan, staged: Path, tokens: int, out_dir: Path, keep: np.ndarray | None) -> dict:
+    """The held-out documents (`tokens` in all, less the near-copies `keep` leaves out), packed as the training rows
+    are, shuffled into `out_dir/validation/`; returns the rows' sequences, shards and tail tokens left out."""
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
     rng = np.random.default_rng([plan.seed, 5])
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
-    tokens = sum(s.validation_tokens for s in stats)
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)
     with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
-        for ids, lengths, labels in kept_documents(read_staged(staged), keep):
+        for ids, lengths, labels in _kept_documents(read_staged(staged), keep):
             scatter.add(ids, lengths, labels)
         tail_tokens = scatter.finish()
     sequences = int(scatter.counts.sum())
@@ -211,18 +194,17 @@ def _write_validation(plan: Plan, staged: Path, stats: list[SourceStats], out_di
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(target, names)
     write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
-    return validation_manifest(stats, plan.source_config.validation_split_percentage, plan.source_config.eval_dataset,
-                               sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens)
+    return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}
 
 
-def _write_samples(plan: Plan, ledger: NearLedger, staging: Path, path: Path) -> None:
-    """dedup_samples.jsonl from this engine's staged files: one per source for training documents, one for all
-    held-out ones."""
+def _staged_place(ledger: NearLedger, staging: Path) -> Callable[[int], tuple[Path, int]]:
+    """Where this engine staged a document of the ledger (by number): (staged file, position in it), one file per
+    source for training documents, one for all held-out ones; for dedup_samples.jsonl."""
     def where(number: int) -> tuple[Path, int]:
         source, held, position = ledger.locate(number)
         return (staging / "validation.arrow" if held else staging / f"source-{source:03d}.arrow"), position
 
-    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
+    return where
 
 
 def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
@@ -292,26 +274,14 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     return pool, Stage(spec, plan.tokenizer, engine, quality_filter)
 
 
-class _Ready:
-    """A finished result with the Future interface, for the inline (one worker) path."""
-
-    def __init__(self, value):
-        self._value = value
-
-    def result(self):
-        return self._value
-
-
-def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Callable],
-                    held_out_sink: Callable | None, progress: Progress, seconds: Counter,
-                    ledger: NearLedger | None = None, quality_samples: list | None = None,
-                    screened: ScreenTotals | None = None, overlap: dict | None = None) -> None:
+def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
+                    seconds: Counter, overlap: dict | None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
-    the held-out ones to `held_out_sink`; with near dedup, their signatures to `ledger`, in the same order."""
+    the held-out ones to `held_out_sink`; counted, decided (exact dedup, the split) and, with near dedup, their
+    signatures given to the ledger in the tally, in source order."""
     workers = plan.workers.dataset_num_proc
-    # Exact duplicates across chunks and sources (first one wins) and the validation split, in source order.
-    holdout = Holdout([s.evaluation for s in plan.sources], plan.source_config.validation_split_percentage,
-                      plan.exact_dedup)
+    pool, stage = _start_pool(plan, engine, workers, overlap)
+    stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
 
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
@@ -337,16 +307,14 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
                        decision.validation[survivors], result.lengths[survivors], truncated[survivors],
                        (result.path, result.lines[survivors]))
         seconds.update(result.seconds)
-        if result.quality_samples and quality_samples is not None:
-            quality_samples.append(result.quality_samples)
-        if screened is not None:
-            screened.add(result.source_index, result.screen)
+        if result.quality_samples:
+            tally.quality_samples.append(result.quality_samples)
+        screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
     chunks = (chunk for index, source in enumerate(plan.sources)
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
-    pool, stage = _start_pool(plan, engine, workers, overlap)
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
@@ -354,7 +322,12 @@ def _encode_sources(plan: Plan, engine, stats: list[SourceStats], sinks: list[Ca
     in_flight: deque = deque()
     try:
         for chunk in chunks:
-            in_flight.append(pool.submit(run, chunk) if pool else _Ready(run(chunk)))
+            if pool:
+                in_flight.append(pool.submit(run, chunk))
+            else:  # one worker: the chunk runs here, its result waits in a finished Future like the others
+                done = Future()
+                done.set_result(run(chunk))
+                in_flight.append(done)
             while len(in_flight) > 2 * workers:
                 consume(in_flight.popleft().result())
         while in_flight:
@@ -387,12 +360,26 @@ def _select(result: ChunkResult, keep: np.ndarray):
 
 
 def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceStats], rng: np.random.Generator,
-                 keep: list[np.ndarray | None]) -> None:
-    """Weighted mixing: each source's staged documents (less the near-copies), `ratio` times over (the last pass
-    a random subset)."""
-    for path, stat, source_keep in zip(staged, stats, keep):
+                 ledger: NearLedger | None) -> None:
+    """Weighted mixing: each source's staged documents (less the near-copies the ledger removed), `ratio` times over
+    (the last pass a random subset)."""
+    for index, (path, stat) in enumerate(zip(staged, stats)):
+        source_keep = ledger.training_keep(index) if ledger is not None else None
         sink = _counting_sink(scatter, stat)
         for share in passes(stat.ratio):
-            for ids, lengths, labels in kept_documents(read_staged(path), source_keep):
+            for ids, lengths, labels in _kept_documents(read_staged(path), source_keep):
                 sink(*subsample(ids, lengths, labels, share, rng))
             pa.default_memory_pool().release_unused()
+
+
+def _kept_documents(batches, keep: np.ndarray | None):
+    """(ids, lengths, labels) batches of staged documents less those `keep` (a bool per document, over all the
+    batches in order: the ledger's training_keep or validation_keep) leaves out; everything when `keep` is None."""
+    offset = 0
+    for ids, lengths, labels in batches:
+        if keep is not None:
+            mine = keep[offset:offset + len(lengths)]
+            offset += len(lengths)
+            if not mine.all():
+                ids, lengths, labels = select_documents(ids, lengths, labels, mine)
+        yield ids, lengths, labels

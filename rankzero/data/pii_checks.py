@@ -118,7 +118,7 @@ def _bmp_decimals() -> str:
 # database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
 # holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to _CLUSTER, so
 # the clusters found are _CLUSTER's: a match without one is a _CLUSTER match, and every _CLUSTER match is inside
-# a _QUICK_CLUSTER match (tests/test_pii.py).
+# a _QUICK_CLUSTER match (tests/test_pii.py checks the matches are the same).
 _QUICK_CLUSTER = re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL))
 
 

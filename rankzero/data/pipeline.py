@@ -10,6 +10,7 @@ The pieces, in the order data flows through them:
     dedup/exact.py  exact duplicates, first one wins: one decision for both engines
     split.py       the validation split: held-out documents by the hash of their text, --eval_dataset whole
     mixing.py      SPEC@WEIGHT: mixing ratios and weighted passes, for both engines
+    tally.py       what both engines count and decide over the whole corpus, and the manifest made from it
     local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,
                    packing into blocks and a uniform seeded shuffle into shards
     ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's

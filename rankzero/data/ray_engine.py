@@ -46,16 +46,13 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
-from rankzero.data.mixing import mixing_ratios
-from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.pack import arrow_array, make_packer
 from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.ray_work import task_file, task_rows, work_dir, write_npz_atomic
-from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
-from rankzero.data.screen import ScreenTotals
+from rankzero.data.report import Progress, SourceStats
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
-from rankzero.data.split import Holdout
 from rankzero.data.stage import StageSpec
+from rankzero.data.tally import Tally
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json
 
@@ -71,13 +68,11 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     tasks = plan_tasks(plan.sources, task_bytes, plan.source_config.txt_sample_by)
     engine = plan.choose_engine()
     work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
-    stats = [SourceStats.of(s) for s in plan.sources]
-    progress = Progress(sum(t.nbytes for t in tasks), on_progress)
-    dedup = plan.exact_dedup
-    percentage = plan.source_config.validation_split_percentage
+    tally = Tally(plan, work / "near", sum(t.nbytes for t in tasks), on_progress)
+    stats, progress = tally.stats, tally.progress
     # Dedup, weights and evaluation sources need decisions over the whole corpus (or every source's count).
-    two_pass = dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
-    t_dedup, ledger = 0.0, None
+    two_pass = plan.exact_dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
+    t_dedup = 0.0
     t_setup = time.perf_counter()
 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
@@ -93,15 +88,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
             encoded = _read_metas(work, tasks, "stage.json")
             _count_encoded(encoded, stats)
             started = time.perf_counter()
-            ledger = (NearLedger(plan.dedup.dedup_threshold, work / "near", plan.dedup_memory_bytes)
-                      if plan.near_dedup else None)
-            holdout = Holdout([s.evaluation for s in plan.sources], percentage, dedup)
-            survivors = _decide(work, tasks, encoded, stats, holdout, plan.needs_hashes, ledger, progress)
-            if ledger is not None:
-                _write_samples(plan, ledger, survivors, work, out_dir / "dedup_samples.jsonl")
+            _decide(work, tasks, encoded, tally, plan.needs_hashes, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
-            check_counts(stats, plan.validation_flags)
-            mixing_ratios([s for s in stats if not s.evaluation])
+            tally.check()
             progress.report()
             job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
             packing = Progress(progress.total_bytes, on_progress)
@@ -116,13 +105,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         for meta in packed:  # the task split its documents itself
             stat = stats[meta["source_index"]]
             stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
-        check_counts(stats, plan.validation_flags)  # two passes checked before packing
+        tally.check()  # two passes checked before packing
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
-    if plan.quality is not None:
-        from rankzero.data.quality.samples import write_quality_samples
-
-        write_quality_samples(out_dir / "quality_samples.jsonl", [meta.get("quality_samples", []) for meta in encoded])
     t_pack = time.perf_counter()
 
     shards, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
@@ -131,8 +116,7 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         target = out_dir / "validation"
         target.mkdir()
         held_shards, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
-        validation = validation_manifest(stats, percentage, plan.source_config.eval_dataset, sequences=held_sequences,
-                                         shards=held_shards, tail_tokens=held_tail)
+        validation = {"sequences": held_sequences, "shards": held_shards, "tail_tokens": held_tail}
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -140,8 +124,10 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                "pack_s": t_stop - t_encode, "ray_stop_s": t_pack - t_stop, "shuffle_write_s": t_write - t_pack,
                "total_s": t_write - t_start}
     worker_seconds = Counter()
-    for meta in encoded:
+    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
         worker_seconds.update(meta.get("seconds", {}))
+        tally.screened.add(meta["source_index"], meta.get("screen"))
+        tally.quality_samples.append(meta.get("quality_samples", []))
     extra = {"prep_engine": {"name": "ray", "cluster": cluster.describe, "tasks": len(tasks), "task_bytes": task_bytes,
                              "reused_tasks": len(reused), "passes": 2 if two_pass else 1,
                              **_processes(encoded, packed if two_pass else []),
@@ -153,15 +139,8 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
                              "dedup_scope": "global (first one wins in source order)"},
              # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
-    if ledger is not None:
-        extra["near_dedup"] = ledger.describe()
-    screened = ScreenTotals([s.spec for s in plan.sources], plan.stage.pii == "mask", plan.benchmarks,
-                            plan.has_validation)
-    for meta in encoded:  # in task order: the documents' order, as the local engine adds them
-        screened.add(meta["source_index"], meta.get("screen"))
-    extra.update(screened.finish(stats, out_dir))
-    return build_manifest(plan, stats, engine, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=worker_seconds, extra=extra, validation=validation)
+    return tally.manifest(engine, out_dir, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
+                          timings=timings, worker_seconds=worker_seconds, validation=validation, extra=extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,26 +250,25 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
             stats[meta["source_index"]].add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
 
 
-def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats], holdout: Holdout,
-            hashed: bool, ledger: NearLedger | None = None, progress: Progress | None = None) -> list[tuple]:
+def _decide(work: Path, tasks: list, metas: list[dict], tally: Tally, hashed: bool, samples: Path) -> None:
     """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
     engine's decision (split.py) in task order, which is source order, evaluation sources first; then, with
-    `--dedup near`, the survivors' signatures through the same ledger (dedup/ledger.py) in the same order. Only
-    hashes and signatures reach the driver, never text. Each task's `split.npz` says which of its documents
-    are dropped or held out. Returns, per task, (task index, the positions of the documents it gave the ledger)."""
-    splits, survivors_of = [], []
+    `--dedup near`, the survivors' signatures through the same ledger (dedup/ledger.py) in the same order, decided
+    once all are in (`samples`: dedup_samples.jsonl). Only hashes and signatures reach the driver, never text.
+    Each task's `split.npz` says which of its documents are dropped or held out."""
+    stats, ledger = tally.stats, tally.ledger
+    splits, survivors_of = [], []  # survivors_of: per task, (task index, the positions it gave the ledger)
     for task, meta in zip(tasks, metas):
         with np.load(task_file(work, task.index, "hashes.npz")) as files:
             hashes, lengths, truncated = files["hashes"], files["lengths"], files["truncated"]
-        decision = holdout(task.source_index, hashes if hashed else None, len(lengths))
+        decision = tally.holdout(task.source_index, hashes if hashed else None, len(lengths))
         lost = ~(decision.train | decision.validation)
         splits.append((lost, decision.validation))
         stat = stats[meta["source_index"]]
         stat.drop(decision.dropped, int(lengths[lost].sum()), int(truncated[lost].sum()))
         stat.hold_out(int(decision.validation.sum()), int(lengths[decision.validation].sum()),
                       int(truncated[decision.validation].sum()))
-        if progress is not None:
-            progress.removed += decision.dropped.get("exact_duplicate", 0)
+        tally.progress.removed += decision.dropped.get("exact_duplicate", 0)
         if ledger is not None:
             survivors = ~lost
             with np.load(task_file(work, task.index, "minhash.npz")) as files:
@@ -299,11 +277,7 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
                            decision.validation[survivors], lengths[survivors], truncated[survivors], lines)
             survivors_of.append((task.index, np.flatnonzero(survivors)))
     if ledger is not None:
-        if progress is not None:
-            progress.stage = "near-dedup"
-        removed = ledger.decide(stats)
-        if progress is not None:
-            progress.remove(int(removed.sum()))
+        removed = tally.decide_near(_task_place(work, survivors_of), samples)
         start = 0
         for lost, validation in splits:
             survivors = np.flatnonzero(~lost)
@@ -314,12 +288,12 @@ def _decide(work: Path, tasks: list, metas: list[dict], stats: list[SourceStats]
     for task, (lost, validation) in zip(tasks, splits):
         write_npz_atomic(task_file(work, task.index, "split.npz"), drop=np.flatnonzero(lost),
                          validation=np.flatnonzero(validation))
-    return survivors_of
 
 
-def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Path, path: Path) -> None:
-    """dedup_samples.jsonl from this engine's staged files: one per task, holding all the task's documents that
-    passed the filter; `survivors_of`: (task, positions it gave the ledger), in ledger order."""
+def _task_place(work: Path, survivors_of: list[tuple]) -> Callable[[int], tuple[Path, int]]:
+    """Where this engine staged a document of the ledger (by number): (the task's stage.arrow, which holds all the
+    task's documents that passed the filter, position in it); `survivors_of`: (task, positions it gave the
+    ledger), in ledger order. For dedup_samples.jsonl."""
     firsts = np.cumsum([0] + [len(positions) for _, positions in survivors_of])
 
     def where(number: int) -> tuple[Path, int]:
@@ -327,7 +301,7 @@ def _write_samples(plan, ledger: NearLedger, survivors_of: list[tuple], work: Pa
         task, positions = survivors_of[entry]
         return task_file(work, task, "stage.arrow"), int(positions[number - firsts[entry]])
 
-    write_samples(path, ledger, [s.spec for s in plan.sources], plan.tokenizer, where)
+    return where
 
 
 def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,

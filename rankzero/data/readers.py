@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +68,6 @@ def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_b
         yield from _line_chunks(path, source_index, fmt, batch_size, start, end, max_document_bytes)
     else:
         yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
-
-
-
-
-
-
 
 
 def line_format(path: str, txt_sample_by: str) -> str | None:

@@ -255,6 +255,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
     total_bytes = sum(s.bytes_in for s in stats)
     total_s = max(timings["total_s"], 1e-9)
     timings = {**timings, "encode_stage_seconds_summed_over_workers": {k: round(v, 3) for k, v in worker_seconds.items()}}
+    sources = [_source_manifest(s, tokens_out + tail_tokens) for s in stats]
     tokenizer = plan.tokenizer
     return {
         "fingerprint": plan.fingerprint,
@@ -274,7 +275,7 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "truncated": sum(s.truncated for s in stats),
         "validation": validation,
         "seed": plan.seed,
-        "sources": [_source_manifest(s, tokens_out + tail_tokens) for s in stats],
+        "sources": sources,
         "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
                       "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
         "tokenizer_engine": engine.describe(),

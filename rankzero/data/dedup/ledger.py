@@ -24,7 +24,6 @@ import numpy as np
 
 from rankzero import malloc
 from rankzero.data.dedup.near import NearDuplicates, settings
-from rankzero.data.pack import select_documents
 from rankzero.data.shards import read_staged
 
 SAMPLE_CHARS = 80
@@ -102,19 +101,6 @@ class NearLedger:
         source, held = int(self.source[number]), bool(self.validation[number])
         before = self.validation[:number] if held else (self.source[:number] == source) & ~self.validation[:number]
         return source, held, int(before.sum())
-
-
-def kept_documents(batches, keep: np.ndarray | None):
-    """(ids, lengths, labels) batches of staged documents less those `keep` (a bool per document, over all the
-    batches in order) leaves out; everything when `keep` is None."""
-    offset = 0
-    for ids, lengths, labels in batches:
-        if keep is not None:
-            mine = keep[offset:offset + len(lengths)]
-            offset += len(lengths)
-            if not mine.all():
-                ids, lengths, labels = select_documents(ids, lengths, labels, mine)
-        yield ids, lengths, labels
 
 
 def staged_starts(path: Path, positions: set[int]) -> dict[int, np.ndarray]:
