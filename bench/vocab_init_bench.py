@@ -6,11 +6,14 @@
     python bench/vocab_init_bench.py --device cuda --base_steps 3000 --corpus shared/corpora/ko_real_dev   # a GPU
     python bench/vocab_init_bench.py --whole_stdlib --hidden 256 --layers 6 --base_steps 3000 --base_cache out/base_big
                                      # a 7.2M base on 3x the English (every stdlib docstring), so it does not memorise
+    python bench/vocab_init_bench.py --whole_stdlib --site_packages --hidden 256 --layers 6 --base_steps 3500 \\
+        --base_cache out/base_sp      # and 6 M characters of the installed packages' docstrings: read 1.6 times
 
 1. A byte-level BPE tokenizer (rankzero's trainer) and a small Llama (transformers' class, untied embeddings
    as in Llama-3.1-8B and Qwen2.5-7B) trained on English only: data/sample/en.txt and the docstrings of
    Python's standard library (PSF license), long enough that the embeddings carry what the model learned
-   (--base_korean adds data/sample/ko.jsonl to both). With --base_cache the base is kept there and read back
+   (--base_korean adds data/sample/ko.jsonl to both; --whole_stdlib and --site_packages add more English, below).
+   With --base_cache the base is kept there and read back
    by later runs (whatever their --base_* flags: one directory per base).
 2. The tokenizer extended with Korean tokens learned on data/sample/ko.jsonl (`train_tokenizer(...,
    base_tokenizer=...)`, as scripts/train_tokenizer.py --base_tokenizer does).
@@ -55,10 +58,12 @@ def say(what: str, started: float) -> None:
     print(f"[{time.perf_counter() - started:6.0f} s] {what}", file=sys.stderr, flush=True)
 
 
-def english_texts(whole_stdlib: bool = False) -> list[str]:
+def english_texts(whole_stdlib: bool = False, site_packages_chars: int = 0) -> list[str]:
     """data/sample/en.txt and the docstrings of STDLIB's public members; with whole_stdlib also every docstring
-    in the standard library's source files (read with ast, nothing imported; ~1.4 M characters more), so that a
-    larger base reads its text a few times instead of memorising it."""
+    in the standard library's source files (read with ast, nothing imported; ~1.4 M characters more), and with
+    site_packages_chars the first that many characters of the docstrings of the packages installed beside this
+    Python (~40 M characters in rankzero's venv), so that a larger base reads its text a few times, or less than
+    twice, instead of memorising it."""
     texts = (REPO / "data" / "sample" / "en.txt").read_text(encoding="utf-8").splitlines()
     for name in STDLIB:
         try:
@@ -71,30 +76,53 @@ def english_texts(whole_stdlib: bool = False) -> list[str]:
                 texts.append(doc)
     if whole_stdlib:
         texts += stdlib_source_docstrings()
+    if site_packages_chars:
+        texts += site_packages_docstrings(site_packages_chars)
     texts = list(dict.fromkeys(texts))  # a docstring shared by re-exports counts once
     assert not any(HANGUL.search(text) for text in texts), "the English corpus must hold no Korean"
     return texts
 
 
 def stdlib_source_docstrings() -> list[str]:
-    import ast
     import sysconfig
 
-    root = Path(sysconfig.get_paths()["stdlib"])
-    skipped = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "tkinter", "turtledemo"}
-    texts = []
+    return source_docstrings(Path(sysconfig.get_paths()["stdlib"]), {"site-packages", "dist-packages", "idlelib",
+                                                                    "lib2to3", "tkinter", "turtledemo"})
+
+
+def site_packages_docstrings(limit: int) -> list[str]:
+    """The installed packages' own docstrings (transformers, torch, numpy, pandas, sympy, ...: BSD, Apache and
+    MIT licences), read in place for this benchmark and kept nowhere: the first `limit` characters of them, the
+    files in sorted path order so that every run reads the same text."""
+    import sysconfig
+
+    return source_docstrings(Path(sysconfig.get_paths()["purelib"]), {"__pycache__"}, limit)
+
+
+def source_docstrings(root: Path, skipped: set[str], limit: int | None = None) -> list[str]:
+    """Every docstring over 80 characters and without Hangul in the .py files under root (read with ast, nothing
+    imported; a file that does not parse is passed over), test directories and `skipped` left out, until `limit`
+    characters."""
+    import ast
+
+    skipped = skipped | {"test", "tests"}
+    texts, seen, total = [], set(), 0
     for path in sorted(root.rglob("*.py")):
         if skipped & set(path.relative_to(root).parts):
             continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
+        except (SyntaxError, UnicodeDecodeError, ValueError):  # ValueError: a null byte, before Python 3.12
             continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node)
-                if doc and len(doc) > 80 and not HANGUL.search(doc):
+                if doc and len(doc) > 80 and doc not in seen and not HANGUL.search(doc):
+                    seen.add(doc)  # copies (transformers' "Copied from" classes) count once toward the limit
                     texts.append(doc)
+                    total += len(doc)
+                    if limit is not None and total >= limit:
+                        return texts
     return texts
 
 
@@ -254,7 +282,9 @@ def base_model(args, base_texts, scratch: Path, started: float):
     losses = train(base, base_data, args.base_steps, args.batch, optimizer, scheduler, args.seed, args.device,
                    report=lambda step, loss: say(f"base step {step}: loss {loss:.3f}", started))
     say(f"base model: loss {losses[0]:.2f} → {losses[-1]:.2f}", started)
-    meta = {"texts": len(base_texts), "korean_in_base": args.base_korean, "whole_stdlib": args.whole_stdlib,
+    meta = {"texts": len(base_texts), "chars": sum(map(len, base_texts)), "korean_in_base": args.base_korean,
+            "whole_stdlib": args.whole_stdlib,
+            "site_packages_chars": args.site_packages_chars if args.site_packages else 0,
             "hidden": args.hidden, "layers": args.layers, "tokens": base_data.numel(),
             "steps": args.base_steps, "batch": args.batch, "parameters": parameters,
             "loss_first": round(losses[0], 3), "loss_last10": round(sum(losses[-10:]) / 10, 3),
@@ -275,6 +305,10 @@ def main() -> None:
     parser.add_argument("--base_korean", action="store_true", help="train the base on some Korean too")
     parser.add_argument("--whole_stdlib", action="store_true",
                         help="the base also reads every docstring of the standard library's source (~3x the English)")
+    parser.add_argument("--site_packages", action="store_true",
+                        help="the base also reads the docstrings of the packages installed beside this Python")
+    parser.add_argument("--site_packages_chars", type=int, default=6_000_000,
+                        help="how many characters of them (the first, in sorted path order; ~40 M in all)")
     parser.add_argument("--base_cache", type=Path, help="keep the base here (trained once, read back after)")
     parser.add_argument("--inits", default=",".join(INITS),
                         help="comma-separated, of: " + "; ".join(f"{name} ({what[2]})" for name, what in INITS.items()))
@@ -302,7 +336,8 @@ def main() -> None:
     seq, batch, device = args.seq, args.batch, args.device
     started = time.perf_counter()
     korean_sample = jsonl_texts(REPO / "data" / "sample" / "ko.jsonl")
-    base_texts = english_texts(args.whole_stdlib) + (korean_sample if args.base_korean else [])
+    base_texts = (english_texts(args.whole_stdlib, args.site_packages_chars if args.site_packages else 0)
+                  + (korean_sample if args.base_korean else []))
     real = [text for name in ("encyclopedia", "dialogue", "qa") for text in jsonl_texts(args.corpus / f"{name}.jsonl")]
     held_out, continued = real[::10], [text for i, text in enumerate(real) if i % 10]
     with tempfile.TemporaryDirectory() as scratch:
