@@ -188,7 +188,9 @@ def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
     decimal digit of the BMP and random texts of digits, separators, emoji and astral digits."""
     import re
 
-    from rankzero.data.pii_checks import _CLUSTER, _QUICK_CLUSTER, number_clusters
+    from rankzero.data.pii_checks import _CLUSTER, number_clusters, quick_cluster
+
+    _QUICK_CLUSTER = quick_cluster()
 
     for code in range(0x10000):
         char = chr(code)

@@ -17,6 +17,7 @@ check digit on hot paths. tests/test_pii.py cross-checks these against python-st
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import re
 import sys
@@ -118,13 +119,16 @@ def _bmp_decimals() -> str:
 # database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
 # holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to _CLUSTER, so
 # the clusters found are _CLUSTER's: a match without one is a _CLUSTER match, and every _CLUSTER match is inside
-# a _QUICK_CLUSTER match (tests/test_pii.py checks the matches are the same).
-_QUICK_CLUSTER = re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL))
+# a quick match (tests/test_pii.py checks the matches are the same). Built at the first scan (~10 ms), not at
+# import: every prepare process imports this module, `--pii off` ones included.
+@functools.cache
+def quick_cluster() -> re.Pattern:
+    return re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL))
 
 
 def number_clusters(text: str, start: int = 0, end: int = sys.maxsize) -> list[re.Match]:
     """_CLUSTER.finditer(text, start, end), as a list."""
-    found = list(_QUICK_CLUSTER.finditer(text, start, end))
+    found = list(quick_cluster().finditer(text, start, end))
     if any(max(match.group()) > "\uffff" for match in found):
         return list(_CLUSTER.finditer(text, start, end))
     return found
