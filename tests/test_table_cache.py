@@ -38,7 +38,7 @@ for name, arrays in tables.items():
 
 
 def run_probe(cache: Path, build_fails: bool) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANKZERO_KERNEL_CACHE": str(cache)}
     if build_fails:
         env["BUILD_FAILS"] = "1"
     return subprocess.run([sys.executable, "-c", PROBE, "probe"], env=env, capture_output=True, text=True)

@@ -4,6 +4,7 @@
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
     grams, windows, marks, runs = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes; MARKS; spans
+    marks, runs = marks_of(texts)                          # the marks alone, of texts as given: what the masker reads
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
@@ -12,11 +13,11 @@ text, and each `window`-character window of the text's words written without spa
 `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
 benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
 
-Hand-written with numba (`nogil`: the tokenizer's threads keep running) because the same work in Python
-(regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's time with --decontaminate,
-and the same in numpy (a pass per step over the whole batch) at about 35; no library hashes word n-grams
-and spaceless windows of Unicode text in one pass. The kernel is compiled once and cached on disk (numba's
-`cache=True`); a process still pays for importing numba and loading it (bench/RESULTS.md).
+One loop per character in C (passes.c, through native.py: no GIL held, so the tokenizer's threads keep running)
+because the same work in Python (regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's
+time with --decontaminate; no library hashes word n-grams and spaceless windows of Unicode text in one pass.
+ngram_reference.py defines the same numbers in whole-array numpy: what a process without a C compiler runs, and
+what the tests hold the compiled pass to.
 """
 
 from __future__ import annotations
@@ -28,15 +29,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rankzero.data import native
+from rankzero.data.hashing import AT_SIGN, COLONS, NUMBER_RUN, NUMBERS, PASSPORT  # noqa: F401 (re-exported)
 from rankzero.data.table_cache import cached
 
 _ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
 
 
-# What `scan` marks in a text, by pii.PiiMasker.find's own tests: a run of 7 digits and cluster separators (pii.py's
-# number clusters), an '@' (e-mail), "::" or 7 colons (IPv6), "여권" or "assport" (passport numbers). A text with
-# none of them gives the masker nothing to look at.
-NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
 MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT
 
 
@@ -172,28 +171,46 @@ def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; a uint8
     of MARKS per text: what of pii.py's candidates it may hold; and per text the [start, end) offsets that hold
-    every run of NUMBER_RUN digits and separators with a digit (0, 0 for none): where its clusters can be. A clear NUMBERS bit proves the text holds no
-    number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
+    every run of NUMBER_RUN digits and separators with a digit (0, 0 for none): where its clusters can be. A clear
+    NUMBERS bit proves the text holds no number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
     separators (a digit to a digit) and composes none of them with a neighbour (tests/test_pii.py checks every
     code point), so a run of them only grows. The other bits are exact for the text scanned; only for a text
     that `prepare` returned unchanged are they the masker's own tests (ContaminationIndex.find_with_marks)."""
+    passes = native.library()
+    if passes is None:
+        from rankzero.data.ngram_reference import scan_reference
+
+        return scan_reference(codes, offsets, n, window, step, bitmap)
+    return _compiled_scan(passes, codes, offsets, n, window, step, bitmap, hashing=True)
+
+
+def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """scan's marks and number runs of each text as given (no `prepare`: the masker reads the text as given), with
+    no hash formed: what the PII masker needs to skip most documents, where no --decontaminate pass gives it.
+    None where the compiled pass is unavailable (the masker then looks at every text itself)."""
+    passes = native.library()
+    if passes is None:
+        return None
+    codes, offsets = code_points(texts)
+    _, _, marks, runs = _compiled_scan(passes, codes, offsets, 1, 1, 1, Bitmap.everything(), hashing=False)
+    return marks, runs
+
+
+def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int, bitmap: Bitmap,
+                   hashing: bool) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     astral, astral_folds = _astral_folds(codes)
     # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
     # reserves the memory, and the pages written are those of the few hashes that pass.
-    grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
-    windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
-                     np.empty(len(codes) // step + len(offsets), np.int64))
+    gram_room = (len(codes) // 2 + len(offsets)) if hashing else 0
+    window_room = (len(codes) // step + len(offsets)) if hashing else 0
+    grams = Hashes(np.empty(gram_room, np.uint64), np.empty(gram_room, np.int64))
+    windows = Hashes(np.empty(window_room, np.uint64), np.empty(window_room, np.int64))
     marks = np.zeros(len(offsets) - 1, dtype=np.uint8)
     runs = np.zeros((len(offsets) - 1, 2), dtype=np.int64)
-    gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows, _kinds_table(), marks, runs)
+    counts = np.zeros(2, dtype=np.int64)
+    passes.scan(codes, offsets, len(offsets) - 1, _fold_table(), astral, len(astral), astral_folds, n, window, step,
+                int(hashing), bitmap.bits, len(bitmap.bits), _kinds_table(), np.zeros(n, np.uint64),
+                np.zeros(window, np.uint64), *grams, *windows, marks, runs, counts)
+    gram_count, window_count = counts.tolist()
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
             Hashes(windows.values[:window_count], windows.owners[:window_count]), marks, runs)
-
-
-@lru_cache(maxsize=1)
-def _kernel():
-    """The compiled kernel: numba is imported only when a decontamination index is used."""
-    from rankzero.data._ngram_kernel import scan_kernel
-
-    return scan_kernel

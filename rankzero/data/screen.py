@@ -27,7 +27,7 @@ import xxhash
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
-from rankzero.data.ngram_scan import MARKS, NUMBERS
+from rankzero.data.ngram_scan import MARKS, NUMBERS, marks_of
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -94,9 +94,11 @@ class Screen:
             report["dropped"][EVAL_OVERLAP] = len(overlapping)
         if self.masker is None:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
+        if self.index is None:  # the same marks from a pass of their own, without the GIL (None: no compiled pass)
+            marks, runs = marks_of(texts) or (marks, runs)
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
-            if not marks[number]:  # most documents with --decontaminate: nothing the masker looks for
+            if not marks[number]:  # most documents: nothing the masker looks for
                 kept.append(documents[number])
                 continue
             numbers = bool(marks[number] & NUMBERS)

@@ -1,0 +1,249 @@
+/* The per-character passes of near dedup (dedup/kernel.py) and decontamination (ngram_scan.py), in C.
+ *
+ * native.py compiles this file at a process's first use with the system's C compiler, once per installation (the
+ * library is cached beside the tables of table_cache.py), and calls it through ctypes, which releases the GIL for
+ * the call: the stage's encode threads keep running. The constants (bases, table markers, mark bits) are not
+ * written here: native.py puts their Python definitions (hashing.C_CONSTANTS) in front of this file as #defines,
+ * so the compiled passes and the numpy references read the same numbers. The references (dedup/shingles.py, ngram_reference.py) define
+ * what each function returns; tests/test_dedup_kernel.py and tests/test_ngram_reference.py hold the two equal.
+ *
+ * Why C rather than numba, which these passes were written in before: numba's start (its import, then its
+ * target's registries at the first call of cached code) cost ~0.35 CPU-s and ~90 MB in every process that used
+ * a pass; loading this library costs ~1 ms and ~100 KB (bench/RESULTS.md). Every integer is unsigned 64-bit
+ * where a hash is formed: C's wrap-around is the mod 2**64 of the references.
+ */
+#include <stdint.h>
+
+static inline uint64_t fmix64(uint64_t value) {
+    value ^= value >> 33;
+    value *= 0xFF51AFD7ED558CCDULL;
+    value ^= value >> 33;
+    value *= 0xC4CEB9FE1A85EC53ULL;
+    value ^= value >> 33;
+    return value;
+}
+
+/* The index of `code` in the sorted `codes` (it is there: the caller took them from the same text). */
+static inline int64_t find_code(const uint32_t *codes, int64_t count, uint32_t code) {
+    int64_t low = 0, high = count;
+    while (low < high) {
+        int64_t middle = (low + high) / 2;
+        if (codes[middle] < code) low = middle + 1; else high = middle;
+    }
+    return low;
+}
+
+/* ---- near dedup: dedup/kernel.py ------------------------------------------------------------------------ */
+
+/* The syllable that `previous` and `code` compose into under NFKC (Unicode's Hangul composition), or 0. */
+static inline uint32_t hangul(uint32_t previous, uint32_t code) {
+    if (previous >= 0x1100 && previous <= 0x1112 && code >= 0x1161 && code <= 0x1175)  /* initial + vowel */
+        return 0xAC00 + ((previous - 0x1100) * 21 + (code - 0x1161)) * 28;
+    if (previous >= 0xAC00 && previous <= 0xD7A3 && (previous - 0xAC00) % 28 == 0 && code >= 0x11A8 && code <= 0x11C2)
+        return previous + code - 0x11A7;  /* syllable without a final + final */
+    return 0;
+}
+
+/* Writes the word hashes of each unit codes[offsets[u]:offsets[u + 1]] to `words` and their number to counts[u];
+ * a unit with a SLOW code point gets -1 and no words. Returns the number of words written, or -1 when fewer than
+ * `most_words` (the most one code point makes) are left free in `words` (the caller doubles it and calls again).
+ * table: fold of each BMP code point, SLOW, or EXPANDED + i (expansions[i] folds at expansions[i + 1:]). */
+int64_t word_hashes(const uint32_t *codes, const int64_t *offsets, int64_t units, const uint32_t *table,
+                    const uint32_t *expansions, int64_t most_words, const uint32_t *astral_codes, int64_t astral_count,
+                    const uint32_t *astral_folds, uint64_t *words, int64_t words_size, int64_t *counts) {
+    int64_t written = 0;
+    for (int64_t unit = 0; unit < units; unit++) {
+        int64_t first = written, index = offsets[unit], stop = offsets[unit + 1], part = 0, parts_left = 0;
+        uint64_t hash = 0, power = 1, last_power = 0;
+        int in_word = 0, slow = 0;
+        uint32_t previous = 0;  /* the previous code point's fold: Hangul composes only with its neighbour */
+        for (;;) {
+            uint32_t value;
+            if (parts_left) {  /* the folds of an expanded code point, one at a time */
+                value = expansions[part++];
+                parts_left--;
+            } else {
+                if (index == stop) break;
+                if (written + most_words > words_size) return -1;
+                uint32_t code = codes[index++];
+                value = code < 0x10000 ? table[code] : astral_folds[find_code(astral_codes, astral_count, code)];
+                if (value >= EXPANDED && value != DELETE) {
+                    if (value == SLOW) {
+                        slow = 1;
+                        break;
+                    }
+                    part = (int64_t)(value - EXPANDED) + 1;
+                    parts_left = expansions[part - 1];
+                    continue;
+                }
+            }
+            if (value == 0 || value == DELETE) {
+                if (value == 0 && in_word) {
+                    words[written++] = fmix64(hash);
+                    in_word = 0;
+                }
+                previous = value;
+                continue;
+            }
+            if (in_word && (uint32_t)(value - 0x1161) <= 0x11C2 - 0x1161) {  /* a vowel or a final */
+                uint32_t composed = hangul(previous, value);
+                if (composed) {  /* replaces the word's last code point: its term is redone at its power */
+                    hash += ((uint64_t)composed - (uint64_t)previous) * last_power;
+                    previous = composed;
+                    continue;
+                }
+            }
+            if (!in_word) {
+                hash = 0;
+                power = 1;
+                in_word = 1;
+            }
+            hash += (uint64_t)value * power;  /* sum c_i * B**i over the word (shingles.py) */
+            last_power = power;
+            power *= WORD_BASE;
+            previous = value;
+        }
+        if (slow) {
+            written = first;
+            counts[unit] = -1;
+            continue;
+        }
+        if (in_word) words[written++] = fmix64(hash);
+        counts[unit] = written - first;
+    }
+    return written;
+}
+
+/* The hash of every `shingle_words` consecutive words of each text (shingles.py), written to `out`; per text how
+ * many. `position`: one odd multiplier per place in the shingle. */
+void shingle_hashes(const uint64_t *words, const int64_t *per_text, int64_t texts, const uint64_t *position,
+                    int64_t shingle_words, uint64_t *out, int64_t *out_per_text) {
+    int64_t at_word = 0, at_out = 0;
+    for (int64_t text = 0; text < texts; text++) {
+        int64_t count = per_text[text] - shingle_words + 1;
+        if (count < 0) count = 0;
+        for (int64_t start = at_word; start < at_word + count; start++) {
+            uint64_t mixed = 0;
+            for (int64_t place = 0; place < shingle_words; place++) mixed += words[start + place] * position[place];
+            out[at_out++] = fmix64(mixed);
+        }
+        out_per_text[text] = count;
+        at_word += per_text[text];
+    }
+}
+
+/* ---- decontamination: ngram_scan.py ---------------------------------------------------------------------- */
+
+/* Whether `value`'s bit is set in the bitmap of `words` 64-bit words (a power of two). */
+static inline int passes(const uint64_t *bits, int64_t words, uint64_t value) {
+    uint64_t slot = value & (uint64_t)(words * 64 - 1);
+    return (int)((bits[slot >> 6] >> (slot & 63)) & 1);
+}
+
+/* See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp: times
+ * the base, plus the newest, minus the oldest times base**length), so each costs the same whatever n and window
+ * are; the oldest word and letter come from rings of the last n and `window` (`word_ring`, `letter_ring`: scratch
+ * the caller gives). With `hashing` 0 no hash is formed: the marks alone (ngram_scan.marks_of). Hashes whose bit
+ * is set go to grams/windows with the text they come from; counts[0] and counts[1] get how many. marks[text] gets
+ * NUMBERS where the text has a run of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of
+ * pii_checks.py's number clusters) holding a digit (2), astral code points counting as digits; AT_SIGN for an
+ * '@'; COLONS for "::" or a seventh colon; PASSPORT for "여권" or "assport". runs[2 * text], runs[2 * text + 1]:
+ * [start of the first run that set NUMBERS, end of the last), in the text. */
+void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
+          const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds, int64_t n, int64_t window,
+          int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words, const uint8_t *kinds,
+          uint64_t *word_ring, uint64_t *letter_ring, uint64_t *grams, int64_t *gram_owners, uint64_t *windows,
+          int64_t *window_owners, uint8_t *marks, int64_t *runs, int64_t *counts) {
+    int64_t gram_count = 0, window_count = 0;
+    uint64_t gram_power = 1, window_power = 1;
+    for (int64_t i = 0; i < n; i++) gram_power *= GRAM_BASE;
+    for (int64_t i = 0; i < window; i++) window_power *= WINDOW_BASE;
+    for (int64_t text = 0; text < texts; text++) {
+        for (int64_t i = 0; i < n; i++) word_ring[i] = 0;
+        for (int64_t i = 0; i < window; i++) letter_ring[i] = 0;
+        int64_t word_count = 0, word_slot = 0, letter_slot = 0, until_window = window, length = 0, run = 0;
+        int64_t colons = 0;
+        uint64_t gram = 0, rolling = 0, hash = 0, ascii_tail = 0;
+        uint32_t previous = 0;
+        int digit = 0;
+        uint8_t mark = 0;
+        int64_t start = offsets[text], end = offsets[text + 1];
+        for (int64_t at = start; at <= end; at++) {  /* one step past the end closes the last word */
+            uint64_t code = 0;  /* the lower-cased word character, or 0: a break (and the end of the text) */
+            if (at < end) {
+                uint32_t raw = codes[at];
+                int kind;
+                if (raw < 128) {
+                    ascii_tail = ((ascii_tail << 8) | raw) & 0xFFFFFFFFFFFFFFULL;  /* the last seven */
+                    if (raw == '@') {
+                        mark |= AT_SIGN;
+                    } else if (raw == ':') {
+                        colons++;
+                        if (previous == ':' || colons >= 7) mark |= COLONS;
+                    } else if (raw == 't' && ascii_tail == 0x617373706F7274ULL) {  /* "assport" */
+                        mark |= PASSPORT;
+                    }
+                } else {
+                    ascii_tail = 0;
+                    if (raw == 0xAD8C && previous == 0xC5EC) mark |= PASSPORT;  /* 권 after 여 */
+                }
+                previous = raw;
+                if (raw < 0x10000) {
+                    code = table[raw];
+                    kind = kinds[raw];
+                } else {
+                    code = astral_folds[find_code(astral, astral_count, raw)];
+                    kind = 2;
+                }
+                if (kind) {
+                    run++;
+                    digit = digit || kind == 2;
+                    if (run >= NUMBER_RUN && digit) {
+                        if (!(mark & NUMBERS)) {
+                            mark |= NUMBERS;
+                            runs[2 * text] = at - start - run + 1;
+                        }
+                        runs[2 * text + 1] = at - start + 1;
+                    }
+                } else {
+                    run = 0;
+                    digit = 0;
+                }
+            }
+            if (!hashing) continue;
+            if (code) {
+                hash = hash * WORD_BASE + code;
+                length++;
+                rolling = rolling * WINDOW_BASE + code - letter_ring[letter_slot] * window_power;
+                letter_ring[letter_slot] = code;
+                if (++letter_slot == window) letter_slot = 0;
+                if (--until_window == 0) {
+                    until_window = step;
+                    uint64_t value = fmix64(rolling);
+                    if (passes(bits, bit_words, value)) {
+                        windows[window_count] = value;
+                        window_owners[window_count++] = text;
+                    }
+                }
+            } else if (length) {
+                uint64_t word_hash = fmix64(hash ^ (uint64_t)length);
+                gram = gram * GRAM_BASE + word_hash - word_ring[word_slot] * gram_power;
+                word_ring[word_slot] = word_hash;
+                if (++word_slot == n) word_slot = 0;
+                word_count++;
+                hash = 0;
+                length = 0;
+                if (word_count >= n) {
+                    uint64_t value = fmix64(gram);
+                    if (passes(bits, bit_words, value)) {
+                        grams[gram_count] = value;
+                        gram_owners[gram_count++] = text;
+                    }
+                }
+            }
+        }
+        marks[text] |= mark;
+    }
+    counts[0] = gram_count;
+    counts[1] = window_count;
+}
