@@ -10,8 +10,7 @@ text, hashed as sum word_j * POSITION_j, mixed again. A text of fewer than 5 wor
 
 This module is their definition, in a few whole-batch numpy operations per piece of text: the reference the
 compiled pass (kernel.py) must match bit for bit (tests/test_dedup_kernel.py), the table of the folding both
-use, and what the pipeline itself runs on a process's first minhash.NUMPY_CHARS characters, before numba's
-start pays (minhash.shingle_hashes).
+use, and what the pipeline runs where no C compiler could build the compiled pass (minhash.shingle_hashes).
 """
 
 from __future__ import annotations
