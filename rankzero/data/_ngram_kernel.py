@@ -5,13 +5,10 @@ import numba
 import numpy as np
 
 from rankzero.data.hashing import compiled, fmix64
+# The constants are ngram_reference.py's, the definition this kernel must match (tests/test_ngram_reference.py).
+from rankzero.data.ngram_reference import AT_SIGN, COLONS, GRAM_BASE, NUMBER_RUN, NUMBERS, PASSPORT, WINDOW_BASE, \
+    WORD_BASE
 
-_WORD_BASE = np.uint64(0x100000001B3)
-_WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
-_GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
-NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
-# The marks (ngram_scan.MARKS): what of pii.py's candidates a text may hold.
-_NUMBERS, _AT, _COLONS, _PASSPORT = 1, 2, 4, 8
 _ASSPORT = np.uint64(int.from_bytes(b"assport", "big"))  # the last seven ASCII code points, a byte each
 _SEVEN_BYTES = np.uint64((1 << 56) - 1)
 
@@ -32,20 +29,20 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
     times the base, plus the newest, minus the oldest times base**length; mod 2**64), so each costs the same
     whatever n and window are; the oldest word and character come from rings of the last n and `window`. The
     hashes that pass go to the output arrays, which the caller sizes for every possible one; returns how many.
-    Beside them, marks[text] gets _NUMBERS where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2
+    Beside them, marks[text] gets NUMBERS where the text has a run of NUMBER_RUN characters of `kinds` 1 or 2
     (digits and the separators of pii_checks.py's number clusters) holding a digit (2), astral code points counting as
-    digits; _AT for an '@'; _COLONS for "::" or 7 colons; _PASSPORT for "여권" or "assport". runs[text] gets where
-    the runs that set _NUMBERS lie: [start of the first, end of the last), offsets within the text."""
+    digits; AT_SIGN for an '@'; COLONS for "::" or 7 colons; PASSPORT for "여권" or "assport". runs[text] gets where
+    the runs that set NUMBERS lie: [start of the first, end of the last), offsets within the text."""
     gram_count = 0
     window_count = 0
     words = np.zeros(n, np.uint64)
     chars = np.zeros(window, np.uint64)
     gram_power = np.uint64(1)
     for _ in range(n):
-        gram_power *= _GRAM_BASE
+        gram_power *= GRAM_BASE
     window_power = np.uint64(1)
     for _ in range(window):
-        window_power *= _WINDOW_BASE
+        window_power *= WINDOW_BASE
     for text in range(len(offsets) - 1):
         words[:] = 0
         chars[:] = 0
@@ -71,17 +68,17 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
                 if raw < 128:
                     ascii_tail = ((ascii_tail << np.uint64(8)) | np.uint64(raw)) & _SEVEN_BYTES
                     if raw == 64:
-                        marks[text] |= _AT
+                        marks[text] |= AT_SIGN
                     elif raw == 58:
                         colons += 1
                         if previous == 58 or colons >= 7:
-                            marks[text] |= _COLONS
+                            marks[text] |= COLONS
                     elif raw == 116 and ascii_tail == _ASSPORT:
-                        marks[text] |= _PASSPORT
+                        marks[text] |= PASSPORT
                 else:
                     ascii_tail = np.uint64(0)
                     if raw == 0xAD8C and previous == 0xC5EC:  # 권 after 여
-                        marks[text] |= _PASSPORT
+                        marks[text] |= PASSPORT
                 previous = raw
                 if codes[at] < 65536:
                     code = np.uint64(table[codes[at]])
@@ -93,17 +90,17 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
                     run += 1
                     digit = digit or kind == 2
                     if run >= NUMBER_RUN and digit:
-                        if not marks[text] & _NUMBERS:
-                            marks[text] |= _NUMBERS
+                        if not marks[text] & NUMBERS:
+                            marks[text] |= NUMBERS
                             runs[text, 0] = at - offsets[text] - run + 1
                         runs[text, 1] = at - offsets[text] + 1
                 else:
                     run = 0
                     digit = False
             if code:
-                hash_ = hash_ * _WORD_BASE + code
+                hash_ = hash_ * WORD_BASE + code
                 length += 1
-                rolling = rolling * _WINDOW_BASE + code - chars[char_slot] * window_power
+                rolling = rolling * WINDOW_BASE + code - chars[char_slot] * window_power
                 chars[char_slot] = code
                 char_slot += 1
                 if char_slot == window:
@@ -119,7 +116,7 @@ def scan_kernel(codes, offsets, table, astral, astral_folds, n, window, step, bi
                         window_count += 1
             elif length:
                 word_hash = _fmix64(hash_ ^ np.uint64(length))
-                gram = gram * _GRAM_BASE + word_hash - words[word_slot] * gram_power
+                gram = gram * GRAM_BASE + word_hash - words[word_slot] * gram_power
                 words[word_slot] = word_hash
                 word_slot += 1
                 if word_slot == n:
