@@ -4,8 +4,8 @@
 
 One process. The texts are read, `prepare`d and turned into code points in batches of --batch texts first (not
 counted); numba's start is paid by a first call on one text (not counted). Each round then times, in CPU seconds
-of this process (time.process_time: the pass is single-threaded), one pass of each path over every batch, in
-alternating order, and checks that both give the same hashes, marks and runs. MB are the texts' UTF-8 bytes.
+of this process (time.process_time: the pass is single-threaded), --repeat passes of each path over every batch,
+the paths in alternating order, and checks that both give the same hashes, marks and runs. MB are the texts' UTF-8 bytes.
 Printed: per round both rates and their ratio, then the medians.
 """
 
@@ -22,10 +22,12 @@ from rankzero.data.ngram_reference import scan_reference
 from rankzero.data.ngram_scan import Bitmap, code_points, prepare, scan
 
 
-def one_pass(function, batches, bitmap) -> tuple[float, list]:
+def passes(function, batches, bitmap, repeat: int) -> tuple[float, list]:
+    """CPU seconds per pass over all batches (the mean of `repeat`), and the last pass's results."""
     before = time.process_time()
-    results = [function(codes, offsets, 8, 8, 4, bitmap) for codes, offsets in batches]
-    return time.process_time() - before, results
+    for _ in range(repeat):
+        results = [function(codes, offsets, 8, 8, 4, bitmap) for codes, offsets in batches]
+    return (time.process_time() - before) / repeat, results
 
 
 def same(left, right) -> bool:
@@ -37,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10, help="passes per path per round (a pass is ms)")
     parser.add_argument("--batch", type=int, default=1000, help="texts per call (the stage hands chunks over)")
     parser.add_argument("--bitmap", choices=["everything", "sparse"], default="sparse",
                         help="sparse: a bitmap of 10,000 random keys, as an index of benchmark items gives")
@@ -55,7 +58,7 @@ def main() -> None:
         order = [("kernel", scan), ("numpy", scan_reference)][::1 if round_ % 2 == 0 else -1]
         seconds, results = {}, {}
         for name, function in order:
-            seconds[name], results[name] = one_pass(function, batches, bitmap)
+            seconds[name], results[name] = passes(function, batches, bitmap, args.repeat)
         assert same(results["kernel"], results["numpy"]), "the paths differ"
         for name in ("kernel", "numpy"):
             rates[name].append(megabytes / seconds[name])

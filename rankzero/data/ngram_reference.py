@@ -87,7 +87,9 @@ def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def scan_reference(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
                    bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
-    """ngram_scan.scan (same arguments, `bitmap` an ngram_scan.Bitmap; same results, bit for bit), in numpy."""
+    """ngram_scan.scan (same arguments, `bitmap` an ngram_scan.Bitmap; same results, bit for bit), in numpy: about a
+    fifth of the numba kernel's speed on real Korean, ~34 bytes of arrays per code point at the peak
+    (bench/RESULTS.md)."""
     assert n >= 1 and window >= 1 and step >= 1, (n, window, step)
     codes, offsets = np.asarray(codes, dtype=np.uint32), np.asarray(offsets, dtype=np.int64)
     folds, kinds = _classify(codes)
@@ -115,13 +117,50 @@ def _classify(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return folds, kinds
 
 
-def _powers(base: np.uint64, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(base**i, base**-i) mod 2**64 for i < count. np.cumprod's uint64 products wrap, as the kernel's do."""
-    inverse = np.uint64(pow(int(base), -1, 1 << 64))
-    forward, backward = np.full(count, base, dtype=np.uint64), np.full(count, inverse, dtype=np.uint64)
-    if count:
-        forward[0] = backward[0] = 1
-    return np.cumprod(forward, out=forward), np.cumprod(backward, out=backward)
+# A power base**i is base**(i mod _BLOCK) times base**(_BLOCK * (i // _BLOCK)): a table of _BLOCK + 1 powers kept per
+# base, and per call one of count / _BLOCK, instead of a cumulative product over every letter (8x the time).
+_BLOCK_BITS = 12
+_BLOCK = 1 << _BLOCK_BITS
+
+
+@lru_cache(maxsize=None)
+def _block_powers(base: int) -> np.ndarray:
+    """base**i mod 2**64 for i <= _BLOCK (np.cumprod's uint64 products wrap, as the kernel's do)."""
+    powers = np.full(_BLOCK + 1, base, dtype=np.uint64)
+    powers[0] = 1
+    return np.cumprod(powers)
+
+
+def _powers(base: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(base**i for i < _BLOCK, base**(_BLOCK * j) for j <= count // _BLOCK)."""
+    low = _block_powers(base)
+    high = np.full(count // _BLOCK + 1, low[_BLOCK], dtype=np.uint64)
+    high[0] = 1
+    return low[:_BLOCK], np.cumprod(high, out=high)
+
+
+def _powers_at(base: int, exponents: np.ndarray) -> np.ndarray:
+    """base**e mod 2**64 for each of `exponents` (int64, not negative)."""
+    low, high = _powers(base, int(exponents.max()) if len(exponents) else 0)
+    return low[exponents & (_BLOCK - 1)] * high[exponents >> _BLOCK_BITS]
+
+
+def _times_powers(items: np.ndarray, base: int) -> np.ndarray:
+    """items[i] * base**i mod 2**64 for every i: whole blocks of _BLOCK as rows of a matrix, times both tables."""
+    low, high = _powers(base, len(items))
+    whole = len(items) - len(items) % _BLOCK
+    result = np.empty_like(items)
+    rows = result[:whole].reshape(-1, _BLOCK)
+    np.multiply(items[:whole].reshape(-1, _BLOCK), low, out=rows)
+    rows *= high[:len(rows), None]
+    np.multiply(items[whole:], low[:len(items) - whole], out=result[whole:])
+    result[whole:] *= high[len(rows)]
+    return result
+
+
+def _inverse(base: np.uint64) -> int:
+    """base**-1 mod 2**64: every base is odd, so it exists."""
+    return pow(int(base), -1, 1 << 64)
 
 
 def _words(letters: np.ndarray, positions: np.ndarray, letter_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,10 +175,9 @@ def _words(letters: np.ndarray, positions: np.ndarray, letter_offsets: np.ndarra
     starts[letter_offsets[letter_offsets < count]] = True
     word_starts = np.flatnonzero(starts)
     word_ends = np.append(word_starts[1:], count)  # exclusive
-    forward, backward = _powers(WORD_BASE, count)
     # sum c_i B**(end-1-i) over a word: B**(end-1) times the sum of c_i B**-i (kernel: hash = hash * B + c).
-    hashes = np.add.reduceat(letters * backward, word_starts)
-    hashes *= forward[word_ends - 1]
+    hashes = np.add.reduceat(_times_powers(letters, _inverse(WORD_BASE)), word_starts)
+    hashes *= _powers_at(int(WORD_BASE), word_ends - 1)
     hashes ^= (word_ends - word_starts).astype(np.uint64)
     return fmix64(hashes), np.searchsorted(word_starts, letter_offsets)
 
@@ -158,12 +196,11 @@ def _rolled(items: np.ndarray, item_offsets: np.ndarray, width: int, step: int, 
     firsts = np.cumsum(counts) - counts  # where each text's spans begin in `owners`
     ends = item_offsets[owners] + (width - 1)  # inclusive: the span's last item
     ends += (np.arange(len(owners), dtype=np.int64) - firsts[owners]) * step
-    forward, backward = _powers(base, len(items))
     prefix = np.zeros(len(items) + 1, dtype=np.uint64)  # prefix[i]: sum of items_j * base**-j for j < i
-    np.cumsum(items * backward, out=prefix[1:])
+    np.cumsum(_times_powers(items, _inverse(base)), out=prefix[1:])
     values = prefix[ends + 1]
     values -= prefix[ends + 1 - width]
-    values *= forward[ends]
+    values *= _powers_at(int(base), ends)
     fmix64(values)
     slot = values & np.uint64(len(bits) * 64 - 1)
     passes = ((bits[(slot >> np.uint64(6)).astype(np.int64)] >> (slot & np.uint64(63))) & np.uint64(1)).astype(bool)
@@ -199,17 +236,20 @@ def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[n
 
     # Runs of kinds 1 and 2 (digits, separators) within one text, [start, end); a run of NUMBER_RUN or more
     # that holds a digit sets NUMBERS.
-    nonzero = np.concatenate(([0], kinds != 0, [0])).astype(np.int8)
-    edges = np.diff(nonzero)
+    nonzero = np.zeros(len(kinds) + 2, dtype=np.int8)  # one 0 either side: every run starts and ends
+    np.not_equal(kinds, 0, out=nonzero[1:-1])
+    changes = np.flatnonzero(np.diff(nonzero))  # a run's start, then its end, alternately
+    starts, ends = changes[0::2], changes[1::2]
     inner = offsets[1:-1]
-    inner = inner[nonzero[inner] & nonzero[inner + 1] == 1]  # a run that a text boundary splits
-    starts = np.sort(np.concatenate((np.flatnonzero(edges == 1), inner)))
-    ends = np.sort(np.concatenate((np.flatnonzero(edges == -1), inner)))
+    inner = inner[nonzero[inner] & nonzero[inner + 1] == 1]
+    if len(inner):  # a text boundary splits these runs in two
+        starts, ends = np.sort(np.concatenate((starts, inner))), np.sort(np.concatenate((ends, inner)))
     long = ends - starts >= NUMBER_RUN
     starts, ends = starts[long], ends[long]
-    digits = np.flatnonzero(kinds == 2)
-    holds_digit = np.searchsorted(digits, starts) < np.searchsorted(digits, ends)
-    starts, ends = starts[holds_digit], ends[holds_digit]
+    if len(starts):
+        digits = np.flatnonzero(kinds == 2)
+        holds_digit = np.searchsorted(digits, starts) < np.searchsorted(digits, ends)
+        starts, ends = starts[holds_digit], ends[holds_digit]
     if len(starts):
         run_owners = owner(starts)
         marks[run_owners] |= NUMBERS
