@@ -12,6 +12,8 @@ import pytest
 from rankzero.data import native
 from rankzero.data.dedup import kernel, minhash, shingles
 
+pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: kernel.py's pass is not built")
+
 def reference_words(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Word hashes by shingles.py's numpy path (what its 5-grams are made of), flat, and each text's count."""
     words, per_text = [], np.zeros(len(texts), np.int64)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data import ngram_scan, table_cache
+from rankzero.data import ngram_reference, table_cache
 from rankzero.data.dedup import kernel, shingles
 from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
@@ -22,14 +22,15 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_scan
+from rankzero.data import ngram_reference
 from rankzero.data.dedup import kernel, shingles
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
-    ngram_scan._build_tables = kernel._build_normalising_table = kernel._build_composing_seconds = fail
+    ngram_reference._build_tables = kernel._build_normalising_table = kernel._build_composing_seconds = fail
     shingles._build_fold_table = fail
-tables = {"ngram_scan": [ngram_scan._fold_table(), ngram_scan._kinds_table()], "shingles": [shingles.fold_table()],
+tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
+          "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
           "composing_seconds": [sorted(kernel._composing_seconds())]}
 for name, arrays in tables.items():
@@ -59,14 +60,14 @@ def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point
     """Read back from a cache file (what every process after the first uses), against the definitions one code
     point at a time (normalising_table's: tests/test_dedup_kernel.py)."""
     monkeypatch.setattr(table_cache, "cache_directory", lambda source: tmp_path)
-    for function in (ngram_scan._tables, shingles.fold_table):
+    for function in (ngram_reference._tables, shingles.fold_table):
         function.cache_clear()
         function()
         function.cache_clear()
     try:
-        fold, kinds, folds = ngram_scan._fold_table(), ngram_scan._kinds_table(), shingles.fold_table()
+        fold, kinds, folds = ngram_reference._fold_table(), ngram_reference._kinds_table(), shingles.fold_table()
     finally:
-        ngram_scan._tables.cache_clear()
+        ngram_reference._tables.cache_clear()
         shingles.fold_table.cache_clear()
     assert len(list(tmp_path.glob("*.npz"))) == 2
     for code in range(0x10000):

@@ -25,23 +25,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import NamedTuple
 
 import numpy as np
 
 from rankzero.data import native
-from rankzero.data.hashing import AT_SIGN, COLONS, NUMBER_RUN, NUMBERS, PASSPORT  # noqa: F401 (re-exported)
-from rankzero.data.table_cache import cached
-
-_ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
-
-
-MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT
-
-
-class Hashes(NamedTuple):
-    values: np.ndarray  # uint64
-    owners: np.ndarray  # int64: the index of the text each hash comes from
+# What scan computes is defined there, with its constants and code point tables (MARKS, NUMBERS and Hashes are
+# read from here by decontaminate.py and screen.py).
+from rankzero.data.ngram_reference import ASTRAL, MARKS, NUMBERS, Hashes, _astral_folds, _fold_table, _kinds_table
 
 
 def prepare(text: str) -> str:
@@ -92,50 +82,11 @@ def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return codes, offsets
 
 
-def _fold(code: int) -> int:
-    """A code point's lower case if that is a word character (`str.isalnum`), else 0: a word break."""
-    lower = chr(code).lower()
-    return ord(lower) if len(lower) == 1 and lower.isalnum() else 0
-
-
-def _kinds_table() -> np.ndarray:
-    """2 for a decimal digit (what `\\d` matches), 1 for a separator of the masker's number clusters
-    (pii_checks.py), else 0 (BMP)."""
-    return _tables()["kinds"]
-
-
-def _fold_table() -> np.ndarray:
-    """_fold of each code point of the Basic Multilingual Plane."""
-    return _tables()["fold"]
-
-
-@lru_cache(maxsize=1)
-def _tables() -> dict[str, np.ndarray]:
-    """Both tables, from this installation's cache after a first build (table_cache.py: 0.03 CPU-s a process)."""
-    from rankzero.data import pii_checks
-
-    return cached("ngram_scan", _build_tables, [__file__, pii_checks.__file__])
-
-
-def _build_tables() -> dict[str, np.ndarray]:
-    from rankzero.data.pii_checks import CLUSTER_SEPARATORS
-
-    kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
-                         for code in range(_ASTRAL)), dtype=np.uint8, count=_ASTRAL)
-    return {"fold": np.fromiter(map(_fold, range(_ASTRAL)), dtype=np.uint32, count=_ASTRAL), "kinds": kinds}
-
-
-def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted code points above the BMP in `codes`, the _fold of each)."""
-    astral = np.unique(codes[codes >= _ASTRAL]) if len(codes) and codes.max() >= _ASTRAL else np.empty(0, np.uint32)
-    return astral, np.array([_fold(int(code)) for code in astral], dtype=np.uint32)
-
-
 def letters(codes: np.ndarray) -> str:
     """The word characters of prepared code points, lower-cased, without the breaks between words: what the
     kernel's windows read (for the few texts whose whole question is checked by a substring test)."""
     folded = np.zeros(len(codes), dtype=np.uint32)
-    basic = codes < _ASTRAL
+    basic = codes < ASTRAL
     folded[basic] = _fold_table()[codes[basic]]
     astral, astral_folds = _astral_folds(codes)
     if len(astral):
