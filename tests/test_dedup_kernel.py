@@ -115,7 +115,7 @@ def test_every_canonical_pair_composed_and_decomposed():
 
 
 def test_canonical_pairs_end_below_the_third_plane():
-    """kernel._composing_seconds scans the pair decompositions below U+30000 only."""
+    """unicode_context.composing_seconds scans the pair decompositions below U+30000 only."""
     assert not [code for code in range(0x30000, 0x110000)
                 if len(unicodedata.decomposition(chr(code)).split()) == 2
                 and not unicodedata.decomposition(chr(code)).startswith("<")]

@@ -22,17 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_reference
+from rankzero.data import ngram_reference, unicode_context
 from rankzero.data.dedup import kernel, shingles
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
-    ngram_reference._build_tables = kernel._build_normalising_table = kernel._build_composing_seconds = fail
+    ngram_reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
     shingles._build_fold_table = fail
 tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
-          "composing_seconds": [sorted(kernel._composing_seconds())]}
+          "composing_seconds": [sorted(unicode_context.composing_seconds())]}
 for name, arrays in tables.items():
     print(name, xxhash.xxh3_64_hexdigest(repr([a.tolist() if hasattr(a, "tolist") else a for a in arrays]).encode()))
 """
@@ -76,7 +76,8 @@ def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point
         assert fold[code] == (ord(lower) if len(lower) == 1 and lower.isalnum() else 0), hex(code)
         assert kinds[code] == (2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0), hex(code)
         assert folds[code] == shingles.fold(code), hex(code)
-    assert kernel._composing_seconds() == frozenset(kernel._build_composing_seconds()["codes"].tolist())
+    expected = frozenset(unicode_context.build_composing_seconds()["codes"].tolist())
+    assert unicode_context.composing_seconds() == expected
 
 
 def test_another_python_or_other_source_is_another_file(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.ngram_scan import MARKS, NUMBERS, Bitmap, code_points, letters, prepare, scan
+from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan, scan_texts
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -252,17 +252,8 @@ class ContaminationIndex:
         it may hold (a clear bit proves the text as given holds none of that), and the [start, end) of the text
         that holds all its number clusters (pii.PiiMasker.find's `numbers`)."""
         found: list[set[int]] = [set() for _ in texts]
-        prepared = [prepare(text) for text in texts]
-        codes, offsets = code_points(prepared)
-        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
-        grams, windows, marks, runs = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
-        # Only the number bit is proven through NFKC and lower(); of a text they changed the rest is not known, and
-        # the runs' offsets are those of the changed text: its clusters are looked for in the whole text.
-        changed = np.fromiter((ours is not text for ours, text in zip(prepared, texts)), dtype=bool, count=len(texts))
-        marks[changed] |= MARKS & ~NUMBERS
-        whole = np.flatnonzero(changed & (marks & NUMBERS != 0))
-        runs[whole, 0] = 0
-        runs[whole, 1] = [len(texts[number]) for number in whole.tolist()]
+        # The pass hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
+        grams, windows, marks, runs = scan_texts(texts, N, WINDOW, WINDOW_STEP, self.bitmap)
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
             # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
@@ -276,7 +267,7 @@ class ContaminationIndex:
             spaceless: dict[int, str] = {}
             for document, number in set(zip(windows.owners[query].tolist(), question.tolist())):
                 if document not in spaceless:
-                    spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
+                    spaceless[document] = _spaceless(prepare(texts[document]))
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
         return [sorted(items) for items in found], marks, runs

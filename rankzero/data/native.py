@@ -50,8 +50,8 @@ _I64P = np.ctypeslib.ndpointer(np.int64, flags="C")
 SIGNATURES = {
     "word_hashes": (_I64, [_U32, _I64P, _I64, _U32, _U32, _I64, _U32, _I64, _U32, _U64, _I64, _I64P]),
     "shingle_hashes": (None, [_U64, _I64P, _I64, _U64, _I64, _U64, _I64P]),
-    "scan": (None, [_U32, _I64P, _I64, _U32, _U32, _I64, _U32, _I64, _I64, _I64, _I64, _U64, _I64, _U8, _U64, _U64,
-                    _U64, _I64P, _U64, _I64P, _U8, _I64P, _I64P]),
+    "scan": (None, [_U32, _I64P, _I64, _U32, _U32, _U32, _I64, _U32, _I64, _I64, _I64, _I64, _U64, _I64, _U8, _U64,
+                    _U64, _I64, _U64, _I64P, _U64, _I64P, _U8, _I64P, _U8, _I64P]),
 }
 
 

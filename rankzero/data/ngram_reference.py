@@ -95,6 +95,12 @@ def scan_reference(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, 
     return grams, windows, marks, runs
 
 
+def marks_reference(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """scan_reference's marks and number runs alone."""
+    codes, offsets = np.asarray(codes, dtype=np.uint32), np.asarray(offsets, dtype=np.int64)
+    return _marks(codes, offsets, _classify(codes)[1])
+
+
 def _classify(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(each code point's fold: its lower-cased letter or 0, a break; its kind: 2 a digit, 1 a cluster separator,
     else 0). Above the BMP, kinds are 2: the masker's `\\d` range is the astral planes whole (pii_checks.py)."""

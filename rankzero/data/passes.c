@@ -140,36 +140,54 @@ static inline int passes(const uint64_t *bits, int64_t words, uint64_t value) {
     return (int)((bits[slot >> 6] >> (slot & 63)) & 1);
 }
 
-/* See ngram_scan.scan. One pass over each text's code points. The n-gram and window hashes roll (Rabin-Karp: times
- * the base, plus the newest, minus the oldest times base**length), so each costs the same whatever n and window
- * are; the oldest word and letter come from rings of the last n and `window` (`word_ring`, `letter_ring`: scratch
- * the caller gives). With `hashing` 0 no hash is formed: the marks alone (ngram_scan.marks_of). Hashes whose bit
- * is set go to grams/windows with the text they come from; counts[0] and counts[1] get how many. marks[text] gets
- * NUMBERS where the text has a run of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of
- * pii_checks.py's number clusters) holding a digit (2), astral code points counting as digits; AT_SIGN for an
- * '@'; COLONS for "::" or a seventh colon; PASSPORT for "여권" or "assport". runs[2 * text], runs[2 * text + 1]:
- * [start of the first run that set NUMBERS, end of the last), in the text. */
+/* Whether `value` (a fold) composes with `last` (the fold before it) under NFKC: a Hangul initial consonant and a
+ * vowel, or a syllable without a final and a final. Hangul composes by Unicode's algorithm, not by a table. */
+static inline int composes(uint32_t last, uint32_t value) {
+    if (value >= 0x1161 && value <= 0x1175) return last >= 0x1100 && last <= 0x1112;
+    if (value >= 0x11A8 && value <= 0x11C2) return last >= 0xAC00 && last <= 0xD7A3 && (last - 0xAC00) % 28 == 0;
+    return 0;
+}
+
+/* See ngram_scan.scan and ngram_scan.scan_texts. One pass over each text's code points. The n-gram and window hashes
+ * roll (Rabin-Karp: times the base, plus the newest, minus the oldest times base**length), so each costs the same
+ * whatever n and window are; the oldest word and letter come from rings of the last n and `window` (`word_ring`,
+ * `letter_ring`: scratch the caller gives). `hashing`: 0, no hash is formed (the marks alone: ngram_scan.marks_of); 1,
+ * the code points are NFKC already (ngram_scan.scan); 2, they are as read (ngram_scan.scan_texts).
+ *
+ * `table` gives each BMP code point's fold (its lower-cased letter, or 0: a break), or EXPANDED + i: several folds,
+ * expansions[i] of them at expansions[i + 1:] (NFKC's "㈜" is "(주)"), or SLOW: a code point NFKC treats in context.
+ * With `hashing` 2, a text with a SLOW code point, or two folds that Hangul composes, gets slow[text] = 1 and no hashes (the caller
+ * normalises it in Python and scans it again). Hashes whose bit is set go to grams/windows with the text they come
+ * from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the caller calls again with
+ * more). marks[text] gets, from the code points as given, NUMBERS where the text has a run of NUMBER_RUN code points
+ * of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters) holding a digit (2), astral code
+ * points counting as digits; AT_SIGN for an '@'; COLONS for "::" or a seventh colon; PASSPORT for "여권" or
+ * "assport". runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
-          const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds, int64_t n, int64_t window,
-          int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words, const uint8_t *kinds,
-          uint64_t *word_ring, uint64_t *letter_ring, uint64_t *grams, int64_t *gram_owners, uint64_t *windows,
-          int64_t *window_owners, uint8_t *marks, int64_t *runs, int64_t *counts) {
+          const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
+          int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,
+          const uint8_t *kinds, uint64_t *word_ring, uint64_t *letter_ring, int64_t room, uint64_t *grams,
+          int64_t *gram_owners, uint64_t *windows, int64_t *window_owners, uint8_t *marks, int64_t *runs,
+          uint8_t *slow, int64_t *counts) {
     int64_t gram_count = 0, window_count = 0;
     uint64_t gram_power = 1, window_power = 1;
     for (int64_t i = 0; i < n; i++) gram_power *= GRAM_BASE;
     for (int64_t i = 0; i < window; i++) window_power *= WINDOW_BASE;
+    counts[2] = 0;
     for (int64_t text = 0; text < texts; text++) {
         for (int64_t i = 0; i < n; i++) word_ring[i] = 0;
         for (int64_t i = 0; i < window; i++) letter_ring[i] = 0;
         int64_t word_count = 0, word_slot = 0, letter_slot = 0, until_window = window, length = 0, run = 0;
-        int64_t colons = 0;
+        int64_t colons = 0, first_gram = gram_count, first_window = window_count;
         uint64_t gram = 0, rolling = 0, hash = 0, ascii_tail = 0;
-        uint32_t previous = 0;
-        int digit = 0;
+        uint32_t previous = 0, last = 0, one = 0;  /* the code point before; the fold before */
+        int digit = 0, hashing_text = (int)hashing;
         uint8_t mark = 0;
         int64_t start = offsets[text], end = offsets[text + 1];
         for (int64_t at = start; at <= end; at++) {  /* one step past the end closes the last word */
-            uint64_t code = 0;  /* the lower-cased word character, or 0: a break (and the end of the text) */
+            const uint32_t *parts = &one;  /* the folds of this code point: one, or an expansion's */
+            int64_t part_count = 1;
+            one = 0;  /* a break (and the end of the text) */
             if (at < end) {
                 uint32_t raw = codes[at];
                 int kind;
@@ -189,10 +207,10 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
                 }
                 previous = raw;
                 if (raw < 0x10000) {
-                    code = table[raw];
+                    one = table[raw];
                     kind = kinds[raw];
                 } else {
-                    code = astral_folds[find_code(astral, astral_count, raw)];
+                    one = astral_folds[find_code(astral, astral_count, raw)];
                     kind = 2;
                 }
                 if (kind) {
@@ -209,40 +227,71 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
                     run = 0;
                     digit = 0;
                 }
-            }
-            if (!hashing) continue;
-            if (code) {
-                hash = hash * WORD_BASE + code;
-                length++;
-                rolling = rolling * WINDOW_BASE + code - letter_ring[letter_slot] * window_power;
-                letter_ring[letter_slot] = code;
-                if (++letter_slot == window) letter_slot = 0;
-                if (--until_window == 0) {
-                    until_window = step;
-                    uint64_t value = fmix64(rolling);
-                    if (passes(bits, bit_words, value)) {
-                        windows[window_count] = value;
-                        window_owners[window_count++] = text;
+                if (!hashing_text) continue;
+                if (one >= EXPANDED) {
+                    if (one == SLOW) {
+                        hashing_text = 0;
+                        continue;
                     }
+                    parts = expansions + (one - EXPANDED) + 1;
+                    part_count = expansions[one - EXPANDED];
                 }
-            } else if (length) {
-                uint64_t word_hash = fmix64(hash ^ (uint64_t)length);
-                gram = gram * GRAM_BASE + word_hash - word_ring[word_slot] * gram_power;
-                word_ring[word_slot] = word_hash;
-                if (++word_slot == n) word_slot = 0;
-                word_count++;
-                hash = 0;
-                length = 0;
-                if (word_count >= n) {
-                    uint64_t value = fmix64(gram);
-                    if (passes(bits, bit_words, value)) {
-                        grams[gram_count] = value;
-                        gram_owners[gram_count++] = text;
+            } else if (!hashing_text) {
+                break;
+            }
+            for (int64_t part = 0; part < part_count; part++) {
+                uint64_t code = parts[part];
+                if (hashing == 2 && composes(last, (uint32_t)code)) {
+                    hashing_text = 0;
+                    break;
+                }
+                last = (uint32_t)code;
+                if (code) {
+                    hash = hash * WORD_BASE + code;
+                    length++;
+                    rolling = rolling * WINDOW_BASE + code - letter_ring[letter_slot] * window_power;
+                    letter_ring[letter_slot] = code;
+                    if (++letter_slot == window) letter_slot = 0;
+                    if (--until_window == 0) {
+                        until_window = step;
+                        uint64_t value = fmix64(rolling);
+                        if (passes(bits, bit_words, value)) {
+                            if (window_count == room) {
+                                counts[2] = 1;
+                                return;
+                            }
+                            windows[window_count] = value;
+                            window_owners[window_count++] = text;
+                        }
+                    }
+                } else if (length) {
+                    uint64_t word_hash = fmix64(hash ^ (uint64_t)length);
+                    gram = gram * GRAM_BASE + word_hash - word_ring[word_slot] * gram_power;
+                    word_ring[word_slot] = word_hash;
+                    if (++word_slot == n) word_slot = 0;
+                    word_count++;
+                    hash = 0;
+                    length = 0;
+                    if (word_count >= n) {
+                        uint64_t value = fmix64(gram);
+                        if (passes(bits, bit_words, value)) {
+                            if (gram_count == room) {
+                                counts[2] = 1;
+                                return;
+                            }
+                            grams[gram_count] = value;
+                            gram_owners[gram_count++] = text;
+                        }
                     }
                 }
             }
         }
         marks[text] |= mark;
+        slow[text] = hashing && !hashing_text;
+        if (slow[text]) {  /* its hashes are the Python path's */
+            gram_count = first_gram;
+            window_count = first_window;
+        }
     }
     counts[0] = gram_count;
     counts[1] = window_count;

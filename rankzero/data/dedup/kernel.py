@@ -35,6 +35,7 @@ from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, f
 from rankzero.data.hashing import EXPANDED, SLOW
 from rankzero.data.ngram_scan import code_points
 from rankzero.data.table_cache import cached
+from rankzero.data.unicode_context import in_context, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
 
@@ -129,21 +130,16 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 def normalised_folds(code: int) -> list[int] | None:
     """The folds of lower(NFKC(code)), where they do not depend on the code points around it; else None. A Hangul
-    jamo is its own fold: the scan composes it with its neighbour (_hangul)."""
+    jamo is its own fold: the scan composes it with its neighbour (passes.c's `hangul`)."""
     char = chr(code)
     mapped = unicodedata.normalize("NFKC", char)
     # A combining mark or a starter that composes with the code point before it, first in the decomposition (what
     # meets the previous code point) or anywhere in the result (what meets the next); capital sigma, whose lower
     # case depends on the letters after it.
     decomposed = unicodedata.normalize("NFKD", char)
-    if _in_context(decomposed[:1]) or any(map(_in_context, mapped)) or _CAPITAL_SIGMA in mapped:
+    if in_context(decomposed[:1]) or any(map(in_context, mapped)) or _CAPITAL_SIGMA in mapped:
         return None
     return [fold(ord(lowered)) for lowered in mapped.lower()]
-
-
-def _in_context(char: str) -> bool:
-    """A combining mark (reordered, composed) or a starter that composes with the code point before it."""
-    return char != "" and (unicodedata.combining(char) != 0 or ord(char) in _composing_seconds())
 
 
 def _astral_normalised_fold(code: int) -> int:
@@ -165,15 +161,15 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     nothing, so each comes out as it would alone), normalised_folds for the rest."""
     chars = list(map(chr, range(1, 0x10000)))
     joined = "\0".join(chars)
-    in_context = _in_context_table()
-    starts_in_context = in_context.tolist()
+    context = in_context_table()
+    starts_in_context = context.tolist()
     # Unchanged by NFKC and lower(), and no decomposition that starts with a code point in context: its own fold.
     stable = [a == b == c and not starts_in_context[ord(d[0])] for a, b, c, d in zip(
         chars, unicodedata.normalize("NFKC", joined).split("\0"), joined.lower().split("\0"),
         unicodedata.normalize("NFKD", joined).split("\0"))]
     folds = fold_table()
     table = np.empty(0x10000, dtype=np.uint32)
-    table[1:] = np.where(in_context[1:], SLOW, folds[1:])
+    table[1:] = np.where(context[1:], SLOW, folds[1:])
     expansions, most_words = [0], 1
     for code in [0, *(index + 1 for index in np.flatnonzero(~np.array(stable)).tolist())]:
         values = normalised_folds(code)
@@ -186,27 +182,3 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
             expansions += [len(values), *values]
             most_words = max(most_words, len(values))
     return {"table": table, "expansions": np.array(expansions, dtype=np.uint32), "most_words": np.array(most_words)}
-
-
-@lru_cache(maxsize=1)
-def _in_context_table() -> np.ndarray:
-    """Per BMP code point: a combining mark, or a starter that composes with the code point before it."""
-    in_context = np.fromiter(map(unicodedata.combining, map(chr, range(0x10000))), dtype=np.int64, count=0x10000) != 0
-    seconds = np.array(sorted(code for code in _composing_seconds() if code < 0x10000), dtype=np.int64)
-    in_context[seconds] = True
-    return in_context
-
-
-@lru_cache(maxsize=1)
-def _composing_seconds() -> frozenset[int]:
-    """The second code point of every canonical pair decomposition: what canonical composition may merge into the
-    code point before it (Hangul's algorithmic pairs are not among them: _hangul composes those). Canonical pair
-    decompositions end below U+30000 (tests/test_dedup_kernel.py checks the whole range). Read from this
-    installation's cache after a first build (table_cache.py)."""
-    return frozenset(cached("composing_seconds", _build_composing_seconds, [__file__])["codes"].tolist())
-
-
-def _build_composing_seconds() -> dict[str, np.ndarray]:
-    pairs = (decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(0x30000)))
-             if decomposition and decomposition[0] != "<")
-    return {"codes": np.array(sorted({int(parts[1], 16) for parts in pairs if len(parts) == 2}), dtype=np.int64)}
