@@ -31,18 +31,20 @@ def definition(texts: list[str], n: int, window: int, step: int, bitmap: Bitmap)
 def assert_same(texts: list[str], bitmap: Bitmap = Bitmap.everything()):
     for n, window, step in SHAPES:
         ours, expected = scan_texts(texts, n, window, step, bitmap), definition(texts, n, window, step, bitmap)
-        for got, want in zip((*ours[0], *ours[1], *ours[2:]), (*expected[0], *expected[1], *expected[2:])):
-            if not np.array_equal(got, want):  # name the first text that differs
-                owners = ours[0].owners if len(ours[0].owners) else ours[1].owners
-                diff = [t for t in range(len(texts)) if not _same_text(ours, expected, t)]
-                text = texts[diff[0]] if diff else texts[int(owners[0]) if len(owners) else 0]
-                raise AssertionError(f"(n, window, step) = {(n, window, step)}: differs in {text!r} "
-                                     f"({[hex(ord(char)) for char in text]})")
+        for name, (got, want) in {"grams": (ours[0], expected[0]), "windows": (ours[1], expected[1])}.items():
+            if not (np.array_equal(got.values, want.values) and np.array_equal(got.owners, want.owners)):
+                raise AssertionError(f"{name} {(n, window, step)}: differ in {_first_text(texts, got, want)!r}")
+        for name, got, want in (("marks", ours[2], expected[2]), ("runs", ours[3], expected[3])):
+            if not np.array_equal(got, want):
+                raise AssertionError(f"{name}: differ in {texts[int(np.flatnonzero(got != want)[0] // got[0].size)]!r}")
 
 
-def _same_text(ours: tuple, expected: tuple, text: int) -> bool:
-    return all(np.array_equal(a.values[a.owners == text], b.values[b.owners == text])
-               for a, b in ((ours[0], expected[0]), (ours[1], expected[1])))
+def _first_text(texts: list[str], got, want) -> str:
+    """The first text whose hashes differ: by their count per text, else by the first value that differs."""
+    counts = np.bincount(got.owners, minlength=len(texts)), np.bincount(want.owners, minlength=len(texts))
+    if not np.array_equal(*counts):
+        return texts[int(np.flatnonzero(counts[0] != counts[1])[0])]
+    return texts[int(got.owners[np.flatnonzero(got.values != want.values)[0]])]
 
 
 def contexts(code: int) -> list[str]:

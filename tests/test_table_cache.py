@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data import ngram_reference, table_cache
+from rankzero.data import ngram_reference, table_cache, unicode_context
 from rankzero.data.dedup import kernel, shingles
 from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
@@ -22,17 +22,19 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_reference, unicode_context
+from rankzero.data import ngram_reference, ngram_scan, unicode_context
 from rankzero.data.dedup import kernel, shingles
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
     ngram_reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
+    ngram_scan._build_normalising_table = fail
     shingles._build_fold_table = fail
 tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
-          "composing_seconds": [sorted(unicode_context.composing_seconds())]}
+          "composing_seconds": [sorted(unicode_context.composing_seconds())],
+          "ngram_nfkc": list(ngram_scan._normalising_table())}
 for name, arrays in tables.items():
     print(name, xxhash.xxh3_64_hexdigest(repr([a.tolist() if hasattr(a, "tolist") else a for a in arrays]).encode()))
 """
@@ -49,7 +51,7 @@ def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
     first = run_probe(tmp_path, build_fails=False)
     assert first.returncode == 0, first.stderr
     written = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.npz"))
-    assert written == ["composing_seconds", "dedup_kernel", "ngram_scan", "shingles"]
+    assert written == ["composing_seconds", "dedup_kernel", "ngram_nfkc", "ngram_scan", "shingles"]
     assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
     second = run_probe(tmp_path, build_fails=True)  # any table built instead of read stops it
     assert second.returncode == 0, second.stderr
