@@ -148,151 +148,175 @@ static inline int composes(uint32_t last, uint32_t value) {
     return 0;
 }
 
+/* A text's marks so far (scan's comment says what each is). */
+typedef struct {
+    uint64_t ascii_tail;  /* the last seven code points while they are ASCII, a byte each */
+    int64_t colons, run, first, end;  /* run: digits and separators in a row; [first, end): the NUMBERS runs */
+    uint32_t previous;
+    int digit;  /* the run holds a digit */
+    uint8_t mark;
+} Marks;
+
+/* One code point of `kind` (kinds[]: 2 a digit, 1 a separator, 0 else) at `offset` in its text. Branch-free where
+ * the text decides often (ASCII or not, a space or a digit); the branches left are rarely taken, so predicted. */
+static inline void mark(Marks *m, uint32_t raw, int kind, int64_t offset) {
+    uint64_t tail = ((m->ascii_tail << 8) | raw) & 0xFFFFFFFFFFFFFFULL;
+    m->ascii_tail = raw < 128 ? tail : 0;
+    if (raw == '@') {
+        m->mark |= AT_SIGN;
+    } else if (raw == ':') {
+        m->colons++;
+        if (m->previous == ':' || m->colons >= 7) m->mark |= COLONS;
+    } else if (raw == 't' && m->ascii_tail == 0x617373706F7274ULL) {  /* "assport" */
+        m->mark |= PASSPORT;
+    } else if (raw == 0xAD8C && m->previous == 0xC5EC) {  /* 권 after 여 */
+        m->mark |= PASSPORT;
+    }
+    m->previous = raw;
+    m->run = kind ? m->run + 1 : 0;
+    m->digit = kind ? m->digit | (kind == 2) : 0;
+    if (m->run >= NUMBER_RUN && m->digit) {
+        if (!(m->mark & NUMBERS)) {
+            m->mark |= NUMBERS;
+            m->first = offset - m->run + 1;
+        }
+        m->end = offset + 1;
+    }
+}
+
+/* Where a batch's hashes go, and the hashes' shape. */
+typedef struct {
+    int64_t n, window, step, bit_words, room, grams_written, windows_written, full;
+    uint64_t gram_power, window_power;  /* GRAM_BASE**n, WINDOW_BASE**window */
+    const uint64_t *bits;
+    uint64_t *word_ring, *letter_ring, *grams, *windows;  /* rings: a text's last n word hashes, `window` letters */
+    int64_t *gram_owners, *window_owners;
+} Sink;
+
+/* A text's hashes so far. */
+typedef struct {
+    uint64_t hash, gram, rolling;
+    int64_t length, words, word_slot, letter_slot, until_window;
+} Rolling;
+
+static inline void emit(Sink *s, uint64_t value, uint64_t *values, int64_t *owners, int64_t *written, int64_t text) {
+    if (!passes(s->bits, s->bit_words, value)) return;
+    if (*written == s->room) {
+        s->full = 1;
+        return;
+    }
+    values[*written] = value;
+    owners[(*written)++] = text;
+}
+
+/* One fold of `text`: a letter, or 0 (a break, or the end of the text). */
+static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
+    if (code) {
+        r->hash = r->hash * WORD_BASE + code;
+        r->length++;
+        r->rolling = r->rolling * WINDOW_BASE + code - s->letter_ring[r->letter_slot] * s->window_power;
+        s->letter_ring[r->letter_slot] = code;
+        if (++r->letter_slot == s->window) r->letter_slot = 0;
+        if (--r->until_window == 0) {
+            r->until_window = s->step;
+            emit(s, fmix64(r->rolling), s->windows, s->window_owners, &s->windows_written, text);
+        }
+    } else if (r->length) {
+        uint64_t word_hash = fmix64(r->hash ^ (uint64_t)r->length);
+        r->gram = r->gram * GRAM_BASE + word_hash - s->word_ring[r->word_slot] * s->gram_power;
+        s->word_ring[r->word_slot] = word_hash;
+        if (++r->word_slot == s->n) r->word_slot = 0;
+        r->hash = 0;
+        r->length = 0;
+        if (++r->words >= s->n) emit(s, fmix64(r->gram), s->grams, s->gram_owners, &s->grams_written, text);
+    }
+}
+
 /* See ngram_scan.scan and ngram_scan.scan_texts. One pass over each text's code points. The n-gram and window hashes
  * roll (Rabin-Karp: times the base, plus the newest, minus the oldest times base**length), so each costs the same
  * whatever n and window are; the oldest word and letter come from rings of the last n and `window` (`word_ring`,
- * `letter_ring`: scratch the caller gives). `hashing`: 0, no hash is formed (the marks alone: ngram_scan.marks_of); 1,
- * the code points are NFKC already (ngram_scan.scan); 2, they are as read (ngram_scan.scan_texts).
+ * `letter_ring`: scratch the caller gives). `hashing`: 0, no hash is formed (the marks alone: ngram_scan.marks_of);
+ * 1, the code points are NFKC already (ngram_scan.scan); 2, they are as read (ngram_scan.scan_texts).
  *
  * `table` gives each BMP code point's fold (its lower-cased letter, or 0: a break), or EXPANDED + i: several folds,
  * expansions[i] of them at expansions[i + 1:] (NFKC's "㈜" is "(주)"), or SLOW: a code point NFKC treats in context.
- * With `hashing` 2, a text with a SLOW code point, or two folds that Hangul composes, gets slow[text] = 1 and no hashes (the caller
- * normalises it in Python and scans it again). Hashes whose bit is set go to grams/windows with the text they come
- * from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the caller calls again with
- * more). marks[text] gets, from the code points as given, NUMBERS where the text has a run of NUMBER_RUN code points
- * of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters) holding a digit (2), astral code
- * points counting as digits; AT_SIGN for an '@'; COLONS for "::" or a seventh colon; PASSPORT for "여권" or
- * "assport". runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
+ * With `hashing` 2, a text with a SLOW code point, or two folds that Hangul composes, gets slow[text] = 1 and no
+ * hashes (the caller normalises it in Python and scans it again). Hashes whose bit is set go to grams/windows with
+ * the text they come from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the
+ * caller calls again with more). marks[text] gets, from the code points as given, NUMBERS where the text has a run
+ * of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters)
+ * holding a digit (2), astral code points counting as digits; AT_SIGN for an '@'; COLONS for "::" or a seventh
+ * colon; PASSPORT for "여권" or "assport". runs[2 * text], runs[2 * text + 1]: [start of the first run that set
+ * NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
           int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,
           const uint8_t *kinds, uint64_t *word_ring, uint64_t *letter_ring, int64_t room, uint64_t *grams,
           int64_t *gram_owners, uint64_t *windows, int64_t *window_owners, uint8_t *marks, int64_t *runs,
           uint8_t *slow, int64_t *counts) {
-    int64_t gram_count = 0, window_count = 0;
-    uint64_t gram_power = 1, window_power = 1;
-    for (int64_t i = 0; i < n; i++) gram_power *= GRAM_BASE;
-    for (int64_t i = 0; i < window; i++) window_power *= WINDOW_BASE;
+    Sink sink = {n, window, step, bit_words, room, 0, 0, 0, 1, 1, bits, word_ring, letter_ring, grams, windows,
+                 gram_owners, window_owners};
+    for (int64_t i = 0; i < n; i++) sink.gram_power *= GRAM_BASE;
+    for (int64_t i = 0; i < window; i++) sink.window_power *= WINDOW_BASE;
     counts[2] = 0;
     for (int64_t text = 0; text < texts; text++) {
         for (int64_t i = 0; i < n; i++) word_ring[i] = 0;
         for (int64_t i = 0; i < window; i++) letter_ring[i] = 0;
-        int64_t word_count = 0, word_slot = 0, letter_slot = 0, until_window = window, length = 0, run = 0;
-        int64_t colons = 0, first_gram = gram_count, first_window = window_count;
-        uint64_t gram = 0, rolling = 0, hash = 0, ascii_tail = 0;
-        uint32_t previous = 0, last = 0, one = 0;  /* the code point before; the fold before */
-        int digit = 0, hashing_text = (int)hashing;
-        uint8_t mark = 0;
+        Marks m = {0, 0, 0, 0, 0, 0, 0, 0};
+        Rolling r = {0, 0, 0, 0, 0, 0, 0, window};
         int64_t start = offsets[text], end = offsets[text + 1];
-        for (int64_t at = start; at <= end; at++) {  /* one step past the end closes the last word */
-            const uint32_t *parts = &one;  /* the folds of this code point: one, or an expansion's */
-            int64_t part_count = 1;
-            one = 0;  /* a break (and the end of the text) */
-            if (at < end) {
-                uint32_t raw = codes[at];
-                int kind;
-                if (raw < 128) {
-                    ascii_tail = ((ascii_tail << 8) | raw) & 0xFFFFFFFFFFFFFFULL;  /* the last seven */
-                    if (raw == '@') {
-                        mark |= AT_SIGN;
-                    } else if (raw == ':') {
-                        colons++;
-                        if (previous == ':' || colons >= 7) mark |= COLONS;
-                    } else if (raw == 't' && ascii_tail == 0x617373706F7274ULL) {  /* "assport" */
-                        mark |= PASSPORT;
-                    }
-                } else {
-                    ascii_tail = 0;
-                    if (raw == 0xAD8C && previous == 0xC5EC) mark |= PASSPORT;  /* 권 after 여 */
-                }
-                previous = raw;
-                if (raw < 0x10000) {
-                    one = table[raw];
-                    kind = kinds[raw];
-                } else {
-                    one = astral_folds[find_code(astral, astral_count, raw)];
-                    kind = 2;
-                }
-                if (kind) {
-                    run++;
-                    digit = digit || kind == 2;
-                    if (run >= NUMBER_RUN && digit) {
-                        if (!(mark & NUMBERS)) {
-                            mark |= NUMBERS;
-                            runs[2 * text] = at - start - run + 1;
-                        }
-                        runs[2 * text + 1] = at - start + 1;
-                    }
-                } else {
-                    run = 0;
-                    digit = 0;
-                }
-                if (!hashing_text) continue;
-                if (one >= EXPANDED) {
-                    if (one == SLOW) {
-                        hashing_text = 0;
-                        continue;
-                    }
-                    parts = expansions + (one - EXPANDED) + 1;
-                    part_count = expansions[one - EXPANDED];
-                }
-            } else if (!hashing_text) {
-                break;
+        int64_t first_gram = sink.grams_written, first_window = sink.windows_written;
+        int hashing_text = hashing != 0;
+        uint32_t last = 0;  /* the fold before: Hangul composes only with its neighbour */
+        for (int64_t at = start; at < end; at++) {
+            uint32_t raw = codes[at], value;
+            int kind;
+            if (raw < 0x10000) {
+                value = table[raw];
+                kind = kinds[raw];
+            } else {
+                value = astral_folds[find_code(astral, astral_count, raw)];
+                kind = 2;
             }
-            for (int64_t part = 0; part < part_count; part++) {
-                uint64_t code = parts[part];
-                if (hashing == 2 && composes(last, (uint32_t)code)) {
+            mark(&m, raw, kind, at - start);
+            if (!hashing_text) continue;
+            if (value < EXPANDED) {  /* one fold: almost every code point */
+                if (hashing == 2 && composes(last, value)) {
                     hashing_text = 0;
-                    break;
+                    continue;
                 }
-                last = (uint32_t)code;
-                if (code) {
-                    hash = hash * WORD_BASE + code;
-                    length++;
-                    rolling = rolling * WINDOW_BASE + code - letter_ring[letter_slot] * window_power;
-                    letter_ring[letter_slot] = code;
-                    if (++letter_slot == window) letter_slot = 0;
-                    if (--until_window == 0) {
-                        until_window = step;
-                        uint64_t value = fmix64(rolling);
-                        if (passes(bits, bit_words, value)) {
-                            if (window_count == room) {
-                                counts[2] = 1;
-                                return;
-                            }
-                            windows[window_count] = value;
-                            window_owners[window_count++] = text;
-                        }
+                last = value;
+                feed(&sink, &r, value, text);
+            } else if (value == SLOW) {
+                hashing_text = 0;
+            } else {
+                const uint32_t *part = expansions + (value - EXPANDED);
+                for (const uint32_t *stop = part + *part + 1; ++part < stop;) {
+                    if (hashing == 2 && composes(last, *part)) {
+                        hashing_text = 0;
+                        break;
                     }
-                } else if (length) {
-                    uint64_t word_hash = fmix64(hash ^ (uint64_t)length);
-                    gram = gram * GRAM_BASE + word_hash - word_ring[word_slot] * gram_power;
-                    word_ring[word_slot] = word_hash;
-                    if (++word_slot == n) word_slot = 0;
-                    word_count++;
-                    hash = 0;
-                    length = 0;
-                    if (word_count >= n) {
-                        uint64_t value = fmix64(gram);
-                        if (passes(bits, bit_words, value)) {
-                            if (gram_count == room) {
-                                counts[2] = 1;
-                                return;
-                            }
-                            grams[gram_count] = value;
-                            gram_owners[gram_count++] = text;
-                        }
-                    }
+                    last = *part;
+                    feed(&sink, &r, *part, text);
                 }
             }
         }
-        marks[text] |= mark;
+        if (hashing_text) feed(&sink, &r, 0, text);  /* the last word ends with the text */
+        if (sink.full) {
+            counts[2] = 1;
+            return;
+        }
+        marks[text] |= m.mark;
+        if (m.mark & NUMBERS) {
+            runs[2 * text] = m.first;
+            runs[2 * text + 1] = m.end;
+        }
         slow[text] = hashing && !hashing_text;
         if (slow[text]) {  /* its hashes are the Python path's */
-            gram_count = first_gram;
-            window_count = first_window;
+            sink.grams_written = first_gram;
+            sink.windows_written = first_window;
         }
     }
-    counts[0] = gram_count;
-    counts[1] = window_count;
+    counts[0] = sink.grams_written;
+    counts[1] = sink.windows_written;
 }
