@@ -232,6 +232,10 @@ class ContaminationIndex:
         order = np.argsort(windows.values, kind="stable")
         self.window_keys, self.window_questions = windows.values[order], windows.owners[order]
         self.bitmap = Bitmap.of(self.gram_keys, self.window_keys)
+        # A question inside a document holds (letters - WINDOW + 1) // WINDOW_STEP or more of the windows the
+        # document's scan samples (one every WINDOW_STEP letters), each one of the question's: a document sharing
+        # fewer with it cannot hold it, and is spared the substring test.
+        self.windows_needed = [max(1, (len(question) - WINDOW + 1) // WINDOW_STEP) for question in self.questions]
         self.templates = len(keys_of) - len(self.questions) + len(common)
         self.indexed = np.zeros(len(items), dtype=bool)
         self.indexed[self.need > 0] = True
@@ -265,7 +269,9 @@ class ContaminationIndex:
         if len(windows.values):
             query, question = _lookup(self.window_keys, self.window_questions, windows.values)
             spaceless: dict[int, str] = {}
-            for document, number in set(zip(windows.owners[query].tolist(), question.tolist())):
+            for (document, number), count in Counter(zip(windows.owners[query].tolist(), question.tolist())).items():
+                if count < self.windows_needed[number]:  # too few of the question's windows: it is not there
+                    continue
                 if document not in spaceless:
                     spaceless[document] = _spaceless(prepare(texts[document]))
                 if self.questions[number] in spaceless[document]:

@@ -104,7 +104,7 @@ class Screen:
             numbers = bool(marks[number] & NUMBERS)
             if numbers and runs is not None:
                 numbers = (int(runs[number, 0]), int(runs[number, 1]))
-            segments, result = self._mask(documents[number], numbers)
+            segments, result = self._mask(documents[number], numbers, None if runs is None else int(marks[number]))
             if result is None:  # most documents: nothing found, nothing to count
                 kept.append(segments)
                 continue
@@ -118,14 +118,16 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list, numbers: bool | tuple[int, int]) -> tuple[list, MaskResult | None]:
+    def _mask(self, segments: list, numbers: bool | tuple[int, int],
+              marks: int | None) -> tuple[list, MaskResult | None]:
         """Mask each segment (an SFT sample's turns keep their label masks); one result for the document, None
         where nothing was found. `numbers=False`: the document's joined text holds no number cluster, so none of
         its segments does; (start, end): its clusters lie there (offsets in the joined text: each of several
-        segments is scanned)."""
+        segments is scanned). `marks`: the joined text's (pii.PiiMasker.find), exact for a document of one
+        segment; of several, a segment looks for itself."""
         if len(segments) == 1:
             text, trainable = segments[0]
-            spans, rejected = self.masker.find(text, numbers)
+            spans, rejected = self.masker.find(text, numbers, marks)
             if not (spans or rejected):
                 return segments, None
             result = self.masker.apply(text, spans, rejected)

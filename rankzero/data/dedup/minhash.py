@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
 from rankzero.data import native
+from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
 from rankzero.data.hashing import fmix64
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
