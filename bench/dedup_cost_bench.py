@@ -46,10 +46,10 @@ import json, logging, os, resource, sys, tempfile, time
 from pathlib import Path
 protocol = os.fdopen(os.dup(1), "w", buffering=1)  # the bench's lines; anything the build prints goes to stderr
 os.dup2(2, 1)
-corpus, tokenizer, dedup, num_proc, numpy_chars, engine, ray_cpus, task_mb = sys.argv[1:9]
-if numpy_chars:  # what a process hashes with numpy before the compiled pass (minhash.shingle_hashes)
-    from rankzero.data.dedup import minhash
-    minhash._numpy_chars_left = int(numpy_chars)
+corpus, tokenizer, dedup, num_proc, numpy, engine, ray_cpus, task_mb = sys.argv[1:9]
+if numpy:  # as in a process without a C compiler: the numpy references (native.py)
+    from rankzero.data import native
+    native.library = lambda: None
 from rankzero.args import parse_args
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import make_plan
@@ -119,7 +119,7 @@ def measure_once(repo: Path, corpus: Path, tokenizer: Path, dedup: str, engine: 
     """One build in a fresh process: the CPU of its whole process tree (the driver, and with Ray the cluster it
     started) from the moment it calls build_dataset until it returns, read from here (TreeCPU)."""
     command = [sys.executable, "-c", MEASURE, str(corpus), str(tokenizer), dedup, str(args.num_proc),
-               "" if args.numpy_chars is None else str(args.numpy_chars), engine, str(args.ray_cpus),
+               "1" if args.numpy else "", engine, str(args.ray_cpus),
                str(args.ray_task_mb)]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONPATH": str(repo)}
     with tempfile.TemporaryFile("w+") as stderr:
@@ -212,9 +212,8 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO, help="the rankzero checkout measured (another commit's)")
     parser.add_argument("--corpora", nargs="+", default=["real", "real, 75% exact copies"],
                         choices=["real", "real, 75% exact copies"], help="which of the two corpora to measure")
-    parser.add_argument("--numpy_chars", type=int, default=None,
-                        help="characters a process hashes with numpy before the compiled pass (default: "
-                             "minhash.NUMPY_CHARS; 0: the compiled pass from the first character)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="the numpy references instead of the compiled passes (as without a C compiler)")
     parser.add_argument("--out", type=Path, default=None, help="write every round as JSON here")
     args = parser.parse_args()
     from prep_setup import train_tokenizer
@@ -234,7 +233,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.repo, capture_output=True, text=True).stdout
     print(f"\n{started:%Y-%m-%d %H:%M} UTC, {info}, rankzero at {commit.strip()}, {args.rounds} paired rounds, "
           f"--dataset_num_proc {args.num_proc}, Ray: a local cluster of {args.ray_cpus} CPUs, --ray_task_mb "
-          f"{args.ray_task_mb:g}" + ("" if args.numpy_chars is None else f", --numpy_chars {args.numpy_chars}") + "\n")
+          f"{args.ray_task_mb:g}" + (", --numpy" if args.numpy else "") + "\n")
     print("| corpus | engine | none CPU-s | near CPU-s | near / none (rounds) | ≤ 1.2x | load per round | "
           "wall s none / near | idle cores | CPU / (wall x cores), max | near dropped |")
     print("|---|---|---:|---:|---:|---|---|---:|---:|---:|---|")

@@ -3,11 +3,11 @@
     python bench/dedup_kernel_bench.py --real_dir /work/real_ko --rounds 5
 
 Each measurement is a fresh process (the costs paid once per process are the point): CPU seconds of
-  - start: what a process pays before its first hash (numpy: the fold table; the kernel: numba's import,
-    its type registry and the cached machine code loaded, the tables), measured as the first call on one text;
+  - start: what a process pays before its first hash (numpy: the fold table; the kernel: the compiled library
+    loaded (native.py), the tables), measured as the first call on one text;
   - first pass / second pass over the corpus's texts in batches of 1,000 (as the stage hands them over).
-The kernel is measured with numba's cache warm (a run before fills it) and, once per round, cold (an empty
-NUMBA_CACHE_DIR: everything compiled). Both paths' hashes are compared. Rounds alternate the order; the
+The kernel is measured with the library built (a run before builds it) and, once per round, cold (an empty
+RANKZERO_KERNEL_CACHE: passes.c compiled and the tables built). Both paths' hashes are compared. Rounds alternate the order; the
 figures are medians. The markdown printed at the end is ready for bench/RESULTS.md.
 """
 
@@ -71,14 +71,14 @@ def main() -> None:
     if not files:
         raise SystemExit(f"--real_dir {args.real_dir}: no *.jsonl files there")
     started = datetime.datetime.now(datetime.timezone.utc)
-    measure("kernel", files)  # numba's cache filled: the warm runs below load it
+    measure("kernel", files)  # the library built: the warm runs below load it
     results = {"numpy": [], "kernel": [], "kernel, cold cache": []}
     for round_index in range(args.rounds):
         order = ["numpy", "kernel"] if round_index % 2 == 0 else ["kernel", "numpy"]
         for path in order:
             results[path].append(measure(path, files))
         with tempfile.TemporaryDirectory() as cold:
-            results["kernel, cold cache"].append(measure("kernel", files, {"NUMBA_CACHE_DIR": cold}))
+            results["kernel, cold cache"].append(measure("kernel", files, {"RANKZERO_KERNEL_CACHE": cold}))
         print(f"round {round_index}: " + ", ".join(f"{name} start {rows[-1]['start']:.3f} first {rows[-1]['first']:.3f} "
                                                   f"second {rows[-1]['second']:.3f}" for name, rows in results.items()),
               file=sys.stderr)

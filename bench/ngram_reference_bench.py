@@ -1,9 +1,9 @@
-"""Decontamination's pass in numpy (ngram_reference.scan_reference) against the numba kernel (ngram_scan.scan).
+"""Decontamination's pass in numpy (ngram_reference.scan_reference) against the compiled pass (ngram_scan.scan: passes.c).
 
     python bench/ngram_reference_bench.py --rounds 5 /work/shared/corpora/ko_real_dev/*.jsonl
 
 One process. The texts are read, `prepare`d and turned into code points in batches of --batch texts first (not
-counted); numba's start is paid by a first call on one text (not counted). Each round then times, in CPU seconds
+counted); the library's load is paid by a first call on one text (not counted). Each round then times, in CPU seconds
 of this process (time.process_time: the pass is single-threaded), --repeat passes of each path over every batch,
 the paths in alternating order, and checks that both give the same hashes, marks and runs. MB are the texts' UTF-8 bytes.
 Printed: per round both rates and their ratio, then the medians.
@@ -50,7 +50,7 @@ def main() -> None:
                for start in range(0, len(texts), args.batch)]
     bitmap = (Bitmap.everything() if args.bitmap == "everything"
               else Bitmap.of(np.random.default_rng(0).integers(0, 2**63, 10_000, dtype=np.uint64)))
-    scan(*code_points(["하나 둘 셋"]), 8, 8, 4, bitmap)  # numba's start and the tables: paid once per process
+    scan(*code_points(["하나 둘 셋"]), 8, 8, 4, bitmap)  # the compiled library and the tables: paid once per process
     scan_reference(*code_points(["하나 둘 셋"]), 8, 8, 4, bitmap)
     print(f"{len(texts)} texts, {megabytes:.2f} MB, batches of {args.batch}, bitmap {args.bitmap}")
     rates = {"kernel": [], "numpy": [], "ratio": []}

@@ -22,7 +22,7 @@ Five measurements, each against a named baseline in the same run:
      process tree), paired rounds (the ratio is the median of the per-round ratios), on the real documents
      (the dev corpus and any --real files) repeated, each copy numbered so no two are equal, up to
      --prepare_mb; with --baseline_repo, that checkout's train.py runs the same arms in the same rounds. One
-     uncounted warm-up round first (numba's kernels compile into its disk cache on a first run).
+     uncounted warm-up round first (passes.c is compiled into the kernel cache on a first run).
   5. eval overlap: the real documents plus a one-word-edited copy of 150 of them, `--dedup exact
      --validation_split_percentage 10`: near-copy pairs (Jaccard >= 0.8, word 5-grams) in the input against
      training/validation pairs in the output.
@@ -258,7 +258,7 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
     times = {prefix + arm: [] for prefix in repos for arm in arms}
     cpu = {name: [] for name in times}
     stages = {name: [] for name in times}
-    # Round -1 is a warm-up, not counted: numba compiles its kernels into its disk cache on a first run.
+    # Round -1 is a warm-up, not counted: native.py compiles passes.c into its cache on a first run.
     for round_number in range(-1, rounds):
         for prefix, repo in repos.items():
             for arm, flags in arms.items():

@@ -19,9 +19,8 @@ end to end (interpreter start and imports included) with the peak PSS of its who
   (e) Kiwi alone      bench/baselines/kiwi_only.py: split_into_sents over the Korean documents, all cores
   (a@Nx)              (a) on an N-times larger corpus (--scale N), for the peak-memory ratio
   (an) rankzero, no dedup   (a) with --dedup none (what near dedup, the default, costs)
-  (ap) rankzero on numpy    (a) with near dedup's shingle hashing on numpy throughout: the compiled pass
-                            (numba, llvmlite) that a process switches to past minhash.NUMPY_CHARS held off
-                            (what that pass costs in memory and saves in CPU; at --scale N also ap@Nx)
+  (ap) rankzero on numpy    (a) with the numpy references instead of the compiled passes (passes.c), as in a
+                            process without a C compiler (what the passes save; at --scale N also ap@Nx)
   (ae) rankzero, exact dedup   (a) with --dedup exact (the default before issue 19)
   (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after; also A@Nx)
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
@@ -94,8 +93,8 @@ MODES = {
 }
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 SEQUENCE_LENGTH = 2048
-# (ap): train.py run as `python train.py` would be (its malloc re-exec repeats this line), the switch out of reach.
-NUMPY_ONLY = ("import runpy, sys; from rankzero.data.dedup import minhash; minhash._numpy_chars_left = 1 << 62; "
+# (ap): train.py run as `python train.py` would be (its malloc re-exec repeats this line), as without a C compiler.
+NUMPY_ONLY = ("import runpy, sys; from rankzero.data import native; native.library = lambda: None; "
               "sys.argv = sys.argv[1:]; runpy.run_path('train.py', run_name='__main__')")
 
 

@@ -115,6 +115,19 @@ def test_items_planted_three_ways_are_found(index):
         assert index.find([PAGE.format("무관한 문장"), document]) == [[], [1]]
 
 
+def test_a_respaced_question_is_found_wherever_it_starts(index):
+    """The whole-question rule alone (no spaces left: no 8-gram of the question's words): found at every offset of
+    the scan's window sampling (one window every WINDOW_STEP letters), also for the shortest question the rule
+    takes. The documents it tests must share enough sampled windows with a question; this fails if that bound
+    asks one more window than the worst offset gives."""
+    short = "가나다라마바사아자차카타"  # MIN_HANGUL syllables
+    index = ContaminationIndex([Item("b", "1", (QUESTIONS[2],), ()), Item("b", "2", (short,), ())])
+    for prefix in ("", "가", "가나", "가나다", "가나다라", "가나다라마"):
+        for question, expected in ((QUESTIONS[2], [0]), (short, [1])):
+            document = f"머리말 {prefix}{question.replace(' ', '')} 꼬리말 문장"
+            assert index.find([document]) == [expected], (prefix, question)
+
+
 def test_partial_copies_are_found_by_ngrams_alone(index):
     # A question with one word changed is no longer a whole-question match, but most n-grams remain.
     long_question = QUESTIONS[0] + " 단, 헌법재판소의 결정례와 국회법의 관련 조항을 함께 고려하여 판단하시오."

@@ -3,21 +3,16 @@ word and shingle hashes, bit for bit, on every code point in the contexts where 
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from rankzero.data import native
 from rankzero.data.dedup import kernel, minhash, shingles
 
-REPO = Path(__file__).resolve().parents[1]
-
+pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: kernel.py's pass is not built")
 
 def reference_words(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Word hashes by shingles.py's numpy path (what its 5-grams are made of), flat, and each text's count."""
@@ -72,7 +67,7 @@ def test_the_table_is_normalised_folds_of_every_basic_plane_code_point():
         if expected is None or len(expected) == 1:
             assert value == (kernel.SLOW if expected is None else expected[0]), hex(code)
         else:
-            at = value - int(kernel._EXPANDED)
+            at = value - int(kernel.EXPANDED)
             assert expansions[at + 1:at + 1 + expansions[at]].tolist() == expected, hex(code)
             assert len(expected) <= most_words
 
@@ -86,8 +81,8 @@ def hangul_ends() -> tuple[list[int], list[int]]:
         value = int(table[code])
         if value == kernel.SLOW:
             return []
-        if value >= kernel._EXPANDED and value != shingles.DELETE:
-            at = value - int(kernel._EXPANDED)
+        if value >= kernel.EXPANDED and value != shingles.DELETE:
+            at = value - int(kernel.EXPANDED)
             return expansions[at + 1:at + 1 + expansions[at]].tolist()
         return [value]
 
@@ -120,7 +115,7 @@ def test_every_canonical_pair_composed_and_decomposed():
 
 
 def test_canonical_pairs_end_below_the_third_plane():
-    """kernel._composing_seconds scans the pair decompositions below U+30000 only."""
+    """unicode_context.composing_seconds scans the pair decompositions below U+30000 only."""
     assert not [code for code in range(0x30000, 0x110000)
                 if len(unicodedata.decomposition(chr(code)).split()) == 2
                 and not unicodedata.decomposition(chr(code)).startswith("<")]
@@ -188,69 +183,16 @@ def test_signatures_are_those_of_the_reference():
     assert np.array_equal(minhash.minhash_signatures(texts)[0], expected)
 
 
-def test_a_process_moves_from_numpy_to_the_compiled_pass_with_the_same_signatures(monkeypatch):
+def test_without_the_compiled_pass_the_signatures_are_the_same(monkeypatch):
+    """A process where native.py could not build passes.c (no C compiler) signs on numpy, to the same numbers."""
     texts = random_texts(400, seed=4)
-    expected = minhash.signatures_from_shingles(*shingles.numpy_shingle_hashes(texts))
+    compiled = minhash.minhash_signatures(texts)[0]
     calls = []
-    monkeypatch.setattr(minhash, "_numpy_chars_left", sum(map(len, texts[:200])))
-    monkeypatch.setattr(minhash, "numba_started", lambda: False)  # this test process has imported numba
-    monkeypatch.setattr(minhash, "numpy_shingle_hashes", lambda batch: calls.append("numpy") or
+    monkeypatch.setattr(native, "library", lambda: None)
+    monkeypatch.setattr(minhash, "numpy_shingle_hashes", lambda batch: calls.append(len(batch)) or
                         shingles.numpy_shingle_hashes(batch))
-    monkeypatch.setattr(kernel, "shingle_hashes", lambda batch, hashes=kernel.shingle_hashes: calls.append("kernel") or
-                        hashes(batch))
-    ours = np.concatenate([minhash.minhash_signatures(texts[start:start + 50])[0] for start in range(0, 400, 50)])
-    assert calls == ["numpy"] * 4 + ["kernel"] * 4
-    assert np.array_equal(ours, expected)
-
-
-PASS_CHOSEN = ("import json, sys; {start}from rankzero.data.dedup import minhash, shingles; "
-               "texts = ['하나 둘 셋 넷 다섯 여섯 ㅋㅋ…', 'Ａ Ｂ Ｃ Ｄ Ｅ Ｆ']; ours = minhash.shingle_hashes(texts); "
-               "reference = shingles.numpy_shingle_hashes(texts); "
-               "print(json.dumps(['rankzero.data.dedup.kernel' in sys.modules, "
-               "all((a == b).all() for a, b in zip(ours, reference))]))")
-
-
-@pytest.mark.parametrize("start, compiled", [("", False), ("import numba; ", True)])
-def test_a_process_that_started_numba_hashes_compiled_from_the_first_character(start, compiled):
-    """numba's start is what the first NUMPY_CHARS characters on numpy avoid; a process that paid it anyway
-    (--decontaminate's index) has no reason to wait. Fresh processes: this one has imported numba."""
-    result = subprocess.run([sys.executable, "-c", PASS_CHOSEN.format(start=start)], capture_output=True, text=True,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == [compiled, True]
-
-
-def test_the_compiled_functions_release_the_gil():
-    for function in (kernel._scan, kernel._merge, kernel._shingles):
-        assert function.targetoptions["nogil"] is True
-
-
-SIGN = ("import json, sys; from rankzero.data.dedup import kernel; "
-        "print(json.dumps(kernel.shingle_hashes(['하나 둘 셋 넷 다섯 여섯 ㅋㅋ…', 'Ａ Ｂ Ｃ Ｄ Ｅ Ｆ'])[0].tolist()))")
-
-
-def sign_in_a_process(env: dict) -> list[int]:
-    result = subprocess.run([sys.executable, "-c", SIGN], capture_output=True, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO), **env})
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def test_a_fresh_process_caches_the_compiled_pass_and_the_next_one_loads_it(tmp_path):
-    expected = kernel.shingle_hashes(["하나 둘 셋 넷 다섯 여섯 ㅋㅋ…", "Ａ Ｂ Ｃ Ｄ Ｅ Ｆ"])[0].tolist()
-    assert sign_in_a_process({"NUMBA_CACHE_DIR": str(tmp_path)}) == expected
-    cached = sorted(path.name for path in tmp_path.rglob("*.nbi"))
-    assert any("_scan" in name for name in cached)
-    assert sign_in_a_process({"NUMBA_CACHE_DIR": str(tmp_path)}) == expected
-
-
-def test_no_writable_cache_directory_compiles_in_the_process(tmp_path):
-    """NUMBA_CACHE_DIR a file and numba told to look nowhere else: njit(cache=True) has no place to write."""
-    not_a_directory = tmp_path / "file"
-    not_a_directory.write_text("")
-    expected = kernel.shingle_hashes(["하나 둘 셋 넷 다섯 여섯 ㅋㅋ…", "Ａ Ｂ Ｃ Ｄ Ｅ Ｆ"])[0].tolist()
-    assert sign_in_a_process({"NUMBA_CACHE_DIR": str(not_a_directory),
-                              "NUMBA_CACHE_LOCATOR_CLASSES": "UserProvidedCacheLocator"}) == expected
+    assert np.array_equal(minhash.minhash_signatures(texts)[0], compiled)
+    assert calls == [400]
 
 
 @pytest.mark.parametrize("texts", [[], [""], ["  ", "\u200b"]])

@@ -13,8 +13,8 @@ from helpers import REPO
 
 LAYERS = [  # lowest first
     ("base", ["errors", "runtime", "files", "malloc", "logging_utils", "config", "trainer_flags"]),
-    ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.input_files", "data.json_array", "data.hashing", "data.table_cache", "data.readers", "data.records", "data.encode",
-                                    "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data._ngram_kernel", "data.pii", "data.pii_checks", "data.pack", "data.shards", "data.published",
+    ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.input_files", "data.json_array", "data.hashing", "data.table_cache", "data.unicode_context", "data.native", "data.readers", "data.records", "data.encode",
+                                    "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data.pii", "data.pii_checks", "data.pack", "data.shards", "data.published",
                                     "tokenizer_trainer"]),
     ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
                                       "data.dedup.*", "data.split", "data.mixing", "data.report", "data.tally"]),

@@ -354,15 +354,29 @@ def test_nfkc_never_shortens_a_run_of_digits_and_cluster_separators():
             assert not any(_cluster_class(chr(int(part, 16))) for part in decomposition.split()), hex(code)
 
 
-def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchanged():
-    """Random texts dense in digits, separators, '@', colons, passport words and look-alikes (full-width digits,
+def _index_marks(texts):
+    from rankzero.data.decontaminate import ContaminationIndex, Item
+
+    index = ContaminationIndex([Item("bench", "1", ("하나 둘 셋 넷 다섯 여섯 일곱 여덟 아홉",), ())])
+    return index.find_with_marks(texts)[1:]
+
+
+def _marks_alone(texts):
+    from rankzero.data.ngram_scan import marks_of
+
+    return marks_of(texts)
+
+
+@pytest.mark.parametrize("marks_and_runs", [_index_marks, _marks_alone], ids=["decontaminate", "pii_alone"])
+def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks_and_runs):
+    """The marks of decontamination's pass (on NFKC text), or of the same pass alone on the text as read (what the
+    screen uses with --pii mask and no --decontaminate). Random texts dense in digits, separators, '@', colons, passport words and look-alikes (full-width digits,
     no-break spaces, ①, Arabic digits, astral digits, a combining mark): where the pass says 'no number cluster',
     the masker's own scan finds none, and where it says there are some, every one lies in the span it gives;
     where it marks nothing at all, masking finds, rejects and changes nothing; masking each text with the pass's
     answer gives exactly what masking it alone gives."""
     import random
 
-    from rankzero.data.decontaminate import ContaminationIndex, Item
     from rankzero.data.ngram_scan import NUMBERS
     from rankzero.data.pii_checks import _CLUSTER
 
@@ -374,10 +388,9 @@ def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchang
     texts += ["주민번호 900101-1234567 입니다", "전화 010 1234 5678", "１２３４５６７", "٣٣٣٣٣٣٣", "1 2 3 4", "a:b:c:d:e:f:g:h",
               # NFKC composes the jamo and the dot with the letter before them: the pass cannot see these words.
               "여권\u11ab M123A4567", "Passport\u0307 no. M123A4567"]
-    index = ContaminationIndex([Item("bench", "1", ("하나 둘 셋 넷 다섯 여섯 일곱 여덟 아홉",), ())])
     # Numbers inside longer text, far apart: the span starts after the text does and ends before it.
     texts += [f"{rng.choice(alphabet) * 30} 오늘 {rng.choice(alphabet) * 9} 그리고 {'가' * 50} 010-1234-5678 끝" for _ in range(300)]
-    _, marks, runs = index.find_with_marks(texts)
+    marks, runs = marks_and_runs(texts)
     masker = PiiMasker()
     said_none = said_nothing = narrowed = 0
     for text, mark, (start, end) in zip(texts, marks.tolist(), runs.tolist()):
@@ -391,7 +404,7 @@ def test_the_decontamination_pass_never_hides_a_candidate_and_masking_is_unchang
         if not mark:
             said_nothing += 1
             assert alone.text == text and not (alone.masked or alone.public or alone.rejected), text
-        told = masker.mask(text, (start, end) if mark & NUMBERS else False)
+        told = masker.apply(text, *masker.find(text, (start, end) if mark & NUMBERS else False, mark))
         assert (told.text, told.masked, told.public, told.rejected) == (alone.text, alone.masked, alone.public,
                                                                       alone.rejected), text
     assert 0 < said_nothing < said_none < len(texts) and narrowed > 100

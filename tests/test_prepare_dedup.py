@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import data_args, korean_documents, plan_of, prepare, write_jsonl
-from rankzero.data.dedup import minhash
+from rankzero.data import native
 from rankzero.data.plan import Plan
 from test_neardup import distinct_texts, near_copy
 
@@ -76,12 +76,11 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
     first, second = planted_corpus(tmp_path)
     builds = [build(tmp_path, tokenizer_dir, [first, second], f"w{workers}-b{batch}", dataset_num_proc=workers,
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
-    # The compiled pass from the first character, and from the middle of the corpus on (minhash.shingle_hashes).
-    monkeypatch.setattr(minhash, "numba_started", lambda: False)  # as in a process that has not imported numba
-    for name, numpy_chars in (("kernel", 0), ("switch", 20_000)):
-        monkeypatch.setattr(minhash, "_numpy_chars_left", numpy_chars)
-        builds.append(build(tmp_path, tokenizer_dir, [first, second], name, dataset_num_proc=2, dataset_batch_size=7))
-        assert minhash._numpy_chars_left <= 0
+    # Without the compiled pass (no C compiler): the numpy path (minhash.shingle_hashes).
+    with monkeypatch.context() as patch:
+        patch.setattr(native, "library", lambda: None)
+        builds.append(build(tmp_path, tokenizer_dir, [first, second], "numpy", dataset_num_proc=2,
+                            dataset_batch_size=7))
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.
     monkeypatch.setattr(Plan, "dedup_memory_bytes", property(lambda plan: 4096))  # below --dedup_memory_mb's floor
     builds.append(build(tmp_path, tokenizer_dir, [first, second], "spill", dataset_batch_size=9))

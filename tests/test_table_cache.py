@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data import ngram_reference, table_cache
+from rankzero.data import ngram_reference, table_cache, unicode_context
 from rankzero.data.dedup import kernel, shingles
 from rankzero.data.pii_checks import CLUSTER_SEPARATORS
 
@@ -22,24 +22,26 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_reference
+from rankzero.data import ngram_reference, ngram_scan, unicode_context
 from rankzero.data.dedup import kernel, shingles
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
-    ngram_reference._build_tables = kernel._build_normalising_table = kernel._build_composing_seconds = fail
+    ngram_reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
+    ngram_scan._build_normalising_table = fail
     shingles._build_fold_table = fail
 tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
-          "composing_seconds": [sorted(kernel._composing_seconds())]}
+          "composing_seconds": [sorted(unicode_context.composing_seconds())],
+          "ngram_nfkc": list(ngram_scan._normalising_table())}
 for name, arrays in tables.items():
     print(name, xxhash.xxh3_64_hexdigest(repr([a.tolist() if hasattr(a, "tolist") else a for a in arrays]).encode()))
 """
 
 
 def run_probe(cache: Path, build_fails: bool) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANKZERO_KERNEL_CACHE": str(cache)}
     if build_fails:
         env["BUILD_FAILS"] = "1"
     return subprocess.run([sys.executable, "-c", PROBE, "probe"], env=env, capture_output=True, text=True)
@@ -49,7 +51,7 @@ def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
     first = run_probe(tmp_path, build_fails=False)
     assert first.returncode == 0, first.stderr
     written = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.npz"))
-    assert written == ["composing_seconds", "dedup_kernel", "ngram_scan", "shingles"]
+    assert written == ["composing_seconds", "dedup_kernel", "ngram_nfkc", "ngram_scan", "shingles"]
     assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
     second = run_probe(tmp_path, build_fails=True)  # any table built instead of read stops it
     assert second.returncode == 0, second.stderr
@@ -76,7 +78,8 @@ def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point
         assert fold[code] == (ord(lower) if len(lower) == 1 and lower.isalnum() else 0), hex(code)
         assert kinds[code] == (2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0), hex(code)
         assert folds[code] == shingles.fold(code), hex(code)
-    assert kernel._composing_seconds() == frozenset(kernel._build_composing_seconds()["codes"].tolist())
+    expected = frozenset(unicode_context.build_composing_seconds()["codes"].tolist())
+    assert unicode_context.composing_seconds() == expected
 
 
 def test_another_python_or_other_source_is_another_file(tmp_path, monkeypatch):

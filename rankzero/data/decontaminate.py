@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.ngram_scan import MARKS, NUMBERS, Bitmap, code_points, letters, prepare, scan
+from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan, scan_texts
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -232,6 +232,10 @@ class ContaminationIndex:
         order = np.argsort(windows.values, kind="stable")
         self.window_keys, self.window_questions = windows.values[order], windows.owners[order]
         self.bitmap = Bitmap.of(self.gram_keys, self.window_keys)
+        # A question inside a document holds (letters - WINDOW + 1) // WINDOW_STEP or more of the windows the
+        # document's scan samples (one every WINDOW_STEP letters), each one of the question's: a document sharing
+        # fewer with it cannot hold it, and is spared the substring test.
+        self.windows_needed = [max(1, (len(question) - WINDOW + 1) // WINDOW_STEP) for question in self.questions]
         self.templates = len(keys_of) - len(self.questions) + len(common)
         self.indexed = np.zeros(len(items), dtype=bool)
         self.indexed[self.need > 0] = True
@@ -252,17 +256,8 @@ class ContaminationIndex:
         it may hold (a clear bit proves the text as given holds none of that), and the [start, end) of the text
         that holds all its number clusters (pii.PiiMasker.find's `numbers`)."""
         found: list[set[int]] = [set() for _ in texts]
-        prepared = [prepare(text) for text in texts]
-        codes, offsets = code_points(prepared)
-        # The kernel hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
-        grams, windows, marks, runs = scan(codes, offsets, N, WINDOW, WINDOW_STEP, self.bitmap)
-        # Only the number bit is proven through NFKC and lower(); of a text they changed the rest is not known, and
-        # the runs' offsets are those of the changed text: its clusters are looked for in the whole text.
-        changed = np.fromiter((ours is not text for ours, text in zip(prepared, texts)), dtype=bool, count=len(texts))
-        marks[changed] |= MARKS & ~NUMBERS
-        whole = np.flatnonzero(changed & (marks & NUMBERS != 0))
-        runs[whole, 0] = 0
-        runs[whole, 1] = [len(texts[number]) for number in whole.tolist()]
+        # The pass hands back only the hashes the bitmap lets through: the indexed ones and ~1% by chance.
+        grams, windows, marks, runs = scan_texts(texts, N, WINDOW, WINDOW_STEP, self.bitmap)
         if len(grams.values):
             query, owner = _lookup(self.gram_keys, self.gram_items, grams.values)
             # Each distinct (document, item, n-gram) once: a repeated sentence counts once.
@@ -274,9 +269,11 @@ class ContaminationIndex:
         if len(windows.values):
             query, question = _lookup(self.window_keys, self.window_questions, windows.values)
             spaceless: dict[int, str] = {}
-            for document, number in set(zip(windows.owners[query].tolist(), question.tolist())):
+            for (document, number), count in Counter(zip(windows.owners[query].tolist(), question.tolist())).items():
+                if count < self.windows_needed[number]:  # too few of the question's windows: it is not there
+                    continue
                 if document not in spaceless:
-                    spaceless[document] = letters(codes[offsets[document]:offsets[document + 1]])
+                    spaceless[document] = _spaceless(prepare(texts[document]))
                 if self.questions[number] in spaceless[document]:
                     found[document].update(self.question_items[number])
         return [sorted(items) for items in found], marks, runs

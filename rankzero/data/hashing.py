@@ -1,43 +1,34 @@
-"""The 64-bit finaliser both compiled passes (near dedup's, decontamination's) and their numpy references use,
-and how rankzero compiles a pass.
+"""The numbers near dedup's and decontamination's hashes are made of, shared by the numpy references (dedup/shingles.py,
+ngram_reference.py) and the compiled passes (passes.c, which native.py compiles with each of C_CONSTANTS as a
+#define: the C and the Python cannot disagree); and MurmurHash3's finaliser in numpy.
 
     mixed = fmix64(values)                  # numpy, in place, uint64
-    fmix64_one = compiled(fmix64)           # the same for one uint64, in a numba pass (numba imported here)
-    numba_started()                         # has this process already paid numba's start?
 """
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
+
+WORD_BASE = np.uint64(0x100000001B3)  # a word's polynomial hash of its code points (odd: invertible mod 2**64)
+WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)  # decontamination's spaceless windows: the polynomial of their letters
+GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)  # decontamination's word n-grams: the polynomial of their words' hashes
+# In near dedup's tables (dedup/shingles.py, dedup/kernel.py): a code point dropped from the text; one whose text
+# unicodedata must normalise; EXPANDED + i, one that NFKC makes several of (their folds at expansions[i + 1:]).
+DELETE, SLOW, EXPANDED = np.uint32(0xFFFFFFFF), np.uint32(0xFFFFFFFE), np.uint32(0x80000000)
+# What decontamination's pass marks in a text, by pii.PiiMasker.find's own tests: a run of NUMBER_RUN digits and
+# cluster separators holding a digit (pii.py's number clusters), an '@' (e-mail), "::" or 7 colons (IPv6), "여권"
+# or "assport" (passport numbers). A text with none of them gives the masker nothing to look at.
+NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
+NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
+C_CONSTANTS = ("WORD_BASE", "WINDOW_BASE", "GRAM_BASE", "DELETE", "SLOW", "EXPANDED", "NUMBER_RUN", "NUMBERS",
+               "AT_SIGN", "COLONS", "PASSPORT")
 
 
 def fmix64(values: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser: spreads every input bit over the output (in place for an array; numba
-    compiles the same source for one value)."""
+    """MurmurHash3's 64-bit finaliser: spreads every input bit over the output (in place)."""
     values ^= values >> np.uint64(33)
     values *= np.uint64(0xFF51AFD7ED558CCD)
     values ^= values >> np.uint64(33)
     values *= np.uint64(0xC4CEB9FE1A85EC53)
     values ^= values >> np.uint64(33)
     return values
-
-
-def compiled(function):
-    """numba's njit, releasing the GIL (the stage's threads keep running), cached on disk when numba finds a
-    writable cache directory (next to the function's module, NUMBA_CACHE_DIR or the user's cache); else compiled
-    once per process. numba is imported here, at the first compiled pass, never by the numpy paths."""
-    import numba
-
-    try:
-        return numba.njit(nogil=True, cache=True)(function)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(function)
-
-
-def numba_started() -> bool:
-    """Whether this process has already paid numba's start (~0.5 CPU-s: its import, then its type registry at
-    the first compiled pass): a pass chosen to avoid that start (minhash.shingle_hashes) then has no reason
-    to. With --decontaminate the plan builds the index, whose pass is compiled, before any chunk is hashed."""
-    return "numba" in sys.modules

@@ -3,8 +3,8 @@ compiled pass must match bit for bit, and what a process without one runs.
 
     grams, windows, marks, runs = scan_reference(codes, offsets, 8, 8, 4, bitmap)   # as ngram_scan.scan
 
-Its constants and code point tables are defined here, below ngram_scan.py and the compiled kernels, so that
-this path imports neither numba nor a compiler, and the kernels read the same numbers. A word is a maximal
+Its code point tables are defined here, below ngram_scan.py, and its constants in hashing.py, which native.py
+also compiles passes.c with: the compiled pass reads the same numbers. A word is a maximal
 run of letters (the fold table's nonzero entries: `str.isalnum`, lower-cased) within one text; its hash is
 fmix64(sum c_i * WORD_BASE**(length-1-i) ^ length); an n-gram is n consecutive words of a text, hashed as
 fmix64(sum word_j * GRAM_BASE**(n-1-j)); a window is `window` consecutive letters of a text with the breaks
@@ -25,20 +25,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rankzero.data.hashing import fmix64
+from rankzero.data.hashing import (AT_SIGN, COLONS, GRAM_BASE, NUMBER_RUN, NUMBERS, PASSPORT, WINDOW_BASE, WORD_BASE,
+                                   fmix64)
 from rankzero.data.table_cache import cached
 
-WORD_BASE = np.uint64(0x100000001B3)
-WINDOW_BASE = np.uint64(0x9E3779B97F4A7C15)
-GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)
-NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
 ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
-
-# What `scan` marks in a text, by pii.PiiMasker.find's own tests: a run of 7 digits and cluster separators (pii.py's
-# number clusters), an '@' (e-mail), "::" or 7 colons (IPv6), "여권" or "assport" (passport numbers). A text with
-# none of them gives the masker nothing to look at.
-NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
-MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT
+MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT  # hashing.py: what each mark means
 
 
 class Hashes(NamedTuple):
@@ -88,7 +80,7 @@ def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def scan_reference(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
                    bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     """ngram_scan.scan (same arguments, `bitmap` an ngram_scan.Bitmap; same results, bit for bit), in numpy: about a
-    fifth of the numba kernel's speed on real Korean, ~34 bytes of arrays per code point at the peak
+    fifth of the compiled pass's speed on real Korean, ~34 bytes of arrays per code point at the peak
     (bench/RESULTS.md)."""
     assert n >= 1 and window >= 1 and step >= 1, (n, window, step)
     codes, offsets = np.asarray(codes, dtype=np.uint32), np.asarray(offsets, dtype=np.int64)
@@ -101,6 +93,12 @@ def scan_reference(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, 
     grams = _rolled(words, word_offsets, n, 1, GRAM_BASE, bitmap.bits)
     windows = _rolled(letters, letter_offsets, window, step, WINDOW_BASE, bitmap.bits)
     return grams, windows, marks, runs
+
+
+def marks_reference(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """scan_reference's marks and number runs alone."""
+    codes, offsets = np.asarray(codes, dtype=np.uint32), np.asarray(offsets, dtype=np.int64)
+    return _marks(codes, offsets, _classify(codes)[1])
 
 
 def _classify(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

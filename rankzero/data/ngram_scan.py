@@ -4,6 +4,7 @@
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
     grams, windows, marks, runs = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes; MARKS; spans
+    marks, runs = marks_of(texts)                          # the marks alone, of texts as given: what the masker reads
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
@@ -12,11 +13,11 @@ text, and each `window`-character window of the text's words written without spa
 `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
 benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
 
-Hand-written with numba (`nogil`: the tokenizer's threads keep running) because the same work in Python
-(regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's time with --decontaminate,
-and the same in numpy (a pass per step over the whole batch) at about 35; no library hashes word n-grams
-and spaceless windows of Unicode text in one pass. The kernel is compiled once and cached on disk (numba's
-`cache=True`); a process still pays for importing numba and loading it (bench/RESULTS.md).
+One loop per character in C (passes.c, through native.py: no GIL held, so the tokenizer's threads keep running)
+because the same work in Python (regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's
+time with --decontaminate; no library hashes word n-grams and spaceless windows of Unicode text in one pass.
+ngram_reference.py defines the same numbers in whole-array numpy: what a process without a C compiler runs, and
+what the tests hold the compiled pass to.
 """
 
 from __future__ import annotations
@@ -27,9 +28,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data import native
+from rankzero.data.hashing import EXPANDED, SLOW
 # What scan computes is defined there, with its constants and code point tables (MARKS, NUMBERS and Hashes are
 # read from here by decontaminate.py and screen.py).
-from rankzero.data.ngram_reference import ASTRAL, MARKS, NUMBERS, Hashes, _astral_folds, _fold_table, _kinds_table
+from rankzero.data.ngram_reference import (ASTRAL, MARKS, NUMBERS, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
+                                           marks_reference, scan_reference)
+from rankzero.data.table_cache import cached
+from rankzero.data.unicode_context import in_context, in_context_table
 
 
 def prepare(text: str) -> str:
@@ -118,30 +124,147 @@ class Bitmap:
 
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
-    """(word n-gram hashes, window hashes) of each text, in text order, those whose bit `bitmap` sets; a uint8
-    of MARKS per text: what of pii.py's candidates it may hold; and per text the [start, end) offsets that hold
-    every run of NUMBER_RUN digits and separators with a digit (0, 0 for none): where its clusters can be. A clear NUMBERS bit proves the text holds no
-    number cluster, in the text as given to `prepare` too: NFKC maps every digit and separator to digits and
-    separators (a digit to a digit) and composes none of them with a neighbour (tests/test_pii.py checks every
-    code point), so a run of them only grows. The other bits are exact for the text scanned; only for a text
-    that `prepare` returned unchanged are they the masker's own tests (ContaminationIndex.find_with_marks)."""
+    """(word n-gram hashes, window hashes) of each text of `prepare`d code points, in text order, those whose bit
+    `bitmap` sets; a uint8 of MARKS per text: what of pii.py's candidates it may hold (hashing.py); and per text the
+    [start, end) offsets that hold every run of NUMBER_RUN digits and separators with a digit (0, 0 for none):
+    where its clusters can be. ngram_reference.scan_reference defines them."""
+    passes = native.library()
+    if passes is None:
+        return scan_reference(codes, offsets, n, window, step, bitmap)
     astral, astral_folds = _astral_folds(codes)
-    # Room for every n-gram (a word and its break take two code points) and every window: np.empty only
-    # reserves the memory, and the pages written are those of the few hashes that pass.
-    grams = Hashes(np.empty(len(codes) // 2 + len(offsets), np.uint64), np.empty(len(codes) // 2 + len(offsets), np.int64))
-    windows = Hashes(np.empty(len(codes) // step + len(offsets), np.uint64),
-                     np.empty(len(codes) // step + len(offsets), np.int64))
-    marks = np.zeros(len(offsets) - 1, dtype=np.uint8)
-    runs = np.zeros((len(offsets) - 1, 2), dtype=np.int64)
-    gram_count, window_count = _kernel()(codes, offsets, _fold_table(), astral, astral_folds, n, window, step,
-                                         bitmap.bits, *grams, *windows, _kinds_table(), marks, runs)
+    grams, windows, marks, runs, _ = _compiled_scan(passes, codes, offsets, n, window, step, bitmap, 1, _fold_table(),
+                                                    _NO_EXPANSIONS, astral, astral_folds)
+    return grams, windows, marks, runs
+
+
+def scan_texts(texts: list[str], n: int, window: int, step: int,
+               bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
+    """`scan`'s hashes of the texts `prepare`d, with the marks and number runs of the texts as given (what the
+    masker reads). The compiled pass normalises as it goes, by a table of each code point's folds under NFKC
+    (_normalising_table); a text where that is not a function of each code point alone (a combining mark, Hangul
+    jamo that compose, capital sigma: 1 text in 1,000 of real Korean) is `prepare`d in Python and scanned again.
+    `prepare` on every text, one in nine of which needs NFKC, held the GIL for a sixth of the screen's time."""
+    passes = native.library()
+    if passes is None:
+        grams, windows, _, _ = scan_reference(*code_points([prepare(text) for text in texts]), n, window, step, bitmap)
+        return (grams, windows, *marks_reference(*code_points(texts)))
+    codes, offsets = code_points(texts)
+    table, expansions = _normalising_table()
+    astral, astral_folds = _astral_normalised_folds(codes)
+    grams, windows, marks, runs, slow = _compiled_scan(passes, codes, offsets, n, window, step, bitmap, 2, table,
+                                                       expansions, astral, astral_folds)
+    again = np.flatnonzero(slow)
+    if len(again):
+        more_grams, more_windows, _, _ = scan(*code_points([prepare(texts[i]) for i in again.tolist()]), n, window,
+                                              step, bitmap)
+        grams = _merged(grams, Hashes(more_grams.values, again[more_grams.owners]))
+        windows = _merged(windows, Hashes(more_windows.values, again[more_windows.owners]))
+    return grams, windows, marks, runs
+
+
+def _merged(first: Hashes, second: Hashes) -> Hashes:
+    """Both, in text order (each text's hashes come from one of them, in their order)."""
+    if not len(second.values):
+        return first
+    owners = np.concatenate((first.owners, second.owners))
+    order = np.argsort(owners, kind="stable")
+    return Hashes(np.concatenate((first.values, second.values))[order], owners[order])
+
+
+def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """scan's marks and number runs of each text as given, with no hash formed: what the PII masker needs to skip
+    most documents, where no --decontaminate pass gives it. None where the compiled pass is unavailable (the masker
+    then looks at every text itself)."""
+    passes = native.library()
+    if passes is None:
+        return None
+    codes, offsets = code_points(texts)
+    astral, astral_folds = _astral_folds(codes)
+    _, _, marks, runs, _ = _compiled_scan(passes, codes, offsets, 1, 1, 1, Bitmap.everything(), 0, _fold_table(),
+                                          _NO_EXPANSIONS, astral, astral_folds)
+    return marks, runs
+
+
+_NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
+
+
+def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int, bitmap: Bitmap,
+                   hashing: int, table: np.ndarray, expansions: np.ndarray, astral: np.ndarray,
+                   astral_folds: np.ndarray) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray, np.ndarray]:
+    """passes.c's scan; `hashing` 0 (marks alone), 1 (prepared code points) or 2 (as read, `table` normalising)."""
+    texts = len(offsets) - 1
+    marks, runs = np.zeros(texts, dtype=np.uint8), np.zeros((texts, 2), dtype=np.int64)
+    slow, counts = np.zeros(texts, dtype=np.uint8), np.zeros(3, dtype=np.int64)
+    # Room for every n-gram (a word and its break take two code points) and every window, unless expansions
+    # make more (then again with twice the room): np.empty only reserves the memory, and the pages written are
+    # those of the few hashes that pass.
+    room = (len(codes) // min(2, step) + len(offsets)) if hashing else 0
+    while True:
+        grams = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
+        windows = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
+        passes.scan(codes, offsets, texts, table, expansions, astral, len(astral), astral_folds, n, window, step,
+                    hashing, bitmap.bits, len(bitmap.bits), _kinds_table(), np.zeros(n, np.uint64),
+                    np.zeros(window, np.uint64), room, *grams, *windows, marks, runs, slow, counts)
+        if not counts[2]:
+            break
+        room *= 2
+        marks[:], runs[:] = 0, 0
+    gram_count, window_count = int(counts[0]), int(counts[1])
     return (Hashes(grams.values[:gram_count], grams.owners[:gram_count]),
-            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks, runs)
+            Hashes(windows.values[:window_count], windows.owners[:window_count]), marks, runs, slow)
+
+
+def normalised_folds(code: int) -> list[int] | None:
+    """The folds (ngram_reference._fold) of NFKC(code), where `prepare` gives them whatever stands around it; else
+    None. A Hangul jamo is its own fold: the compiled pass sends a text to `prepare` where two compose."""
+    char = chr(code)
+    mapped = unicodedata.normalize("NFKC", char)
+    # A combining mark or a starter that composes with the code point before it, first in the decomposition (what
+    # meets the previous code point) or anywhere in the result (what meets the next); what `prepare` lower-cases
+    # whole texts for (capital sigma, the dotted capital I).
+    if in_context(unicodedata.normalize("NFKD", char)[:1]) or any(map(in_context, mapped)) \
+            or "\u03a3" in mapped or "\u0130" in mapped:
+        return None
+    return [_fold(ord(part)) for part in mapped]
+
+
+def _astral_normalised_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted code points above the BMP in `codes`, the normalised fold of each, SLOW where that is not one)."""
+    astral, _ = _astral_folds(codes)
+    folds = [normalised_folds(int(code)) for code in astral]
+    return astral, np.array([fold[0] if fold and len(fold) == 1 else SLOW for fold in folds], dtype=np.uint32)
 
 
 @lru_cache(maxsize=1)
-def _kernel():
-    """The compiled kernel: numba is imported only when a decontamination index is used."""
-    from rankzero.data._ngram_kernel import scan_kernel
+def _normalising_table() -> tuple[np.ndarray, np.ndarray]:
+    """normalised_folds of the Basic Multilingual Plane as the compiled pass reads them: a fold, SLOW, or
+    EXPANDED + i for several folds (expansions[i] of them at expansions[i + 1:]). Built once per installation
+    (table_cache.py)."""
+    from rankzero.data import ngram_reference
 
-    return scan_kernel
+    arrays = cached("ngram_nfkc", _build_normalising_table, [__file__, ngram_reference.__file__])
+    return arrays["table"], arrays["expansions"]
+
+
+def _build_normalising_table() -> dict[str, np.ndarray]:
+    """NFKC of the whole plane in one call, each code point behind U+0000 (a starter that composes with nothing, so
+    each comes out as it would alone); normalised_folds for the code points it changes or that stand in context."""
+    chars = list(map(chr, range(1, ASTRAL)))
+    joined = "\0".join(chars)
+    context = in_context_table()
+    table = np.empty(ASTRAL, dtype=np.uint32)
+    table[:] = _fold_table()
+    expansions = [0]
+    unchanged = [a == b for a, b in zip(chars, unicodedata.normalize("NFKC", joined).split("\0"))]
+    decomposed = [d[0] for d in unicodedata.normalize("NFKD", joined).split("\0")]
+    for code in (index + 1 for index, same in enumerate(unchanged) if not same or context[index + 1]
+                 or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"):
+        folds = normalised_folds(code)
+        if folds is None:
+            table[code] = SLOW
+        elif len(folds) == 1:
+            table[code] = folds[0]
+        else:
+            table[code] = EXPANDED + len(expansions)
+            expansions += [len(folds), *folds]
+    return {"table": table, "expansions": np.array(expansions, dtype=np.uint32)}

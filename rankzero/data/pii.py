@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rankzero.data.hashing import AT_SIGN, COLONS, PASSPORT
 from rankzero.data.pii_checks import (FOREIGNER_DIGITS, ascii_numbers, business_number_ok, card_issuer, luhn_ok,
                                       number_clusters, public_ip, registration_check_ok, registration_date_ok)
 
@@ -222,15 +223,22 @@ class PiiMasker:
     def __init__(self, samples_per_document: int = 1):
         self.samples_per_document = samples_per_document
 
-    def find(self, text: str, numbers: bool | tuple[int, int] = True) -> tuple[list[tuple], Counter]:
+    def find(self, text: str, numbers: bool | tuple[int, int] = True,
+             marks: int | None = None) -> tuple[list[tuple], Counter]:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
-        `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there."""
+        `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there.
+        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller's pass has them (ngram_scan:
+        the same tests as below, made in C), so the text is not searched for them again."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
         clusters = number_clusters(text, start, end)  # no lookbehind or ahead: a span finds the same ones
-        # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
-        ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
-        passport = "여권" in text or "assport" in text
-        if not (clusters or ipv6 or passport or "@" in text):
+        if marks is None:
+            # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
+            ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
+            passport = "여권" in text or "assport" in text
+            email = "@" in text
+        else:
+            ipv6, passport, email = marks & COLONS, marks & PASSPORT, marks & AT_SIGN
+        if not (clusters or ipv6 or passport or email):
             return [], Counter()  # most documents: nothing to look at
         found: list[tuple[int, int, str, bool]] = []
         rejections: list[tuple[int, int, str, str]] = []
@@ -256,7 +264,7 @@ class PiiMasker:
         if passport:
             for match in _PASSPORT.finditer(text):
                 judge(match, _with_context("passport", "passport"))
-        if "@" in text:
+        if email:
             self._emails(text, found, rejections)
         spans = _without_overlaps(found)
         # A candidate another detector accepted (a phone number is also an account-shaped number) is no

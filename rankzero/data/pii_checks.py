@@ -138,5 +138,5 @@ def ascii_numbers(text: str, clusters: list[re.Match]) -> str:
     """The text with every character of its clusters that is not ASCII (a digit of another script, a full-width
     separator) as its ASCII twin, one code point for one, so the spans found in it are the text's."""
     twins = {ord(char): str(unicodedata.decimal(char)) if char.isdecimal() else unicodedata.normalize("NFKC", char)
-             for cluster in clusters for char in cluster.group() if not char.isascii()}
+             for cluster in clusters if not cluster.group().isascii() for char in cluster.group() if not char.isascii()}
     return text.translate(twins) if twins else text

@@ -27,7 +27,7 @@ import xxhash
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
-from rankzero.data.ngram_scan import MARKS, NUMBERS
+from rankzero.data.ngram_scan import MARKS, NUMBERS, marks_of
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -94,15 +94,17 @@ class Screen:
             report["dropped"][EVAL_OVERLAP] = len(overlapping)
         if self.masker is None:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
+        if self.index is None:  # the same marks from a pass of their own, without the GIL (None: no compiled pass)
+            marks, runs = marks_of(texts) or (marks, runs)
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
-            if not marks[number]:  # most documents with --decontaminate: nothing the masker looks for
+            if not marks[number]:  # most documents: nothing the masker looks for
                 kept.append(documents[number])
                 continue
             numbers = bool(marks[number] & NUMBERS)
             if numbers and runs is not None:
                 numbers = (int(runs[number, 0]), int(runs[number, 1]))
-            segments, result = self._mask(documents[number], numbers)
+            segments, result = self._mask(documents[number], numbers, None if runs is None else int(marks[number]))
             if result is None:  # most documents: nothing found, nothing to count
                 kept.append(segments)
                 continue
@@ -116,14 +118,16 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list, numbers: bool | tuple[int, int]) -> tuple[list, MaskResult | None]:
+    def _mask(self, segments: list, numbers: bool | tuple[int, int],
+              marks: int | None) -> tuple[list, MaskResult | None]:
         """Mask each segment (an SFT sample's turns keep their label masks); one result for the document, None
         where nothing was found. `numbers=False`: the document's joined text holds no number cluster, so none of
         its segments does; (start, end): its clusters lie there (offsets in the joined text: each of several
-        segments is scanned)."""
+        segments is scanned). `marks`: the joined text's (pii.PiiMasker.find), exact for a document of one
+        segment; of several, a segment looks for itself."""
         if len(segments) == 1:
             text, trainable = segments[0]
-            spans, rejected = self.masker.find(text, numbers)
+            spans, rejected = self.masker.find(text, numbers, marks)
             if not (spans or rejected):
                 return segments, None
             result = self.masker.apply(text, spans, rejected)

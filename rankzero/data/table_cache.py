@@ -8,8 +8,9 @@ process that starts either pass, about 4% of a 41 MB prepare with --decontaminat
 them faster is not on offer: each code point costs one or two C calls already (a vectorised build — the plane
 joined into one string, lower-cased and classified by `re` in whole-string passes — measured slower, 25 ms
 against 18 for one table). What they are depends only on the code that defines them and on Python's Unicode
-database, so, like numba's compiled code beside them, they are kept on disk: under NUMBA_CACHE_DIR where that is
-set, else in the `__pycache__` beside the module, else (neither writable) nowhere, and built per process as before.
+database, so, like the compiled passes beside them (native.py), they are kept on disk: under RANKZERO_KERNEL_CACHE
+where that is set, else in the `__pycache__` beside the module, else (neither writable) nowhere, and built per
+process as before.
 
 A file's name holds everything that decides its content: the Python implementation and version (whose Unicode
 database `str.lower` and `unicodedata` read: its version is in the name too) and an xxh3 of the source files
@@ -63,11 +64,10 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
 
 
 def cache_directory(source: str) -> Path | None:
-    """Where numba caches the compiled code of a module at `source`: NUMBA_CACHE_DIR (numba mirrors the module's
-    path under it), else the __pycache__ beside the module; None when that is not writable."""
-    module_dir = Path(source).resolve().parent
-    root = os.environ.get("NUMBA_CACHE_DIR")
-    directory = Path(root) / module_dir.relative_to(module_dir.anchor) if root else module_dir / "__pycache__"
+    """Where the compiled passes and their tables are kept: RANKZERO_KERNEL_CACHE where set (a read-only
+    installation, a shared disk), else the __pycache__ beside the module at `source`; None when not writable."""
+    root = os.environ.get("RANKZERO_KERNEL_CACHE")
+    directory = Path(root) if root else Path(source).resolve().parent / "__pycache__"
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -1,11 +1,13 @@
-"""Words and word 5-grams of texts in one compiled pass (numba): shingles.py's numbers, bit for bit.
+"""Words and word 5-grams of texts in one compiled pass (passes.c, through native.py): shingles.py's numbers, bit
+for bit.
 
     words, per_text = word_hashes(texts)          # flat uint64 hash of every word, and each text's word count
     shingles, per_text = shingle_hashes(texts)    # flat uint64 hash of every word 5-gram, and each text's count
 
 shingles.py defines the numbers in whole-array numpy operations: a dozen passes over arrays of the text's
 size, and NFKC + lower-case in Python before them, all holding the GIL. Here one loop per character folds,
-drops, finds the words and hashes them, and releases the GIL (`nogil`), so the stage's encode threads overlap.
+drops, finds the words and hashes them, without the GIL (a ctypes call), so the stage's encode threads overlap.
+Callers check `native.library()` first (minhash.shingle_hashes): without a C compiler the numpy path runs.
 
 NFKC + lower-case happen in the same loop for every text where they are a function of each code point alone:
 one table maps a code point to the fold of its lower-cased NFKC form. The exceptions are tested against
@@ -17,10 +19,6 @@ one table maps a code point to the fold of its lower-cased NFKC form. The except
 - Every code point that NFKC or lower() treats in context (a combining mark, a character that composes with the
   one before it, capital sigma, whose lower case depends on the next letter) marks its text: that text is
   normalised by `unicodedata` and folded by the plain table in a second call (3 of 3,691 real petitions).
-
-Compiled functions are cached on disk (`cache=True`: numba's cache, next to this file or under
-NUMBA_CACHE_DIR / the user's cache directory); where no such place is writable they are compiled once per
-process instead.
 """
 
 from __future__ import annotations
@@ -31,132 +29,28 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data import native
 from rankzero.data.dedup import shingles
-from rankzero.data.dedup.shingles import DELETE, PIECE_CHARS, POSITION, SHINGLE_WORDS, WORD_BASE, fold, \
-    fold_table, text_segments
-from rankzero.data.hashing import compiled, fmix64
+from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, text_segments
+from rankzero.data.hashing import EXPANDED, SLOW
 from rankzero.data.ngram_scan import code_points
 from rankzero.data.table_cache import cached
+from rankzero.data.unicode_context import in_context, in_context_table
 
-SLOW = np.uint32(0xFFFFFFFE)  # in the normalising table: a code point whose text unicodedata must normalise
-_EXPANDED = np.uint32(0x80000000)  # + i: NFKC makes several code points of it, their folds at expansions[i + 1:]
 _CAPITAL_SIGMA = "\u03a3"
 
 
-_fmix64 = compiled(fmix64)  # the reference's finaliser, compiled for one uint64 at a time
-
-
-@compiled
-def _hangul(previous, code):
-    """The syllable that `previous` and `code` compose into under NFKC (Unicode's Hangul composition), or 0."""
-    previous, code = np.int64(previous), np.int64(code)
-    if 0x1100 <= previous <= 0x1112 and 0x1161 <= code <= 0x1175:  # initial consonant + vowel
-        return 0xAC00 + ((previous - 0x1100) * 21 + (code - 0x1161)) * 28
-    if 0xAC00 <= previous <= 0xD7A3 and (previous - 0xAC00) % 28 == 0 and 0x11A8 <= code <= 0x11C2:  # + final
-        return previous + code - 0x11A7
-    return 0
-
-
-@compiled
-def _scan(codes, offsets, table, expansions, most_words, astral_codes, astral_folds, words, counts):
-    """Writes the word hashes of each unit codes[offsets[u]:offsets[u + 1]] to `words` and their number to
-    counts[u]; a unit with a SLOW code point gets -1 and no words. Returns the number of words written, or -1
-    when fewer than `most_words` (the most one code point makes) are left free in `words`."""
-    written = 0
-    for unit in range(len(offsets) - 1):
-        first = written
-        hash_, power, last_power = np.uint64(0), np.uint64(1), np.uint64(0)
-        in_word, slow = False, False
-        previous = np.uint32(0)  # the previous code point's fold: Hangul composes only with its neighbour
-        index, stop = offsets[unit], offsets[unit + 1]
-        part, parts_left = 0, 0  # the folds of an expanded code point still to take, at expansions[part:]
-        # One loop over the folds (an expansion's several, inline: a helper function here costs 3x the time).
-        while True:
-            if parts_left:
-                value = expansions[part]
-                part += 1
-                parts_left -= 1
-            else:
-                if index == stop:
-                    break
-                if written + most_words > len(words):
-                    return -1
-                code = codes[index]
-                index += 1
-                value = table[code] if code < 0x10000 else astral_folds[np.searchsorted(astral_codes, code)]
-                if value >= _EXPANDED and value != DELETE:
-                    if value == SLOW:
-                        slow = True
-                        break
-                    at = np.int64(value - _EXPANDED)
-                    part, parts_left = at + 1, np.int64(expansions[at])
-                    continue
-            if value == 0 or value == DELETE:
-                if value == 0 and in_word:
-                    words[written] = _fmix64(hash_)
-                    written += 1
-                    in_word = False
-                previous = value
-                continue
-            if in_word and np.uint32(value - np.uint32(0x1161)) <= np.uint32(0x11C2 - 0x1161):  # a vowel or final
-                composed = _hangul(previous, value)
-                if composed:  # replaces the word's last code point: its term is redone at its power
-                    hash_ += (np.uint64(composed) - np.uint64(previous)) * last_power
-                    previous = np.uint32(composed)
-                    continue
-            if not in_word:
-                hash_, power, in_word = np.uint64(0), np.uint64(1), True
-            # sum c_i * B**i over the word, i counted from its first code point (shingles._piece_words)
-            hash_ += np.uint64(value) * power
-            last_power = power
-            power *= WORD_BASE
-            previous = value
-        if slow:
-            written = first
-            counts[unit] = -1
-            continue
-        if in_word:
-            words[written] = _fmix64(hash_)
-            written += 1
-        counts[unit] = written - first
-    return written
-
-
-@compiled
-def _merge(fast, fast_counts, slow, slow_counts, out):
-    """Each unit's words from `fast`, or from `slow` where fast_counts is -1 (in order); returns their counts."""
+def _merge(fast: np.ndarray, fast_counts: np.ndarray, slow: np.ndarray,
+           slow_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each unit's words from `fast`, or from `slow` where fast_counts is -1 (in order), and their counts."""
     counts = fast_counts.copy()
-    at_fast = at_slow = at_out = 0
-    next_slow = 0
-    for unit in range(len(fast_counts)):
-        if fast_counts[unit] < 0:
-            count = slow_counts[next_slow]
-            out[at_out:at_out + count] = slow[at_slow:at_slow + count]
-            at_slow += count
-            next_slow += 1
-            counts[unit] = count
-        else:
-            count = fast_counts[unit]
-            out[at_out:at_out + count] = fast[at_fast:at_fast + count]
-            at_fast += count
-        at_out += count
-    return counts
-
-
-@compiled
-def _shingles(words, per_text, out, out_per_text):
-    """The hash of every 5 consecutive words of one text (shingles._piece_shingles), written to `out`."""
-    at_word = at_out = 0
-    for text in range(len(per_text)):
-        count = max(per_text[text] - SHINGLE_WORDS + 1, 0)
-        for start in range(at_word, at_word + count):
-            mixed = np.uint64(0)
-            for position in range(SHINGLE_WORDS):
-                mixed += words[start + position] * POSITION[position]
-            out[at_out] = _fmix64(mixed)
-            at_out += 1
-        out_per_text[text] = count
-        at_word += per_text[text]
+    from_slow = counts < 0
+    counts[from_slow] = slow_counts
+    out = np.empty(int(counts.sum()), dtype=np.uint64)
+    in_slow = np.repeat(from_slow, counts)
+    out[~in_slow] = fast
+    out[in_slow] = slow
+    return out, counts
 
 
 def word_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +78,7 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     words, per_text = word_hashes(texts)
     out = np.empty(int(np.maximum(per_text - SHINGLE_WORDS + 1, 0).sum()), dtype=np.uint64)
     out_per_text = np.empty(len(per_text), dtype=np.int64)
-    _shingles(words, per_text, out, out_per_text)
+    native.library().shingle_hashes(words, per_text, len(per_text), POSITION, len(POSITION), out, out_per_text)
     return out, out_per_text
 
 
@@ -209,8 +103,7 @@ def _piece_words(units: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return words, counts
     normalised = [unicodedata.normalize("NFKC", units[index]).lower() for index in slow.tolist()]
     slow_words, slow_counts = _scan_units(normalised, normalising=False)
-    out = np.empty(len(words) + len(slow_words), dtype=np.uint64)
-    return out, _merge(words, counts, slow_words, slow_counts, out)
+    return _merge(words, counts, slow_words, slow_counts)
 
 
 def _scan_units(units: Sequence[str], normalising: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +118,8 @@ def _scan_units(units: Sequence[str], normalising: bool) -> tuple[np.ndarray, np
     size = len(codes) // 2 + len(units) + most_words  # a word is a code point and a break, but for expansions
     while True:
         words = np.empty(size, dtype=np.uint64)
-        written = _scan(codes, offsets, table, expansions, most_words, astral_codes, astral_folds, words, counts)
+        written = native.library().word_hashes(codes, offsets, len(units), table, expansions, most_words, astral_codes,
+                                       len(astral_codes), astral_folds, words, size, counts)
         if written >= 0:
             return words[:written].copy(), counts
         size *= 2
@@ -236,21 +130,16 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 def normalised_folds(code: int) -> list[int] | None:
     """The folds of lower(NFKC(code)), where they do not depend on the code points around it; else None. A Hangul
-    jamo is its own fold: the scan composes it with its neighbour (_hangul)."""
+    jamo is its own fold: the scan composes it with its neighbour (passes.c's `hangul`)."""
     char = chr(code)
     mapped = unicodedata.normalize("NFKC", char)
     # A combining mark or a starter that composes with the code point before it, first in the decomposition (what
     # meets the previous code point) or anywhere in the result (what meets the next); capital sigma, whose lower
     # case depends on the letters after it.
     decomposed = unicodedata.normalize("NFKD", char)
-    if _in_context(decomposed[:1]) or any(map(_in_context, mapped)) or _CAPITAL_SIGMA in mapped:
+    if in_context(decomposed[:1]) or any(map(in_context, mapped)) or _CAPITAL_SIGMA in mapped:
         return None
     return [fold(ord(lowered)) for lowered in mapped.lower()]
-
-
-def _in_context(char: str) -> bool:
-    """A combining mark (reordered, composed) or a starter that composes with the code point before it."""
-    return char != "" and (unicodedata.combining(char) != 0 or ord(char) in _composing_seconds())
 
 
 def _astral_normalised_fold(code: int) -> int:
@@ -260,7 +149,7 @@ def _astral_normalised_fold(code: int) -> int:
 
 @lru_cache(maxsize=1)
 def normalising_table() -> tuple[np.ndarray, np.ndarray, int]:
-    """normalised_folds of the Basic Multilingual Plane, as the scan reads them: a fold, SLOW, or _EXPANDED + i
+    """normalised_folds of the Basic Multilingual Plane, as the scan reads them: a fold, SLOW, or EXPANDED + i
     for a code point of several folds (expansions[i] of them at expansions[i + 1:]); and the most folds of one
     code point. Built once per installation (~0.1 CPU-s; table_cache.py), then read from disk."""
     arrays = cached("dedup_kernel", _build_normalising_table, [__file__, shingles.__file__])
@@ -272,15 +161,15 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     nothing, so each comes out as it would alone), normalised_folds for the rest."""
     chars = list(map(chr, range(1, 0x10000)))
     joined = "\0".join(chars)
-    in_context = _in_context_table()
-    starts_in_context = in_context.tolist()
+    context = in_context_table()
+    starts_in_context = context.tolist()
     # Unchanged by NFKC and lower(), and no decomposition that starts with a code point in context: its own fold.
     stable = [a == b == c and not starts_in_context[ord(d[0])] for a, b, c, d in zip(
         chars, unicodedata.normalize("NFKC", joined).split("\0"), joined.lower().split("\0"),
         unicodedata.normalize("NFKD", joined).split("\0"))]
     folds = fold_table()
     table = np.empty(0x10000, dtype=np.uint32)
-    table[1:] = np.where(in_context[1:], SLOW, folds[1:])
+    table[1:] = np.where(context[1:], SLOW, folds[1:])
     expansions, most_words = [0], 1
     for code in [0, *(index + 1 for index in np.flatnonzero(~np.array(stable)).tolist())]:
         values = normalised_folds(code)
@@ -289,31 +178,7 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
         elif len(values) == 1:
             table[code] = values[0]
         else:
-            table[code] = _EXPANDED + len(expansions)
+            table[code] = EXPANDED + len(expansions)
             expansions += [len(values), *values]
             most_words = max(most_words, len(values))
     return {"table": table, "expansions": np.array(expansions, dtype=np.uint32), "most_words": np.array(most_words)}
-
-
-@lru_cache(maxsize=1)
-def _in_context_table() -> np.ndarray:
-    """Per BMP code point: a combining mark, or a starter that composes with the code point before it."""
-    in_context = np.fromiter(map(unicodedata.combining, map(chr, range(0x10000))), dtype=np.int64, count=0x10000) != 0
-    seconds = np.array(sorted(code for code in _composing_seconds() if code < 0x10000), dtype=np.int64)
-    in_context[seconds] = True
-    return in_context
-
-
-@lru_cache(maxsize=1)
-def _composing_seconds() -> frozenset[int]:
-    """The second code point of every canonical pair decomposition: what canonical composition may merge into the
-    code point before it (Hangul's algorithmic pairs are not among them: _hangul composes those). Canonical pair
-    decompositions end below U+30000 (tests/test_dedup_kernel.py checks the whole range). Read from this
-    installation's cache after a first build (table_cache.py)."""
-    return frozenset(cached("composing_seconds", _build_composing_seconds, [__file__])["codes"].tolist())
-
-
-def _build_composing_seconds() -> dict[str, np.ndarray]:
-    pairs = (decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(0x30000)))
-             if decomposition and decomposition[0] != "<")
-    return {"codes": np.array(sorted({int(parts[1], 16) for parts in pairs if len(parts) == 2}), dtype=np.int64)}

@@ -8,9 +8,8 @@ Text is normalised first: NFKC, lower-case, every digit folded to "0", punctuati
 categories P* and S*, and "_") folded to a word break like whitespace, invisible format and control
 characters dropped. A shingle is 5 consecutive words of that text; a text of fewer than 5 words has no
 shingle and no signature (it is never a near-copy). shingles.py defines the word and shingle hashes (numpy,
-the reference); kernel.py computes them in one compiled pass per character that releases the GIL, used once
-a process has hashed NUMPY_CHARS characters or has started numba anyway (shingle_hashes: where numba's start-up
-pays).
+the reference); kernel.py computes them in one compiled pass per character that releases the GIL (passes.c),
+wherever native.py could build it.
 
 The MinHash itself is rensa's `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle
 hashes: bench/minhash_bench.py measures it against datasketch and rensa's per-document API on real Korean text
@@ -25,14 +24,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rankzero.data import native
 from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
-from rankzero.data.hashing import fmix64, numba_started
+from rankzero.data.hashing import fmix64
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
 CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often
 SEED = 19  # fixed: the permutations are part of the output's definition (the fingerprint names rensa's version)
-NUMPY_CHARS = 40_000_000  # characters a process hashes with numpy before the compiled pass (shingle_hashes)
-_numpy_chars_left = NUMPY_CHARS
 
 
 def algorithm(threshold: float) -> dict:
@@ -57,19 +55,10 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
 
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
-    path. A process hashes its first NUMPY_CHARS characters with numpy (shingles.py) and the rest with the
-    compiled pass (kernel.py): numba's start in a process (~0.4 CPU-s: its import, its type registry, the cached
-    machine code, the tables) is what numpy spends on ~10 M characters, and the pass then costs a quarter of
-    numpy's per character, so it pays back from ~23-35 M characters on (bench/RESULTS.md). The switch sits past
-    that, at 40 M (~95 MB of Korean): a corpus below it never loads numba (nor llvmlite's ~100 MB), and a large
-    one spends at most ~1 CPU-s more on its first 40 M characters than compiled from the start would. A process
-    that has started numba for another pass (--decontaminate's index) uses the compiled pass from the first
-    character: its own cached code costs ~0.1 CPU-s more, what numpy spends on ~4 M characters."""
-    global _numpy_chars_left
-    if _numpy_chars_left > 0 and not numba_started():
-        _numpy_chars_left -= sum(map(len, texts))  # threads may race here: a few characters either way
+    path. The compiled pass (kernel.py) where native.py could build it; else numpy (shingles.py, ~4x the CPU)."""
+    if native.library() is None:
         return numpy_shingle_hashes(texts)
-    from rankzero.data.dedup import kernel  # numba is imported where it pays only
+    from rankzero.data.dedup import kernel
 
     return kernel.shingle_hashes(texts)
 

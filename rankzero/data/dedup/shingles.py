@@ -10,8 +10,7 @@ text, hashed as sum word_j * POSITION_j, mixed again. A text of fewer than 5 wor
 
 This module is their definition, in a few whole-batch numpy operations per piece of text: the reference the
 compiled pass (kernel.py) must match bit for bit (tests/test_dedup_kernel.py), the table of the folding both
-use, and what the pipeline itself runs on a process's first minhash.NUMPY_CHARS characters, before numba's
-start pays (minhash.shingle_hashes).
+use, and what the pipeline runs where no C compiler could build the compiled pass (minhash.shingle_hashes).
 """
 
 from __future__ import annotations
@@ -22,13 +21,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data.hashing import fmix64
+from rankzero.data.hashing import DELETE, WORD_BASE, fmix64
 from rankzero.data.table_cache import cached
 
 SHINGLE_WORDS = 5
 PIECE_CHARS = 1 << 18  # characters per numpy pass (numpy_shingle_hashes); longer texts are cut at a space
-DELETE = np.uint32(0xFFFFFFFF)  # in the fold table: a code point dropped from the text
-WORD_BASE = np.uint64(0x100000001B3)  # odd, so invertible mod 2**64
 _WORD_BASE_INVERSE = np.uint64(pow(0x100000001B3, -1, 1 << 64))
 # One odd multiplier per position in the shingle (the splitmix64 / golden-ratio family of constants).
 POSITION = np.array([0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93,

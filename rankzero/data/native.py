@@ -1,0 +1,116 @@
+"""The compiled passes (passes.c): built by the system's C compiler at a process's first use, once per installation.
+
+    passes = native.library()     # ctypes functions of passes.c, or None where no C compiler works (then numpy)
+
+Near dedup's word hashing (dedup/kernel.py) and decontamination's scan (ngram_scan.py) are one loop per character
+each. They were numba kernels; numba's start — its import, then its target's registries at the first call of
+cached machine code — cost ~0.35 CPU-s and ~90 MB of llvmlite in every process that used one, which near dedup
+could only afford past 40 M characters and --decontaminate paid on every prepare (bench/RESULTS.md, issues 30 and
+32). The same loops in C load in about a millisecond, so every process uses them from its first character.
+
+The library is built the way torch's inductor and triton build theirs: at first use, with `$CC` (default `cc`),
+into a cache directory (table_cache.cache_directory: RANKZERO_KERNEL_CACHE, else `__pycache__` beside this
+module), under a name that holds a hash of everything that decides the machine code — the source, the constants
+put in front of it, the flags, the platform — so an edited source or another machine never loads a stale build.
+The build goes to a temporary file renamed into place: ranks and Ray workers building at once never load half a
+file. Where no cache directory is writable it is built per process in a temporary directory. Where no compiler
+works (a slim container), `library()` returns None after one warning and the callers run their numpy references
+(dedup/shingles.py, ngram_reference.py), which define the same numbers and are what the tests compare this
+library against. ctypes releases the GIL for each call: the stage's encode threads keep running meanwhile.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from rankzero.data import hashing
+from rankzero.data.table_cache import cache_directory
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("passes.c")
+FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")  # no -march=native: a cache on a shared disk serves other CPUs too
+
+_I64, _U8 = ctypes.c_int64, np.ctypeslib.ndpointer(np.uint8, flags="C")
+_U32, _U64 = np.ctypeslib.ndpointer(np.uint32, flags="C"), np.ctypeslib.ndpointer(np.uint64, flags="C")
+_I64P = np.ctypeslib.ndpointer(np.int64, flags="C")
+# Argument types of each function of passes.c: ctypes checks every array's dtype and layout at the call.
+SIGNATURES = {
+    "word_hashes": (_I64, [_U32, _I64P, _I64, _U32, _U32, _I64, _U32, _I64, _U32, _U64, _I64, _I64P]),
+    "shingle_hashes": (None, [_U64, _I64P, _I64, _U64, _I64, _U64, _I64P]),
+    "scan": (None, [_U32, _I64P, _I64, _U32, _U32, _U32, _I64, _U32, _I64, _I64, _I64, _I64, _U64, _I64, _U8, _U64,
+                    _U64, _I64, _U64, _I64P, _U64, _I64P, _U8, _I64P, _U8, _I64P]),
+}
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+@lru_cache(maxsize=1)
+def library() -> ctypes.CDLL | None:
+    """passes.c, compiled and loaded, its functions typed; None (after one warning) where it cannot be built."""
+    try:
+        handle = ctypes.CDLL(str(build()))
+    except (CompileError, OSError) as error:
+        logger.warning("rankzero: the compiled passes are unavailable (%s); near dedup and --decontaminate run "
+                       "their numpy versions, several times slower. Install a C compiler (e.g. apt-get install gcc) "
+                       "or set CC.", error)
+        return None
+    for name, (result, arguments) in SIGNATURES.items():
+        function = getattr(handle, name)
+        function.restype, function.argtypes = result, arguments
+    return handle
+
+
+def build(directory: Path | None = None) -> Path:
+    """The shared library's path, compiled first unless this installation's cache holds it."""
+    source = full_source()
+    compiler = os.environ.get("CC", "cc")
+    # Not the compiler: any C99 compiler gives these loops the same meaning, and a cached build needs none.
+    key = xxhash.xxh3_64_hexdigest("\0".join([source, *FLAGS, sys.platform, platform.machine()]).encode())
+    directory = directory or cache_directory(__file__)
+    if directory is None:  # nowhere to keep it: this process's own build, removed with the process
+        directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
+        import atexit
+        atexit.register(shutil.rmtree, directory, True)
+    path = directory / f"passes-{key}.so"
+    if path.exists():
+        return path
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".passes-", suffix=".so")
+    os.close(handle)
+    try:
+        try:
+            done = subprocess.run([compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source, text=True,
+                                  capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise CompileError(f"{compiler}: {error}") from None
+        if done.returncode != 0:
+            raise CompileError(f"{compiler} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        os.chmod(temporary, 0o755)  # mkstemp's 0600 would keep it from the installation's other users
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+def full_source() -> str:
+    """passes.c behind a #define of each constant it reads, from its Python definition (hashing.C_CONSTANTS)."""
+    defines = []
+    for name in hashing.C_CONSTANTS:
+        value = int(getattr(hashing, name))
+        defines.append(f"#define {name} {value}{'ULL' if value > 0x7FFFFFFF else ''}\n")
+    return "".join(defines) + SOURCE.read_text()

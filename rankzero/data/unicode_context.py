@@ -1,0 +1,47 @@
+"""Which code points NFKC treats in context, for the compiled passes that normalise one code point at a time.
+
+    in_context("\u0301")          # True: a combining mark (reordered, composed with what precedes it)
+    in_context_table()            # the same for every code point of the Basic Multilingual Plane, as a bool array
+
+NFKC of a text is the NFKC of each code point, joined, except where a code point takes part in canonical
+reordering or composition with a neighbour: a combining mark, or a starter that is the second of a canonical pair
+(Hangul's algorithmic pairs aside: the passes compose those themselves). Near dedup's pass (dedup/kernel.py) and
+decontamination's (ngram_scan.py) send a text holding such a code point to `unicodedata` instead.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+import numpy as np
+
+from rankzero.data.table_cache import cached
+
+
+def in_context(char: str) -> bool:
+    """A combining mark (reordered, composed) or a starter that composes with the code point before it."""
+    return char != "" and (unicodedata.combining(char) != 0 or ord(char) in composing_seconds())
+
+
+@lru_cache(maxsize=1)
+def in_context_table() -> np.ndarray:
+    """Per BMP code point: a combining mark, or a starter that composes with the code point before it."""
+    table = np.fromiter(map(unicodedata.combining, map(chr, range(0x10000))), dtype=np.int64, count=0x10000) != 0
+    table[np.array(sorted(code for code in composing_seconds() if code < 0x10000), dtype=np.int64)] = True
+    return table
+
+
+@lru_cache(maxsize=1)
+def composing_seconds() -> frozenset[int]:
+    """The second code point of every canonical pair decomposition: what canonical composition may merge into the
+    code point before it (Hangul's algorithmic pairs are not among them). Canonical pair decompositions end below
+    U+30000 (tests/test_dedup_kernel.py checks the whole range). Read from this installation's cache after a
+    first build (table_cache.py)."""
+    return frozenset(cached("composing_seconds", build_composing_seconds, [__file__])["codes"].tolist())
+
+
+def build_composing_seconds() -> dict[str, np.ndarray]:
+    pairs = (decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, range(0x30000)))
+             if decomposition and decomposition[0] != "<")
+    return {"codes": np.array(sorted({int(parts[1], 16) for parts in pairs if len(parts) == 2}), dtype=np.int64)}
