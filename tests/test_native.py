@@ -78,3 +78,8 @@ def test_a_call_releases_the_gil():
     CDLL (a PyDLL, or a C-API module, would hold it)."""
     library = native.library()
     assert isinstance(library, ctypes.CDLL) and not isinstance(library, ctypes.PyDLL)
+
+
+def test_cc_with_arguments_is_split_as_make_splits_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "cc -w")  # as CC="ccache gcc" would be
+    assert native.build(tmp_path).exists()

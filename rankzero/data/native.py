@@ -21,10 +21,12 @@ library against. ctypes releases the GIL for each call: the stage's encode threa
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -78,13 +80,12 @@ def library() -> ctypes.CDLL | None:
 def build(directory: Path | None = None) -> Path:
     """The shared library's path, compiled first unless this installation's cache holds it."""
     source = full_source()
-    compiler = os.environ.get("CC", "cc")
+    compiler = shlex.split(os.environ.get("CC") or "cc")  # CC="ccache gcc" as make reads it
     # Not the compiler: any C99 compiler gives these loops the same meaning, and a cached build needs none.
     key = xxhash.xxh3_64_hexdigest("\0".join([source, *FLAGS, sys.platform, platform.machine()]).encode())
     directory = directory or cache_directory(__file__)
     if directory is None:  # nowhere to keep it: this process's own build, removed with the process
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
-        import atexit
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
     if path.exists():
@@ -93,12 +94,12 @@ def build(directory: Path | None = None) -> Path:
     os.close(handle)
     try:
         try:
-            done = subprocess.run([compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source, text=True,
+            done = subprocess.run([*compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source, text=True,
                                   capture_output=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise CompileError(f"{compiler}: {error}") from None
+            raise CompileError(f"{shlex.join(compiler)}: {error}") from None
         if done.returncode != 0:
-            raise CompileError(f"{compiler} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+            raise CompileError(f"{shlex.join(compiler)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
         os.chmod(temporary, 0o755)  # mkstemp's 0600 would keep it from the installation's other users
         os.replace(temporary, path)
     finally:
