@@ -6,7 +6,7 @@ Near dedup's word hashing (dedup/kernel.py) and decontamination's scan (ngram_sc
 each. They were numba kernels; numba's start — its import, then its target's registries at the first call of
 cached machine code — cost ~0.35 CPU-s and ~90 MB of llvmlite in every process that used one, which near dedup
 could only afford past 40 M characters and --decontaminate paid on every prepare (bench/RESULTS.md, issues 30 and
-32). The same loops in C load in about a millisecond, so every process uses them from its first character.
+32). The same loops in C load in under a millisecond, so every process uses them from its first character.
 
 The library is built the way torch's inductor and triton build theirs: at first use, with `$CC` (default `cc`),
 into a cache directory (table_cache.cache_directory: RANKZERO_KERNEL_CACHE, else `__pycache__` beside this
