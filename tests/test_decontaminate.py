@@ -115,7 +115,7 @@ def test_items_planted_three_ways_are_found(index):
         assert index.find([PAGE.format("무관한 문장"), document]) == [[], [1]]
 
 
-def test_a_respaced_question_is_found_wherever_it_starts(index):
+def test_a_respaced_question_is_found_wherever_it_starts():
     """The whole-question rule alone (no spaces left: no 8-gram of the question's words): found at every offset of
     the scan's window sampling (one window every WINDOW_STEP letters), also for the shortest question the rule
     takes. The documents it tests must share enough sampled windows with a question; this fails if that bound
@@ -126,6 +126,19 @@ def test_a_respaced_question_is_found_wherever_it_starts(index):
         for question, expected in ((QUESTIONS[2], [0]), (short, [1])):
             document = f"머리말 {prefix}{question.replace(' ', '')} 꼬리말 문장"
             assert index.find([document]) == [expected], (prefix, question)
+
+
+def test_an_index_of_english_items_alone_has_no_whole_questions_and_finds_nothing_by_chance():
+    """No item of 12 Hangul: no whole-question key. A document's windows still pass the bitmap (of the n-grams) by
+    chance now and then; looking them up among no keys must find nothing, not fail."""
+    import random
+
+    index = ContaminationIndex([Item("b", "1", ("Which of the following best describes the role of the national "
+                                                "assembly under the constitution of Korea",), ("Budget", "Treaty"))])
+    assert not index.questions
+    rng = random.Random(0)
+    pages = ["".join(rng.choice("가나다라마바사아자차카타파하 ") for _ in range(400)) for _ in range(300)]
+    assert index.find(pages) == [[] for _ in pages]
 
 
 def test_partial_copies_are_found_by_ngrams_alone(index):

@@ -9,10 +9,12 @@ import unicodedata
 import numpy as np
 import pytest
 
+from helpers import needs_compiler
 from rankzero.data import native
 from rankzero.data.dedup import kernel, minhash, shingles
 
-pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: kernel.py's pass is not built")
+pytestmark = needs_compiler
+
 
 def reference_words(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Word hashes by shingles.py's numpy path (what its 5-grams are made of), flat, and each text's count."""

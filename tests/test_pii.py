@@ -328,32 +328,6 @@ def test_the_screen_masks_each_segment_and_keeps_its_label_flag():
     assert kept[1] == documents[1] and report["pii"]["masked"] == {"phone": 1, "email": 1}
 
 
-def _cluster_class(char: str) -> int:
-    from rankzero.data.pii_checks import CLUSTER_SEPARATORS
-
-    return 2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0
-
-
-def test_nfkc_never_shortens_a_run_of_digits_and_cluster_separators():
-    """Why decontamination's pass (on NFKC text) may tell the masker (on the text as read) that a text holds no
-    number cluster: every digit and separator normalises to digits and separators, a digit keeps a digit, and
-    no canonical composition takes one of them in."""
-    import sys
-    import unicodedata
-
-    for code in range(sys.maxunicode + 1):
-        char = chr(code)
-        if 0xD800 <= code < 0xE000:
-            continue
-        if _cluster_class(char):
-            normal = unicodedata.normalize("NFKC", char)
-            assert normal and all(_cluster_class(c) for c in normal), hex(code)
-            assert _cluster_class(char) == 1 or any(_cluster_class(c) == 2 for c in normal), hex(code)
-        decomposition = unicodedata.decomposition(char)
-        if decomposition and not decomposition.startswith("<"):
-            assert not any(_cluster_class(chr(int(part, 16))) for part in decomposition.split()), hex(code)
-
-
 def _index_marks(texts):
     from rankzero.data.decontaminate import ContaminationIndex, Item
 
@@ -367,10 +341,19 @@ def _marks_alone(texts):
     return marks_of(texts)
 
 
-@pytest.mark.parametrize("marks_and_runs", [_index_marks, _marks_alone], ids=["decontaminate", "pii_alone"])
+def _marks_in_numpy(texts):
+    from rankzero.data.ngram_reference import marks_reference
+    from rankzero.data.ngram_scan import code_points
+
+    return marks_reference(*code_points(texts))
+
+
+@pytest.mark.parametrize("marks_and_runs", [_index_marks, _marks_alone, _marks_in_numpy],
+                         ids=["decontaminate", "pii_alone", "numpy"])
 def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks_and_runs):
-    """The marks of decontamination's pass (on NFKC text), or of the same pass alone on the text as read (what the
-    screen uses with --pii mask and no --decontaminate). Random texts dense in digits, separators, '@', colons, passport words and look-alikes (full-width digits,
+    """The marks of the text as read from decontamination's pass, from the same pass alone (what the screen uses
+    with --pii mask and no --decontaminate), or from its numpy definition (a process without a C compiler). Random
+    texts dense in digits, separators, '@', colons, passport words and look-alikes (full-width digits,
     no-break spaces, ①, Arabic digits, astral digits, a combining mark): where the pass says 'no number cluster',
     the masker's own scan finds none, and where it says there are some, every one lies in the span it gives;
     where it marks nothing at all, masking finds, rejects and changes nothing; masking each text with the pass's
@@ -386,7 +369,7 @@ def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks
     rng = random.Random(7)
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(6000)]
     texts += ["주민번호 900101-1234567 입니다", "전화 010 1234 5678", "１２３４５６７", "٣٣٣٣٣٣٣", "1 2 3 4", "a:b:c:d:e:f:g:h",
-              # NFKC composes the jamo and the dot with the letter before them: the pass cannot see these words.
+              # NFKC composes the jamo and the dot with the letter before them; the marks are of the text as read.
               "여권\u11ab M123A4567", "Passport\u0307 no. M123A4567"]
     # Numbers inside longer text, far apart: the span starts after the text does and ends before it.
     texts += [f"{rng.choice(alphabet) * 30} 오늘 {rng.choice(alphabet) * 9} 그리고 {'가' * 50} 010-1234-5678 끝" for _ in range(300)]

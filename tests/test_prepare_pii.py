@@ -85,6 +85,26 @@ def test_masked_dropped_and_counted(tmp_path, tokenizer_dir):
     assert not any(c.isdigit() for sample in samples for c in sample["context"])
 
 
+def test_without_a_c_compiler_the_same_prepare(tmp_path, tokenizer_dir, monkeypatch):
+    """native.py could not build passes.c: near dedup, the index's scan and the masker's marks run their numpy
+    versions, to the same rows and counts."""
+    from rankzero.data import native, ngram_scan
+    from rankzero.data.dedup import minhash
+
+    corpus, benchmark = planted_corpus(tmp_path)
+    compiled, compiled_manifest = build(tmp_path, tokenizer_dir, corpus, "compiled", decontaminate=[benchmark])
+    calls = []
+    monkeypatch.setattr(native, "library", lambda: None)
+    for module, name in ((minhash, "numpy_shingle_hashes"), (ngram_scan, "scan_reference")):
+        monkeypatch.setattr(module, name, lambda *a, _f=getattr(module, name), _n=name: calls.append(_n) or _f(*a))
+    numpy, numpy_manifest = build(tmp_path, tokenizer_dir, corpus, "numpy", decontaminate=[benchmark])
+    assert {"numpy_shingle_hashes", "scan_reference"} <= set(calls)
+    assert decoded(numpy, tokenizer_dir) == decoded(compiled, tokenizer_dir)
+    for key in ("dropped", "pii", "decontamination", "near_dedup", "docs_in"):
+        assert numpy_manifest[key] == compiled_manifest[key], key
+    assert (numpy / "contaminated_items.jsonl").read_text() == (compiled / "contaminated_items.jsonl").read_text()
+
+
 def test_pii_off_and_the_fingerprint(tmp_path, tokenizer_dir):
     corpus, benchmark = planted_corpus(tmp_path)
     out, manifest = build(tmp_path, tokenizer_dir, corpus, "off", pii="off")

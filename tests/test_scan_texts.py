@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import needs_compiler
 from rankzero.data import native, ngram_scan
 from rankzero.data.hashing import EXPANDED, SLOW
 from rankzero.data.ngram_scan import Bitmap, code_points, marks_of, prepare, scan, scan_texts
@@ -20,7 +21,7 @@ from test_dedup_kernel import random_texts
 REAL = Path("/work/shared/corpora/ko_real_dev")
 SHAPES = ((8, 8, 4), (2, 3, 1), (1, 1, 1))
 
-pytestmark = pytest.mark.skipif(native.library() is None, reason="no C compiler: scan_texts runs its definition")
+pytestmark = needs_compiler
 
 
 def definition(texts: list[str], n: int, window: int, step: int, bitmap: Bitmap) -> tuple:

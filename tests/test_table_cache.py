@@ -112,9 +112,17 @@ def test_a_broken_file_is_rebuilt_and_replaced(tmp_path):
     assert len(built) == 2  # the replaced file is read
 
 
-def test_no_writable_place_builds_per_process(tmp_path):
+def test_a_read_only_installation_keeps_them_in_the_user_cache(tmp_path, monkeypatch):
     blocked = tmp_path / "not_a_directory"
     blocked.write_text("")  # __pycache__ cannot be made under a file
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert table_cache.cache_directory(str(blocked / "tables.py")) == tmp_path / "cache" / "rankzero" / "kernels"
+
+
+def test_no_writable_place_builds_per_process(tmp_path, monkeypatch):
+    blocked = tmp_path / "not_a_directory"
+    blocked.write_text("")  # neither __pycache__ nor the user cache can be made under a file
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     assert table_cache.cache_directory(str(blocked / "tables.py")) is None
     built = []
 

@@ -20,8 +20,9 @@ punctuation and symbols folded to spaces: `words_of`):
 Both are lookups of 64-bit hashes, batched over a chunk of documents: the n-grams at every word position,
 and fixed-width windows of the spaceless text at every WINDOW_STEP-th position (each indexed question part
 is indexed at every position, so one of the document's sampled windows falls inside it). One compiled pass
-(ngram_scan.py) hashes them and keeps only those a bitmap of the index's keys lets through; those few are
-looked up in sorted numpy arrays, and each whole-question candidate is verified by a substring test.
+(ngram_scan.py) normalises the text, hashes them and keeps only those a bitmap of the index's keys lets through;
+those few are looked up in sorted numpy arrays, and a document sharing enough sampled windows with a question to
+hold it is verified by a substring test.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def _item(record, benchmark: str, path: Path, number: int) -> Item:
 def _lookup(keys: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query index, owner) for every indexed key equal to a query."""
     # Sorted queries walk the keys in order (a random probe per query misses the cache on a large index).
+    if not len(keys):  # an index without whole questions (English items, short ones) or without n-grams
+        return np.empty(0, np.int64), np.empty(0, owners.dtype)
     order = np.argsort(queries, kind="stable")
     ordered = queries[order]
     left = np.searchsorted(keys, ordered, "left")

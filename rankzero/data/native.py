@@ -6,7 +6,7 @@ Near dedup's word hashing (dedup/kernel.py) and decontamination's scan (ngram_sc
 each. They were numba kernels; numba's start — its import, then its target's registries at the first call of
 cached machine code — cost ~0.35 CPU-s and ~90 MB of llvmlite in every process that used one, which near dedup
 could only afford past 40 M characters and --decontaminate paid on every prepare (bench/RESULTS.md, issues 30 and
-32). The same loops in C load in about a millisecond, so every process uses them from its first character.
+32). The same loops in C load in under a millisecond, so every process uses them from its first character.
 
 The library is built the way torch's inductor and triton build theirs: at first use, with `$CC` (default `cc`),
 into a cache directory (table_cache.cache_directory: RANKZERO_KERNEL_CACHE, else `__pycache__` beside this
@@ -21,11 +21,14 @@ library against. ctypes releases the GIL for each call: the stage's encode threa
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
 import platform
+import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -63,11 +66,15 @@ class CompileError(RuntimeError):
 def library() -> ctypes.CDLL | None:
     """passes.c, compiled and loaded, its functions typed; None (after one warning) where it cannot be built."""
     try:
-        handle = ctypes.CDLL(str(build()))
-    except (CompileError, OSError) as error:
-        logger.warning("rankzero: the compiled passes are unavailable (%s); near dedup and --decontaminate run "
-                       "their numpy versions, several times slower. Install a C compiler (e.g. apt-get install gcc) "
-                       "or set CC.", error)
+        try:
+            handle = ctypes.CDLL(str(build()))
+        except OSError:  # a cached build that does not load (cut short on a network disk): built again, once
+            handle = ctypes.CDLL(str(build(rebuild=True)))
+    except (CompileError, OSError, ValueError) as error:
+        logger.warning("rankzero: the compiled passes are unavailable (%s), so `--dedup near`, `--decontaminate` and "
+                       "`--pii mask` run their numpy versions, several times slower. Install a C compiler (apt-get "
+                       "install gcc libc6-dev, or set CC) or point RANKZERO_KERNEL_CACHE at a disk that allows "
+                       "running code.", error)
         return None
     for name, (result, arguments) in SIGNATURES.items():
         function = getattr(handle, name)
@@ -75,30 +82,32 @@ def library() -> ctypes.CDLL | None:
     return handle
 
 
-def build(directory: Path | None = None) -> Path:
-    """The shared library's path, compiled first unless this installation's cache holds it."""
+def build(directory: Path | None = None, rebuild: bool = False) -> Path:
+    """The shared library's path, compiled first unless this installation's cache holds it (or `rebuild`)."""
     source = full_source()
-    compiler = os.environ.get("CC", "cc")
-    # Not the compiler: any C99 compiler gives these loops the same meaning, and a cached build needs none.
-    key = xxhash.xxh3_64_hexdigest("\0".join([source, *FLAGS, sys.platform, platform.machine()]).encode())
+    compiler = shlex.split(os.environ.get("CC") or "cc")  # CC="ccache gcc" as make reads it
+    # Not the compiler: any C99 compiler gives these loops the same meaning, and a cached build needs none. The C
+    # library and the pointer size do decide whether a build loads (a cache on a disk shared by other machines).
+    machine = [sys.platform, platform.machine(), str(struct.calcsize("P")), _libc()]
+    key = xxhash.xxh3_64_hexdigest("\0".join([source, *FLAGS, *machine]).encode())
     directory = directory or cache_directory(__file__)
     if directory is None:  # nowhere to keep it: this process's own build, removed with the process
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
-        import atexit
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
-    if path.exists():
+    if path.exists() and not rebuild:
         return path
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".passes-", suffix=".so")
     os.close(handle)
     try:
         try:
-            done = subprocess.run([compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source, text=True,
+            done = subprocess.run([*compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source.encode(),
                                   capture_output=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise CompileError(f"{compiler}: {error}") from None
+            raise CompileError(f"{shlex.join(compiler)}: {error}") from None
         if done.returncode != 0:
-            raise CompileError(f"{compiler} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+            stderr = done.stderr.decode(errors="replace").strip()
+            raise CompileError(f"{shlex.join(compiler)} exited {done.returncode}: {stderr[-500:]}")
         os.chmod(temporary, 0o755)  # mkstemp's 0600 would keep it from the installation's other users
         os.replace(temporary, path)
     finally:
@@ -113,4 +122,12 @@ def full_source() -> str:
     for name in hashing.C_CONSTANTS:
         value = int(getattr(hashing, name))
         defines.append(f"#define {name} {value}{'ULL' if value > 0x7FFFFFFF else ''}\n")
-    return "".join(defines) + SOURCE.read_text()
+    return "".join(defines) + SOURCE.read_text(encoding="utf-8")
+
+
+def _libc() -> str:
+    """glibc's version where that is the C library (os.confstr knows no other)."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return ""

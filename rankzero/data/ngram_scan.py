@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import native
+from rankzero.data import hashing, native, unicode_context
 from rankzero.data.hashing import EXPANDED, SLOW
 # What scan computes is defined there, with its constants and code point tables (MARKS, NUMBERS and Hashes are
 # read from here by decontaminate.py and screen.py).
@@ -171,14 +171,13 @@ def _merged(first: Hashes, second: Hashes) -> Hashes:
     return Hashes(np.concatenate((first.values, second.values))[order], owners[order])
 
 
-def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """scan's marks and number runs of each text as given, with no hash formed: what the PII masker needs to skip
-    most documents, where no --decontaminate pass gives it. None where the compiled pass is unavailable (the masker
-    then looks at every text itself)."""
+    most documents, where no --decontaminate pass gives it."""
     passes = native.library()
-    if passes is None:
-        return None
     codes, offsets = code_points(texts)
+    if passes is None:
+        return marks_reference(codes, offsets)
     astral, astral_folds = _astral_folds(codes)
     _, _, marks, runs, _ = _compiled_scan(passes, codes, offsets, 1, 1, 1, Bitmap.everything(), 0, _fold_table(),
                                           _NO_EXPANSIONS, astral, astral_folds)
@@ -192,6 +191,7 @@ def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, windo
                    hashing: int, table: np.ndarray, expansions: np.ndarray, astral: np.ndarray,
                    astral_folds: np.ndarray) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray, np.ndarray]:
     """passes.c's scan; `hashing` 0 (marks alone), 1 (prepared code points) or 2 (as read, `table` normalising)."""
+    assert n >= 1 and window >= 1 and step >= 1, (n, window, step)  # the rings' sizes
     texts = len(offsets) - 1
     marks, runs = np.zeros(texts, dtype=np.uint8), np.zeros((texts, 2), dtype=np.int64)
     slow, counts = np.zeros(texts, dtype=np.uint8), np.zeros(3, dtype=np.int64)
@@ -242,7 +242,8 @@ def _normalising_table() -> tuple[np.ndarray, np.ndarray]:
     (table_cache.py)."""
     from rankzero.data import ngram_reference
 
-    arrays = cached("ngram_nfkc", _build_normalising_table, [__file__, ngram_reference.__file__])
+    arrays = cached("ngram_nfkc", _build_normalising_table,
+                    [__file__, ngram_reference.__file__, hashing.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"]
 
 

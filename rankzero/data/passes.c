@@ -287,7 +287,7 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
                 }
                 last = value;
                 feed(&sink, &r, value, text);
-            } else if (value == SLOW) {
+            } else if (value == SLOW || value == DELETE) {  /* DELETE: only near dedup's tables hold it */
                 hashing_text = 0;
             } else {
                 const uint32_t *part = expansions + (value - EXPANDED);

@@ -227,8 +227,8 @@ class PiiMasker:
              marks: int | None = None) -> tuple[list[tuple], Counter]:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
         `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there.
-        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller's pass has them (ngram_scan:
-        the same tests as below, made in C), so the text is not searched for them again."""
+        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller has them from ngram_scan's
+        pass (the same tests as below, made there), so the text is not searched for them again."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
         clusters = number_clusters(text, start, end)  # no lookbehind or ahead: a span finds the same ones
         if marks is None:

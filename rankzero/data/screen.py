@@ -27,7 +27,7 @@ import xxhash
 from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                          benchmark_files, read_benchmarks)
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
-from rankzero.data.ngram_scan import MARKS, NUMBERS, marks_of
+from rankzero.data.ngram_scan import NUMBERS, marks_of
 from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
                                PiiMasker, is_dump)
 
@@ -71,8 +71,7 @@ class Screen:
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
         contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
-        marks = np.full(len(documents), MARKS, dtype=np.uint8)  # what the masker may find (ngram_scan.MARKS)
-        runs = None  # per document, the [start, end) of its text that holds its number clusters
+        marks = runs = None  # what the masker may find per document (hashing.py), where its number clusters lie
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
             found, marks, runs = self.index.find_with_marks(texts)
@@ -94,17 +93,15 @@ class Screen:
             report["dropped"][EVAL_OVERLAP] = len(overlapping)
         if self.masker is None:
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
-        if self.index is None:  # the same marks from a pass of their own, without the GIL (None: no compiled pass)
-            marks, runs = marks_of(texts) or (marks, runs)
+        if marks is None:  # no decontamination pass: the same marks from a pass of their own
+            marks, runs = marks_of(texts)
         counts, kept = PiiCounts(), []
         for number in np.flatnonzero(keep).tolist():
             if not marks[number]:  # most documents: nothing the masker looks for
                 kept.append(documents[number])
                 continue
-            numbers = bool(marks[number] & NUMBERS)
-            if numbers and runs is not None:
-                numbers = (int(runs[number, 0]), int(runs[number, 1]))
-            segments, result = self._mask(documents[number], numbers, None if runs is None else int(marks[number]))
+            numbers = (int(runs[number, 0]), int(runs[number, 1])) if marks[number] & NUMBERS else False
+            segments, result = self._mask(documents[number], numbers, int(marks[number]))
             if result is None:  # most documents: nothing found, nothing to count
                 kept.append(segments)
                 continue
@@ -118,8 +115,7 @@ class Screen:
         report["dropped"][PII_DUMP] = counts.dropped_documents
         return keep, kept, report
 
-    def _mask(self, segments: list, numbers: bool | tuple[int, int],
-              marks: int | None) -> tuple[list, MaskResult | None]:
+    def _mask(self, segments: list, numbers: bool | tuple[int, int], marks: int) -> tuple[list, MaskResult | None]:
         """Mask each segment (an SFT sample's turns keep their label masks); one result for the document, None
         where nothing was found. `numbers=False`: the document's joined text holds no number cluster, so none of
         its segments does; (start, end): its clusters lie there (offsets in the joined text: each of several

@@ -64,15 +64,23 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
 
 
 def cache_directory(source: str) -> Path | None:
-    """Where the compiled passes and their tables are kept: RANKZERO_KERNEL_CACHE where set (a read-only
-    installation, a shared disk), else the __pycache__ beside the module at `source`; None when not writable."""
+    """Where the compiled passes and their tables are kept: RANKZERO_KERNEL_CACHE where set (a shared disk), else
+    the __pycache__ beside the module at `source`, else (a read-only installation) the user's cache directory;
+    None when none of them is writable."""
     root = os.environ.get("RANKZERO_KERNEL_CACHE")
-    directory = Path(root) if root else Path(source).resolve().parent / "__pycache__"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return directory if os.access(directory, os.W_OK) else None
+    if root:
+        candidates = [Path(root)]
+    else:
+        user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rankzero" / "kernels"
+        candidates = [Path(source).resolve().parent / "__pycache__", user_cache]
+    for directory in candidates:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory
+    return None
 
 
 def _key(sources: list[str]) -> str:

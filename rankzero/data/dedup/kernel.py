@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import native
+from rankzero.data import hashing, native, unicode_context
 from rankzero.data.dedup import shingles
 from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, text_segments
 from rankzero.data.hashing import EXPANDED, SLOW
@@ -38,6 +38,12 @@ from rankzero.data.table_cache import cached
 from rankzero.data.unicode_context import in_context, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
+
+
+def _passes():
+    passes = native.library()
+    assert passes is not None, "kernel.py needs the compiled passes: callers check native.library() first (minhash.py)"
+    return passes
 
 
 def _merge(fast: np.ndarray, fast_counts: np.ndarray, slow: np.ndarray,
@@ -78,7 +84,7 @@ def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     words, per_text = word_hashes(texts)
     out = np.empty(int(np.maximum(per_text - SHINGLE_WORDS + 1, 0).sum()), dtype=np.uint64)
     out_per_text = np.empty(len(per_text), dtype=np.int64)
-    native.library().shingle_hashes(words, per_text, len(per_text), POSITION, len(POSITION), out, out_per_text)
+    _passes().shingle_hashes(words, per_text, len(per_text), POSITION, SHINGLE_WORDS, out, out_per_text)
     return out, out_per_text
 
 
@@ -118,7 +124,7 @@ def _scan_units(units: Sequence[str], normalising: bool) -> tuple[np.ndarray, np
     size = len(codes) // 2 + len(units) + most_words  # a word is a code point and a break, but for expansions
     while True:
         words = np.empty(size, dtype=np.uint64)
-        written = native.library().word_hashes(codes, offsets, len(units), table, expansions, most_words, astral_codes,
+        written = _passes().word_hashes(codes, offsets, len(units), table, expansions, most_words, astral_codes,
                                        len(astral_codes), astral_folds, words, size, counts)
         if written >= 0:
             return words[:written].copy(), counts
@@ -152,7 +158,8 @@ def normalising_table() -> tuple[np.ndarray, np.ndarray, int]:
     """normalised_folds of the Basic Multilingual Plane, as the scan reads them: a fold, SLOW, or EXPANDED + i
     for a code point of several folds (expansions[i] of them at expansions[i + 1:]); and the most folds of one
     code point. Built once per installation (~0.1 CPU-s; table_cache.py), then read from disk."""
-    arrays = cached("dedup_kernel", _build_normalising_table, [__file__, shingles.__file__])
+    arrays = cached("dedup_kernel", _build_normalising_table,
+                    [__file__, shingles.__file__, hashing.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"], int(arrays["most_words"])
 
 

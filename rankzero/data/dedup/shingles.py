@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data import hashing
 from rankzero.data.hashing import DELETE, WORD_BASE, fmix64
 from rankzero.data.table_cache import cached
 
@@ -30,6 +31,7 @@ _WORD_BASE_INVERSE = np.uint64(pow(0x100000001B3, -1, 1 << 64))
 # One odd multiplier per position in the shingle (the splitmix64 / golden-ratio family of constants).
 POSITION = np.array([0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93,
                      0xA0761D6478BD642F], dtype=np.uint64)[:SHINGLE_WORDS]
+assert len(POSITION) == SHINGLE_WORDS, "a multiplier per word of the shingle (passes.c reads SHINGLE_WORDS of them)"
 
 
 def fold(code: int) -> int:
@@ -52,7 +54,7 @@ def fold(code: int) -> int:
 def fold_table() -> np.ndarray:
     """Code point → folded code point (0: a word break; DELETE: dropped), for the Basic Multilingual Plane. Read
     from this installation's cache after a first build (table_cache.py: 0.02 CPU-s a process)."""
-    return cached("shingles", _build_fold_table, [__file__])["fold"]
+    return cached("shingles", _build_fold_table, [__file__, hashing.__file__])["fold"]
 
 
 def _build_fold_table() -> dict[str, np.ndarray]:
