@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers import needs_compiler
-from rankzero.data import native
+from rankzero.data import hashing, native
 from rankzero.data.dedup import kernel, minhash, shingles
 
 pytestmark = needs_compiler
@@ -67,9 +67,9 @@ def test_the_table_is_normalised_folds_of_every_basic_plane_code_point():
     for code in range(0x10000):
         expected, value = kernel.normalised_folds(code), int(table[code])
         if expected is None or len(expected) == 1:
-            assert value == (kernel.SLOW if expected is None else expected[0]), hex(code)
+            assert value == (hashing.SLOW if expected is None else expected[0]), hex(code)
         else:
-            at = value - int(kernel.EXPANDED)
+            at = value - int(hashing.EXPANDED)
             assert expansions[at + 1:at + 1 + expansions[at]].tolist() == expected, hex(code)
             assert len(expected) <= most_words
 
@@ -81,10 +81,10 @@ def hangul_ends() -> tuple[list[int], list[int]]:
 
     def folds(code: int) -> list[int]:
         value = int(table[code])
-        if value == kernel.SLOW:
+        if value == hashing.SLOW:
             return []
-        if value >= kernel.EXPANDED and value != shingles.DELETE:
-            at = value - int(kernel.EXPANDED)
+        if value >= hashing.EXPANDED and value != shingles.DELETE:
+            at = value - int(hashing.EXPANDED)
             return expansions[at + 1:at + 1 + expansions[at]].tolist()
         return [value]
 

@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from rankzero.data import hashing
 from rankzero.data.table_cache import cache_directory
 
 logger = logging.getLogger(__name__)
+_LOCK = threading.Lock()
 
 SOURCE = Path(__file__).with_name("passes.c")
 FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")  # no -march=native: a cache on a shared disk serves other CPUs too
@@ -64,11 +66,17 @@ class CompileError(RuntimeError):
 
 @lru_cache(maxsize=1)
 def library() -> ctypes.CDLL | None:
-    """passes.c, compiled and loaded, its functions typed; None (after one warning) where it cannot be built."""
+    """passes.c, compiled and loaded, its functions typed; None (after one warning) where it cannot be built. The
+    stage's encode threads may ask at once: the lock lets one build while the others wait, then load its build."""
+    with _LOCK:
+        return _load()
+
+
+def _load() -> ctypes.CDLL | None:
     try:
         try:
             handle = ctypes.CDLL(str(build()))
-        except OSError:  # a cached build that does not load (cut short on a network disk): built again, once
+        except OSError:  # a cached file that is no library (a failed copy, another platform's build): built again
             handle = ctypes.CDLL(str(build(rebuild=True)))
     except (CompileError, OSError, ValueError) as error:
         logger.warning("rankzero: the compiled passes are unavailable (%s), so `--dedup near`, `--decontaminate` and "

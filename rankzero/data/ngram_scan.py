@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from rankzero.data import hashing, native, unicode_context
-from rankzero.data.hashing import EXPANDED, SLOW
+from rankzero.data.hashing import SLOW
 # What scan computes is defined there, with its constants and code point tables (MARKS, NUMBERS and Hashes are
 # read from here by decontaminate.py and screen.py).
 from rankzero.data.ngram_reference import (ASTRAL, MARKS, NUMBERS, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
@@ -255,17 +255,9 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     context = in_context_table()
     table = np.empty(ASTRAL, dtype=np.uint32)
     table[:] = _fold_table()
-    expansions = [0]
     unchanged = [a == b for a, b in zip(chars, unicodedata.normalize("NFKC", joined).split("\0"))]
     decomposed = [d[0] for d in unicodedata.normalize("NFKD", joined).split("\0")]
-    for code in (index + 1 for index, same in enumerate(unchanged) if not same or context[index + 1]
-                 or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"):
-        folds = normalised_folds(code)
-        if folds is None:
-            table[code] = SLOW
-        elif len(folds) == 1:
-            table[code] = folds[0]
-        else:
-            table[code] = EXPANDED + len(expansions)
-            expansions += [len(folds), *folds]
-    return {"table": table, "expansions": np.array(expansions, dtype=np.uint32)}
+    expansions, _ = unicode_context.fill_folds(table, (
+        index + 1 for index, same in enumerate(unchanged) if not same or context[index + 1]
+        or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"), normalised_folds)
+    return {"table": table, "expansions": expansions}

@@ -2,6 +2,7 @@
 
     in_context("\u0301")          # True: a combining mark (reordered, composed with what precedes it)
     in_context_table()            # the same for every code point of the Basic Multilingual Plane, as a bool array
+    expansions, most = fill_folds(table, codes, folds_of)   # a pass's table of each code point's folds
 
 NFKC of a text is the NFKC of each code point, joined, except where a code point takes part in canonical
 reordering or composition with a neighbour: a combining mark, or a starter that is the second of a canonical pair
@@ -16,7 +17,26 @@ from functools import lru_cache
 
 import numpy as np
 
+from rankzero.data.hashing import EXPANDED, SLOW
 from rankzero.data.table_cache import cached
+
+
+def fill_folds(table: np.ndarray, codes, folds_of) -> tuple[np.ndarray, int]:
+    """Writes each of `codes`' folds into `table` as the compiled passes read it: SLOW where `folds_of(code)` is None
+    (its text goes to unicodedata), the fold where it is one, EXPANDED + i where it is several (expansions[i] of
+    them at expansions[i + 1:]). Returns (expansions, the most folds of one code point)."""
+    expansions, most = [0], 1
+    for code in codes:
+        folds = folds_of(code)
+        if folds is None:
+            table[code] = SLOW
+        elif len(folds) == 1:
+            table[code] = folds[0]
+        else:
+            table[code] = EXPANDED + len(expansions)
+            expansions += [len(folds), *folds]
+            most = max(most, len(folds))
+    return np.array(expansions, dtype=np.uint32), most
 
 
 def in_context(char: str) -> bool:

@@ -32,10 +32,10 @@ import numpy as np
 from rankzero.data import hashing, native, unicode_context
 from rankzero.data.dedup import shingles
 from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, text_segments
-from rankzero.data.hashing import EXPANDED, SLOW
+from rankzero.data.hashing import SLOW
 from rankzero.data.ngram_scan import code_points
 from rankzero.data.table_cache import cached
-from rankzero.data.unicode_context import in_context, in_context_table
+from rankzero.data.unicode_context import fill_folds, in_context, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
 
@@ -177,15 +177,6 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     folds = fold_table()
     table = np.empty(0x10000, dtype=np.uint32)
     table[1:] = np.where(context[1:], SLOW, folds[1:])
-    expansions, most_words = [0], 1
-    for code in [0, *(index + 1 for index in np.flatnonzero(~np.array(stable)).tolist())]:
-        values = normalised_folds(code)
-        if values is None:
-            table[code] = SLOW
-        elif len(values) == 1:
-            table[code] = values[0]
-        else:
-            table[code] = EXPANDED + len(expansions)
-            expansions += [len(values), *values]
-            most_words = max(most_words, len(values))
-    return {"table": table, "expansions": np.array(expansions, dtype=np.uint32), "most_words": np.array(most_words)}
+    codes = [0, *(index + 1 for index in np.flatnonzero(~np.array(stable)).tolist())]
+    expansions, most_words = fill_folds(table, codes, normalised_folds)
+    return {"table": table, "expansions": expansions, "most_words": np.array(most_words)}
