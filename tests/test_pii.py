@@ -360,7 +360,7 @@ def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks
     answer gives exactly what masking it alone gives."""
     import random
 
-    from rankzero.data.ngram_scan import NUMBERS
+    from rankzero.data.hashing import NUMBERS
     from rankzero.data.pii_checks import _CLUSTER
 
     alphabet = (list("0123456789-.() +가나다 abc@:\n") + ["０", "１", "９", "\u00a0", "①", "٣", "\U0001d7ce", "－", "．"]

@@ -10,8 +10,9 @@ could only afford past 40 M characters and --decontaminate paid on every prepare
 
 The library is built the way torch's inductor and triton build theirs: at first use, with `$CC` (default `cc`),
 into a cache directory (table_cache.cache_directory: RANKZERO_KERNEL_CACHE, else `__pycache__` beside this
-module), under a name that holds a hash of everything that decides the machine code — the source, the constants
-put in front of it, the flags, the platform — so an edited source or another machine never loads a stale build.
+module, else the user's cache), under a name that holds a hash of everything that decides the machine code — the
+source, the constants put in front of it, the flags, the platform, the pointer size, the C library — so an edited
+source or another machine never loads a stale build.
 The build goes to a temporary file renamed into place: ranks and Ray workers building at once never load half a
 file. Where no cache directory is writable it is built per process in a temporary directory. Where no compiler
 works (a slim container), `library()` returns None after one warning and the callers run their numpy references

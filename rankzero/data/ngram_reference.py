@@ -30,7 +30,6 @@ from rankzero.data.hashing import (AT_SIGN, COLONS, GRAM_BASE, NUMBER_RUN, NUMBE
 from rankzero.data.table_cache import cached
 
 ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
-MARKS = NUMBERS | AT_SIGN | COLONS | PASSPORT  # hashing.py: what each mark means
 
 
 class Hashes(NamedTuple):
@@ -206,7 +205,8 @@ def _rolled(items: np.ndarray, item_offsets: np.ndarray, width: int, step: int, 
 
 
 def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(MARKS per text, the [start, end) that holds its qualifying number runs), as the kernel sets them."""
+    """(the marks of each text (hashing.py), the [start, end) that holds its qualifying number runs), as the
+    compiled pass sets them."""
     texts = len(offsets) - 1
     marks = np.zeros(texts, dtype=np.uint8)
     runs = np.zeros((texts, 2), dtype=np.int64)

@@ -3,12 +3,13 @@
     texts = [prepare(text) for text in texts]              # NFKC of the words that need it (nfkc)
     codes, offsets = code_points(texts)                    # all texts' code points, flat, and where each starts
     bitmap = Bitmap.of(keys)                               # what `scan` may skip: no key hashes to a clear bit
-    grams, windows, marks, runs = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes; MARKS; spans
+    grams, windows, marks, runs = scan(codes, offsets, 8, 8, 4, bitmap)  # n, window, step; Hashes; marks; spans
     marks, runs = marks_of(texts)                          # the marks alone, of texts as given: what the masker reads
 
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
-by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of. `scan` hashes each word
-(a polynomial over its code points, then MurmurHash3's finaliser), each run of `n` consecutive words of a
+by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of.
+`scan` hashes each word (a polynomial over its code points, then MurmurHash3's finaliser), each run of `n`
+consecutive words of a
 text, and each `window`-character window of the text's words written without spaces that starts at every
 `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
 benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
@@ -28,14 +29,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import hashing, native, unicode_context
+from rankzero.data import hashing, native, ngram_reference, unicode_context
 from rankzero.data.hashing import SLOW
-# What scan computes is defined there, with its constants and code point tables (MARKS, NUMBERS and Hashes are
-# read from here by decontaminate.py and screen.py).
-from rankzero.data.ngram_reference import (ASTRAL, MARKS, NUMBERS, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
+# What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
+from rankzero.data.ngram_reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
                                            marks_reference, scan_reference)
 from rankzero.data.table_cache import cached
-from rankzero.data.unicode_context import in_context, in_context_table
+from rankzero.data.unicode_context import alone, in_context_table
 
 
 def prepare(text: str) -> str:
@@ -125,7 +125,7 @@ class Bitmap:
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     """(word n-gram hashes, window hashes) of each text of `prepare`d code points, in text order, those whose bit
-    `bitmap` sets; a uint8 of MARKS per text: what of pii.py's candidates it may hold (hashing.py); and per text the
+    `bitmap` sets; a uint8 of marks per text: what of pii.py's candidates it may hold (hashing.py); and per text the
     [start, end) offsets that hold every run of NUMBER_RUN digits and separators with a digit (0, 0 for none):
     where its clusters can be. ngram_reference.scan_reference defines them."""
     passes = native.library()
@@ -142,7 +142,7 @@ def scan_texts(texts: list[str], n: int, window: int, step: int,
     """`scan`'s hashes of the texts `prepare`d, with the marks and number runs of the texts as given (what the
     masker reads). The compiled pass normalises as it goes, by a table of each code point's folds under NFKC
     (_normalising_table); a text where that is not a function of each code point alone (a combining mark, Hangul
-    jamo that compose, capital sigma: 1 text in 1,000 of real Korean) is `prepare`d in Python and scanned again.
+    jamo that compose, capital sigma: 21 of 13,068 real Korean texts) is `prepare`d in Python and scanned again.
     `prepare` on every text, one in nine of which needs NFKC, held the GIL for a sixth of the screen's time."""
     passes = native.library()
     if passes is None:
@@ -217,13 +217,8 @@ def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, windo
 def normalised_folds(code: int) -> list[int] | None:
     """The folds (ngram_reference._fold) of NFKC(code), where `prepare` gives them whatever stands around it; else
     None. A Hangul jamo is its own fold: the compiled pass sends a text to `prepare` where two compose."""
-    char = chr(code)
-    mapped = unicodedata.normalize("NFKC", char)
-    # A combining mark or a starter that composes with the code point before it, first in the decomposition (what
-    # meets the previous code point) or anywhere in the result (what meets the next); what `prepare` lower-cases
-    # whole texts for (capital sigma, the dotted capital I).
-    if in_context(unicodedata.normalize("NFKD", char)[:1]) or any(map(in_context, mapped)) \
-            or "\u03a3" in mapped or "\u0130" in mapped:
+    mapped = alone(chr(code))
+    if mapped is None or "\u03a3" in mapped or "\u0130" in mapped:  # what `prepare` lower-cases whole texts for
         return None
     return [_fold(ord(part)) for part in mapped]
 
@@ -240,8 +235,6 @@ def _normalising_table() -> tuple[np.ndarray, np.ndarray]:
     """normalised_folds of the Basic Multilingual Plane as the compiled pass reads them: a fold, SLOW, or
     EXPANDED + i for several folds (expansions[i] of them at expansions[i + 1:]). Built once per installation
     (table_cache.py)."""
-    from rankzero.data import ngram_reference
-
     arrays = cached("ngram_nfkc", _build_normalising_table,
                     [__file__, ngram_reference.__file__, hashing.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"]

@@ -4,13 +4,14 @@
  * library is cached beside the tables of table_cache.py), and calls it through ctypes, which releases the GIL for
  * the call: the stage's encode threads keep running. The constants (bases, table markers, mark bits) are not
  * written here: native.py puts their Python definitions (hashing.C_CONSTANTS) in front of this file as #defines,
- * so the compiled passes and the numpy references read the same numbers. The references (dedup/shingles.py, ngram_reference.py) define
- * what each function returns; tests/test_dedup_kernel.py and tests/test_ngram_reference.py hold the two equal.
+ * so the compiled passes and the numpy references read the same numbers. The references (dedup/shingles.py,
+ * ngram_reference.py) define what each function returns; tests/test_dedup_kernel.py, tests/test_ngram_reference.py
+ * and tests/test_scan_texts.py hold the two equal.
  *
  * Why C rather than numba, which these passes were written in before: numba's start (its import, then its
  * target's registries at the first call of cached code) cost ~0.35 CPU-s and ~90 MB in every process that used
- * a pass; loading this library costs ~1 ms and ~100 KB (bench/RESULTS.md). Every integer is unsigned 64-bit
- * where a hash is formed: C's wrap-around is the mod 2**64 of the references.
+ * a pass; this library is a 19 KB file that loads in under a millisecond (bench/RESULTS.md). Every integer is
+ * unsigned 64-bit where a hash is formed: C's wrap-around is the mod 2**64 of the references.
  */
 #include <stdint.h>
 

@@ -1,6 +1,7 @@
 """Which code points NFKC treats in context, for the compiled passes that normalise one code point at a time.
 
     in_context("\u0301")          # True: a combining mark (reordered, composed with what precedes it)
+    alone("㈜")                   # "(주)": NFKC of a code point wherever it stands, None where context decides
     in_context_table()            # the same for every code point of the Basic Multilingual Plane, as a bool array
     expansions, most = fill_folds(table, codes, folds_of)   # a pass's table of each code point's folds
 
@@ -37,6 +38,17 @@ def fill_folds(table: np.ndarray, codes, folds_of) -> tuple[np.ndarray, int]:
             expansions += [len(folds), *folds]
             most = max(most, len(folds))
     return np.array(expansions, dtype=np.uint32), most
+
+
+def alone(char: str) -> str | None:
+    """NFKC of `char`, where that is what NFKC makes of it in any text; None where it depends on the code points
+    around it: a combining mark or a starter that composes with the code point before it, first in the
+    decomposition (what meets the previous code point) or anywhere in the result (what meets the next). Hangul
+    jamo are not in context here: the passes compose them, or send their text to unicodedata."""
+    mapped = unicodedata.normalize("NFKC", char)
+    if in_context(unicodedata.normalize("NFKD", char)[:1]) or any(map(in_context, mapped)):
+        return None
+    return mapped
 
 
 def in_context(char: str) -> bool:

@@ -35,7 +35,7 @@ from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, f
 from rankzero.data.hashing import SLOW
 from rankzero.data.ngram_scan import code_points
 from rankzero.data.table_cache import cached
-from rankzero.data.unicode_context import fill_folds, in_context, in_context_table
+from rankzero.data.unicode_context import alone, fill_folds, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
 
@@ -137,13 +137,8 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 def normalised_folds(code: int) -> list[int] | None:
     """The folds of lower(NFKC(code)), where they do not depend on the code points around it; else None. A Hangul
     jamo is its own fold: the scan composes it with its neighbour (passes.c's `hangul`)."""
-    char = chr(code)
-    mapped = unicodedata.normalize("NFKC", char)
-    # A combining mark or a starter that composes with the code point before it, first in the decomposition (what
-    # meets the previous code point) or anywhere in the result (what meets the next); capital sigma, whose lower
-    # case depends on the letters after it.
-    decomposed = unicodedata.normalize("NFKD", char)
-    if in_context(decomposed[:1]) or any(map(in_context, mapped)) or _CAPITAL_SIGMA in mapped:
+    mapped = alone(chr(code))
+    if mapped is None or _CAPITAL_SIGMA in mapped:  # capital sigma: its lower case depends on the letters after it
         return None
     return [fold(ord(lowered)) for lowered in mapped.lower()]
 

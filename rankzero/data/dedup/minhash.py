@@ -55,7 +55,7 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
 
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
-    path. The compiled pass (kernel.py) where native.py could build it; else numpy (shingles.py, ~4x the CPU)."""
+    path. The compiled pass (kernel.py) where native.py could build it; else numpy (shingles.py, ~3.5x the CPU)."""
     if native.library() is None:
         return numpy_shingle_hashes(texts)
     from rankzero.data.dedup import kernel
