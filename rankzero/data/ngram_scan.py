@@ -9,9 +9,8 @@
 A *word* is a maximal run of word characters (`str.isalnum`: what `\\w` means in `re`, less "_"), lower-cased
 by a table; everything else — spaces, punctuation, symbols — is a word break, as in decontaminate.words_of.
 `scan` hashes each word (a polynomial over its code points, then MurmurHash3's finaliser), each run of `n`
-consecutive words of a
-text, and each `window`-character window of the text's words written without spaces that starts at every
-`step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
+consecutive words of a text, and each `window`-character window of the text's words written without spaces that
+starts at every `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
 benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
 
 One loop per character in C (passes.c, through native.py: no GIL held, so the tokenizer's threads keep running)
