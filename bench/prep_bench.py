@@ -6,6 +6,7 @@
     python bench/prep_bench.py --only a,an,b,l,dt --runs 3 --scale 1 \
         --litdata_python /work/peers/litdata/bin/python --datatrove_python /work/peers/datatrove/bin/python
     python bench/prep_bench.py --corpus ko.jsonl more.jsonl ... # a given corpus instead of the generated one
+    python bench/prep_bench.py --corpus ko.jsonl --copies 4 ...  # the same with 75% exact copies, as crawls have
 
 Every run is a separate process over the SAME generated corpus (bench/make_corpus.py, seeded), timed
 end to end (interpreter start and imports included) with the peak PSS of its whole process tree
@@ -124,6 +125,9 @@ def parse_args() -> argparse.Namespace:
                         help="JSONL file(s) of {\"text\"} to run on instead of the generated corpus (several are "
                              "joined into one file in --workdir first); --size_mb and --seed then apply to nothing "
                              "but the tokenizer's name, and the --scale run is skipped")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="with --corpus: every document this many times, in an order shuffled by --seed (4 = "
+                             "75%% exact copies, the shape of a crawl and of issue 30's peer corpus)")
     parser.add_argument("--max_load", type=float, default=None,
                         help="before each round, wait until the 1-minute load average is below this (a shared VM)")
     parser.add_argument("--max_wait_s", type=float, default=600, help="the longest --max_load waits before a round")
@@ -151,6 +155,8 @@ def parse_args() -> argparse.Namespace:
         problems.append(f"--size_mb {args.size_mb}: must be positive")
     if args.runs < 1:
         problems.append(f"--runs {args.runs}: must be at least 1")
+    if args.copies < 1 or (args.copies > 1 and not args.corpus):
+        problems.append(f"--copies {args.copies}: must be at least 1, and more than 1 only with --corpus")
     if args.scale < 1:
         problems.append(f"--scale {args.scale}: must be at least 1 (1 skips the scaled run)")
     for mode in modes:
@@ -306,7 +312,7 @@ def main() -> None:
     args = parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.corpus:
-        corpus, corpus_stats = given_corpus(args.workdir, args.corpus)
+        corpus, corpus_stats = given_corpus(args.workdir, args.corpus, args.copies, args.seed)
     else:
         corpus, corpus_stats = make_corpus(args.workdir, args.size_mb, args.seed)
     tokenizer, tokenizer_description = prepare_tokenizer(args, corpus)

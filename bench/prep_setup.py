@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -33,22 +34,29 @@ def make_corpus(workdir: Path, size_mb: float, seed: int) -> tuple[Path, dict]:
     return path, stats
 
 
-def given_corpus(workdir: Path, files: list[Path]) -> tuple[Path, dict]:
+def given_corpus(workdir: Path, files: list[Path], copies: int = 1, seed: int = 0) -> tuple[Path, dict]:
     """The --corpus file, or the files joined into one of {"text"} rows (every tool then reads the same single
-    file; files with other columns besides would not load as one `datasets` JSON table)."""
+    file; files with other columns besides would not load as one `datasets` JSON table). With `copies` > 1 every
+    document is written that many times, in an order shuffled by `seed`: a crawl's exact copies (4 copies = 75%
+    of the documents, the shape of issue 30's 98.7 MB peer corpus)."""
     path = files[0].resolve()
-    if len(files) > 1:
-        path = workdir / ("joined-" + "-".join(file.stem for file in files)[:80] + ".jsonl")
+    if len(files) > 1 or copies > 1:
+        name = "joined-" + "-".join(file.stem for file in files)[:80]
+        path = workdir / (name + (f"-x{copies}-seed{seed}" if copies > 1 else "") + ".jsonl")
+        rows = [json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False) + "\n"
+                for file in files for line in open(file, encoding="utf-8") if line.strip()]
+        if copies > 1:
+            rows = rows * copies
+            random.Random(seed).shuffle(rows)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as out:
-            for file in files:
-                for line in open(file, encoding="utf-8"):
-                    if line.strip():
-                        out.write(json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False) + "\n")
+            out.writelines(rows)
         os.replace(tmp, path)
     documents = sum(1 for line in open(path, "rb") if line.strip())
-    stats = {"bytes": path.stat().st_size, "documents": documents, "files": [str(file) for file in files]}
-    print(f"corpus: {path} ({stats['bytes'] / 2**20:.1f} MiB, {documents} documents)", file=sys.stderr)
+    stats = {"bytes": path.stat().st_size, "documents": documents, "files": [str(file) for file in files],
+             "copies": copies}
+    print(f"corpus: {path} ({stats['bytes'] / 2**20:.1f} MiB, {documents} documents"
+          + (f", each of the given ones {copies} times" if copies > 1 else "") + ")", file=sys.stderr)
     return path, stats
 
 

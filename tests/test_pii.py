@@ -1,7 +1,9 @@
 """Personal-information masking (rankzero/data/pii.py, pii_checks.py): validators against python-stdnum,
 every detector on made-up numbers, look-alikes left alone, idempotence, the dump rule, blanked samples."""
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 from stdnum import luhn as stdnum_luhn
@@ -11,6 +13,9 @@ from stdnum.kr import rrn as stdnum_rrn
 from rankzero.data.pii import (DUMP_MIN_SPANS, PLACEHOLDERS, PiiCounts, PiiMasker, blank, is_dump)
 from rankzero.data.pii_checks import (business_number_ok, card_issuer, luhn_ok, public_ip, registration_check_ok,
                                       registration_date_ok)
+
+REAL = Path("/work/shared/corpora/ko_real_dev")
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "quality_sample.jsonl"
 
 MASKER = PiiMasker()
 
@@ -206,6 +211,25 @@ def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
         quick += all(max(match.group()) <= "\uffff" for match in _QUICK_CLUSTER.finditer(text, start, end))
     assert quick > 5000  # most texts were answered by the quick pattern alone
     assert not re.search(r"\\d", _QUICK_CLUSTER.pattern)
+
+
+def test_ipv6_candidates_are_the_matches_of_the_ipv6_pattern():
+    """pii_checks.ipv6_candidates finds _IPV6's matches from colon pairs: the same spans as _IPV6.finditer on random
+    texts of hex digits, colons and what ends a run, on the repo's sample documents and on real Korean ones where
+    the shared corpus is on the machine."""
+    from rankzero.data.pii_checks import _IPV6, ipv6_candidates
+
+    alphabet = list("0aF:::g. 가\n") + ["::", "fe80", "2001:db8"]
+    rng = random.Random(5)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20000)]
+    texts += [json.loads(line)["text"] for path in [*sorted(REAL.glob("*.jsonl")), SHIPPED]
+              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    found = 0
+    for text in texts:
+        expected = [match.span() for match in _IPV6.finditer(text)]
+        assert [match.span() for match in ipv6_candidates(text)] == expected, text
+        found += len(expected)
+    assert found > 10000  # the random texts hold many runs, the real ones a few (times of day: "12:30:45")
 
 
 def test_clusters_of_few_digits_skip_only_detectors_that_could_not_match(monkeypatch):

@@ -186,6 +186,17 @@ def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 
+@lru_cache(maxsize=1)
+def _marking_kinds() -> np.ndarray:
+    """_kinds_table as the compiled pass reads it: also 3 for the code points of the marks that are not number
+    runs ("@", ":", "t" of "assport", "권" of "여권"), so that one test a code point finds them all."""
+    kinds = _kinds_table().copy()
+    special = [ord(char) for char in "@:t권"]
+    assert not kinds[special].any(), "a marked code point is a digit or a number separator"
+    kinds[special] = 3
+    return kinds
+
+
 def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int, bitmap: Bitmap,
                    hashing: int, table: np.ndarray, expansions: np.ndarray, astral: np.ndarray,
                    astral_folds: np.ndarray) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray, np.ndarray]:
@@ -202,7 +213,7 @@ def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, windo
         grams = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
         windows = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
         passes.scan(codes, offsets, texts, table, expansions, astral, len(astral), astral_folds, n, window, step,
-                    hashing, bitmap.bits, len(bitmap.bits), _kinds_table(), np.zeros(n, np.uint64),
+                    hashing, bitmap.bits, len(bitmap.bits), _marking_kinds(), np.zeros(n, np.uint64),
                     np.zeros(window, np.uint64), room, *grams, *windows, marks, runs, slow, counts)
         if not counts[2]:
             break

@@ -151,38 +151,46 @@ static inline int composes(uint32_t last, uint32_t value) {
 
 /* A text's marks so far (scan's comment says what each is). */
 typedef struct {
-    uint64_t ascii_tail;  /* the last seven code points while they are ASCII, a byte each */
-    int64_t colons, run, first, end;  /* run: digits and separators in a row; [first, end): the NUMBERS runs */
-    uint32_t previous;
-    int digit;  /* the run holds a digit */
-    uint8_t mark;
+    int64_t run, digit, first, end;  /* run: digits and separators in a row, digit: it holds one; [first, end) */
+    int64_t colons, pair, at_sign, passport;  /* pair: "::" */
 } Marks;
 
-/* One code point of `kind` (kinds[]: 2 a digit, 1 a separator, 0 else) at `offset` in its text. Branch-free where
- * the text decides often (ASCII or not, a space or a digit); the branches left are rarely taken, so predicted. */
-static inline void mark(Marks *m, uint32_t raw, int kind, int64_t offset) {
-    uint64_t tail = ((m->ascii_tail << 8) | raw) & 0xFFFFFFFFFFFFFFULL;
-    m->ascii_tail = raw < 128 ? tail : 0;
-    if (raw == '@') {
-        m->mark |= AT_SIGN;
-    } else if (raw == ':') {
-        m->colons++;
-        if (m->previous == ':' || m->colons >= 7) m->mark |= COLONS;
-    } else if (raw == 't' && m->ascii_tail == 0x617373706F7274ULL) {  /* "assport" */
-        m->mark |= PASSPORT;
-    } else if (raw == 0xAD8C && m->previous == 0xC5EC) {  /* 권 after 여 */
-        m->mark |= PASSPORT;
+/* codes[at], of `kind` (kinds[]: 1 a separator, 2 a digit, 3 one of "@:t권", 0 else), in codes[start:]. No branch
+ * that the text decides but the rare kind 3 and long number runs: a branch on a space or a digit, mispredicted at
+ * most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md). */
+static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t at, int64_t kind) {
+    int64_t in_run = (uint64_t)(kind - 1) < 2;
+    m->run = (m->run + 1) & -in_run;
+    m->digit = (m->digit | (kind == 2)) & in_run;
+    if (__builtin_expect((m->run >= NUMBER_RUN) & m->digit, 0)) {
+        if (m->first < 0) m->first = at - start - m->run + 1;
+        m->end = at - start + 1;
     }
-    m->previous = raw;
-    m->run = kind ? m->run + 1 : 0;
-    m->digit = kind ? m->digit | (kind == 2) : 0;
-    if (m->run >= NUMBER_RUN && m->digit) {
-        if (!(m->mark & NUMBERS)) {
-            m->mark |= NUMBERS;
-            m->first = offset - m->run + 1;
+    if (__builtin_expect(kind == 3, 0)) {
+        uint32_t raw = codes[at], previous = at > start ? codes[at - 1] : 0;
+        if (raw == '@') {
+            m->at_sign = 1;
+        } else if (raw == ':') {
+            m->colons++;
+            m->pair |= previous == ':';
+        } else if (raw == 't') {
+            m->passport |= at - start >= 6 && codes[at - 6] == 'a' && codes[at - 5] == 's' &&
+                           codes[at - 4] == 's' && codes[at - 3] == 'p' && codes[at - 2] == 'o' && previous == 'r';
+        } else {  /* 권 */
+            m->passport |= previous == 0xC5EC;  /* after 여 */
         }
-        m->end = offset + 1;
     }
+}
+
+/* The marks' bits (hashing.py), with runs[0:2] = [first, end) where NUMBERS is set. */
+static inline uint8_t marks_done(const Marks *m, int64_t *runs) {
+    uint8_t bits = (m->first >= 0 ? NUMBERS : 0) | (m->at_sign ? AT_SIGN : 0) |
+                   ((m->pair | (m->colons >= 7)) ? COLONS : 0) | (m->passport ? PASSPORT : 0);
+    if (bits & NUMBERS) {
+        runs[0] = m->first;
+        runs[1] = m->end;
+    }
+    return bits;
 }
 
 /* Where a batch's hashes go, and the hashes' shape. */
@@ -247,8 +255,8 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
  * caller calls again with more). marks[text] gets, from the code points as given, NUMBERS where the text has a run
  * of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters)
  * holding a digit (2), astral code points counting as digits; AT_SIGN for an '@'; COLONS for "::" or a seventh
- * colon; PASSPORT for "여권" or "assport". runs[2 * text], runs[2 * text + 1]: [start of the first run that set
- * NUMBERS, end of the last). */
+ * colon; PASSPORT for "여권" or "assport" (`kinds` 3 marks the code points these four look at: ngram_scan's
+ * _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
           int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,
@@ -263,15 +271,21 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
     for (int64_t text = 0; text < texts; text++) {
         for (int64_t i = 0; i < n; i++) word_ring[i] = 0;
         for (int64_t i = 0; i < window; i++) letter_ring[i] = 0;
-        Marks m = {0, 0, 0, 0, 0, 0, 0, 0};
+        Marks m = {0, 0, -1, 0, 0, 0, 0, 0};
         Rolling r = {0, 0, 0, 0, 0, 0, 0, window};
         int64_t start = offsets[text], end = offsets[text + 1];
+        if (!hashing) {  /* the marks alone: a loop of its own, which nothing else slows */
+            for (int64_t at = start; at < end; at++)
+                mark(&m, codes, start, at, codes[at] < 0x10000 ? kinds[codes[at]] : 2);
+            marks[text] |= marks_done(&m, runs + 2 * text);
+            continue;
+        }
         int64_t first_gram = sink.grams_written, first_window = sink.windows_written;
-        int hashing_text = hashing != 0;
+        int hashing_text = 1;
         uint32_t last = 0;  /* the fold before: Hangul composes only with its neighbour */
         for (int64_t at = start; at < end; at++) {
             uint32_t raw = codes[at], value;
-            int kind;
+            int64_t kind;
             if (raw < 0x10000) {
                 value = table[raw];
                 kind = kinds[raw];
@@ -279,7 +293,7 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
                 value = astral_folds[find_code(astral, astral_count, raw)];
                 kind = 2;
             }
-            mark(&m, raw, kind, at - start);
+            mark(&m, codes, start, at, kind);
             if (!hashing_text) continue;
             if (value < EXPANDED) {  /* one fold: almost every code point */
                 if (hashing == 2 && composes(last, value)) {
@@ -307,11 +321,7 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
             counts[2] = 1;
             return;
         }
-        marks[text] |= m.mark;
-        if (m.mark & NUMBERS) {
-            runs[2 * text] = m.first;
-            runs[2 * text + 1] = m.end;
-        }
+        marks[text] |= marks_done(&m, runs + 2 * text);
         slow[text] = hashing && !hashing_text;
         if (slow[text]) {  /* its hashes are the Python path's */
             sink.grams_written = first_gram;
