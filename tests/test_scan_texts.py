@@ -60,9 +60,9 @@ def test_the_table_is_the_normalised_folds_of_every_basic_plane_code_point():
     table, expansions = ngram_scan._normalising_table()
     for code in range(0x10000):
         expected, value = ngram_scan.normalised_folds(code), int(table[code])
-        if expected is None or len(expected) == 1:
+        if expected is None or (len(expected) == 1 and not ngram_scan._composing(expected[0])):
             assert value == (SLOW if expected is None else expected[0]), hex(code)
-        else:
+        else:  # several folds, or one that Hangul composes with the fold before it
             at = value - int(EXPANDED)
             assert expansions[at + 1:at + 1 + expansions[at]].tolist() == expected, hex(code)
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from rankzero.data import hashing, native, ngram_reference, unicode_context
-from rankzero.data.hashing import SLOW
+from rankzero.data.hashing import EXPANDED, SLOW
 # What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
 from rankzero.data.ngram_reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
                                            marks_reference, scan_reference)
@@ -237,7 +237,13 @@ def _astral_normalised_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """(sorted code points above the BMP in `codes`, the normalised fold of each, SLOW where that is not one)."""
     astral, _ = _astral_folds(codes)
     folds = [normalised_folds(int(code)) for code in astral]
-    return astral, np.array([fold[0] if fold and len(fold) == 1 else SLOW for fold in folds], dtype=np.uint32)
+    return astral, np.array([fold[0] if fold and len(fold) == 1 and not _composing(fold[0]) else SLOW
+                             for fold in folds], dtype=np.uint32)
+
+
+def _composing(fold: int) -> bool:
+    """A vowel or a final jamo: a fold Hangul composes with the one before it (passes.c's `composes`)."""
+    return 0x1161 <= fold <= 0x1175 or 0x11A8 <= fold <= 0x11C2
 
 
 @lru_cache(maxsize=1)
@@ -263,4 +269,10 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     expansions, _ = unicode_context.fill_folds(table, (
         index + 1 for index, same in enumerate(unchanged) if not same or context[index + 1]
         or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"), normalised_folds)
-    return {"table": table, "expansions": expansions}
+    # A fold that Hangul composes with the one before it (a vowel or a final jamo: ㅠ, ᅲ, ㆍ...) is written as an
+    # expansion of one, whose path asks passes.c's `composes`: the path of a single fold then asks nothing.
+    composing = np.flatnonzero([_composing(fold) for fold in table.tolist()])
+    extra = np.empty(2 * len(composing), dtype=np.uint32)
+    extra[0::2], extra[1::2] = 1, table[composing]
+    table[composing] = EXPANDED + len(expansions) + 2 * np.arange(len(composing), dtype=np.uint32)
+    return {"table": table, "expansions": np.concatenate((expansions, extra))}

@@ -295,11 +295,7 @@ void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const ui
             }
             mark(&m, codes, start, at, kind);
             if (!hashing_text) continue;
-            if (value < EXPANDED) {  /* one fold: almost every code point */
-                if (hashing == 2 && composes(last, value)) {
-                    hashing_text = 0;
-                    continue;
-                }
+            if (value < EXPANDED) {  /* one fold: almost every code point (none that composes with `last`) */
                 last = value;
                 feed(&sink, &r, value, text);
             } else if (value == SLOW || value == DELETE) {  /* DELETE: only near dedup's tables hold it */
