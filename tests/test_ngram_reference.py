@@ -82,7 +82,17 @@ def test_the_definition_by_hand():
 # Contexts around each code point c: inside a word and a number, at a text's start and end, and beside what sets
 # each mark, one mark to a text (a text that always holds "::" would hide what ":{c}:" does).
 CONTEXTS = ["{c}", "ab{c}cd e{c}", "12-3{c}4567 8{c}9", "여{c}권 {c}권", "assp{c}rt {c}ssport", ":{c}: a:b:c:d:e:f{c}g",
-            "x{c}@ {c}assport 1234567{c}"]
+            "x{c}@ {c}assport 1234567{c}", "1:2:3:4:5:6{c}7:8"]
+
+
+def test_colons_mark_an_ipv6_candidate_alone():
+    """COLONS: a run of ASCII hex digits and colons holding "::" or 7 colons (what pii.py's IPv6 check needs), not
+    the colons of a dialogue or of the time of day, however many."""
+    texts = ["2001:db8:85a3:0:0:8a2e:370:7334", "fe80::1", "A: 네 B: 1:2 3:4 5:6 7:8 9:0", "12:30:45 ~ 13:00:00",
+             "a:b:c:d:e:f:g:h", "주소 2001:db8:85a3:0:0:8a2e:370:7334 입니다"]
+    codes, offsets = code_points(texts)
+    _, _, marks, _ = assert_same(codes, offsets, 1, 1, 1, Bitmap.everything())
+    assert [mark & COLONS for mark in marks.tolist()] == [COLONS, COLONS, 0, 0, 0, COLONS]
 
 
 @pytest.mark.parametrize("context", CONTEXTS)

@@ -204,6 +204,22 @@ def _rolled(items: np.ndarray, item_offsets: np.ndarray, width: int, step: int, 
     return Hashes(values[passes], owners[passes])
 
 
+_HEX_OR_COLON = np.array([ord(char) for char in "0123456789ABCDEFabcdef:"], dtype=np.uint32)
+
+
+def _runs(flags: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of each run of True within one text (a text boundary splits a run in two)."""
+    padded = np.zeros(len(flags) + 2, dtype=np.int8)  # one 0 either side: every run starts and ends
+    padded[1:-1] = flags
+    changes = np.flatnonzero(np.diff(padded))  # a run's start, then its end, alternately
+    starts, ends = changes[0::2], changes[1::2]
+    inner = offsets[1:-1]
+    inner = inner[padded[inner] & padded[inner + 1] == 1]
+    if len(inner):
+        starts, ends = np.sort(np.concatenate((starts, inner))), np.sort(np.concatenate((ends, inner)))
+    return starts, ends
+
+
 def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the marks of each text (hashing.py), the [start, end) that holds its qualifying number runs), as the
     compiled pass sets them."""
@@ -222,26 +238,22 @@ def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[n
         return ok
 
     marks[owner(np.flatnonzero(codes == ord("@")))] |= AT_SIGN
+    # An IPv6 candidate: a run of ASCII hex digits and colons that holds "::" or 7 colons.
     colons = np.flatnonzero(codes == ord(":"))
     colon_owners = owner(colons)
     doubled = colon_owners[1:][(colons[1:] == colons[:-1] + 1) & (colon_owners[1:] == colon_owners[:-1])]
     marks[doubled] |= COLONS
-    marks[np.bincount(colon_owners, minlength=texts) >= 7] |= COLONS
+    starts, ends = _runs(np.isin(codes, _HEX_OR_COLON), offsets)
+    in_run = np.searchsorted(colons, ends) - np.searchsorted(colons, starts)
+    marks[owner(starts[in_run >= 7])] |= COLONS
     # "assport": the last seven code points are those, ASCII all (a non-ASCII one clears the kernel's ASCII tail).
     for last, before in (("권", "여"), ("t", "asspor")):
         at = np.flatnonzero(codes == ord(last))
         marks[owner(at[follows(at, before)])] |= PASSPORT
 
-    # Runs of kinds 1 and 2 (digits, separators) within one text, [start, end); a run of NUMBER_RUN or more
-    # that holds a digit sets NUMBERS.
-    nonzero = np.zeros(len(kinds) + 2, dtype=np.int8)  # one 0 either side: every run starts and ends
-    np.not_equal(kinds, 0, out=nonzero[1:-1])
-    changes = np.flatnonzero(np.diff(nonzero))  # a run's start, then its end, alternately
-    starts, ends = changes[0::2], changes[1::2]
-    inner = offsets[1:-1]
-    inner = inner[nonzero[inner] & nonzero[inner + 1] == 1]
-    if len(inner):  # a text boundary splits these runs in two
-        starts, ends = np.sort(np.concatenate((starts, inner))), np.sort(np.concatenate((ends, inner)))
+    # Runs of kinds 1 and 2 (digits, separators) within one text; a run of NUMBER_RUN or more that holds a digit
+    # sets NUMBERS.
+    starts, ends = _runs(kinds != 0, offsets)
     long = ends - starts >= NUMBER_RUN
     starts, ends = starts[long], ends[long]
     if len(starts):

@@ -188,12 +188,14 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 @lru_cache(maxsize=1)
 def _marking_kinds() -> np.ndarray:
-    """_kinds_table as the compiled pass reads it: also 3 for the code points of the marks that are not number
-    runs ("@", ":", "t" of "assport", "권" of "여권"), so that one test a code point finds them all."""
+    """_kinds_table (1 a number separator, 2 a digit) as the compiled pass reads it, with two bits more: 4 for the
+    code points the other marks start from ("@", ":", "t" of "assport", "권" of "여권": one test a code point finds
+    them all), 8 for what an IPv6 candidate is made of (ASCII hex digits and ':')."""
     kinds = _kinds_table().copy()
     special = [ord(char) for char in "@:t권"]
     assert not kinds[special].any(), "a marked code point is a digit or a number separator"
-    kinds[special] = 3
+    kinds[special] |= 4
+    kinds[[ord(char) for char in "0123456789ABCDEFabcdef:"]] |= 8
     return kinds
 
 

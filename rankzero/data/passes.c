@@ -152,27 +152,28 @@ static inline int composes(uint32_t last, uint32_t value) {
 /* A text's marks so far (scan's comment says what each is). */
 typedef struct {
     int64_t run, digit, first, end;  /* run: digits and separators in a row, digit: it holds one; [first, end) */
-    int64_t colons, pair, at_sign, passport;  /* pair: "::" */
+    int64_t colons, ipv6, at_sign, passport;  /* colons in the run of ASCII hex digits and colons; ipv6: one held
+                                               * "::" or 7 colons (what pii.py's IPv6 candidates need) */
 } Marks;
 
-/* codes[at], of `kind` (kinds[]: 1 a separator, 2 a digit, 3 one of "@:t권", 0 else), in codes[start:]. No branch
- * that the text decides but the rare kind 3 and long number runs: a branch on a space or a digit, mispredicted at
- * most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md). */
+/* codes[at], of `kind` (kinds[], bits: 1 a separator, 2 a digit, 4 one of "@:t권", 8 an ASCII hex digit or ':'), in
+ * codes[start:]. No branch that the text decides but the rare bit 4 and long number runs: a branch on a space or a
+ * digit, mispredicted at most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md). */
 static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t at, int64_t kind) {
-    int64_t in_run = (uint64_t)(kind - 1) < 2;
+    int64_t in_run = (kind & 3) != 0;
     m->run = (m->run + 1) & -in_run;
-    m->digit = (m->digit | (kind == 2)) & in_run;
+    m->digit = (m->digit | (kind >> 1)) & in_run & 1;
+    m->colons &= -((kind >> 3) & 1);
     if (__builtin_expect((m->run >= NUMBER_RUN) & m->digit, 0)) {
         if (m->first < 0) m->first = at - start - m->run + 1;
         m->end = at - start + 1;
     }
-    if (__builtin_expect(kind == 3, 0)) {
+    if (__builtin_expect(kind & 4, 0)) {
         uint32_t raw = codes[at], previous = at > start ? codes[at - 1] : 0;
         if (raw == '@') {
             m->at_sign = 1;
         } else if (raw == ':') {
-            m->colons++;
-            m->pair |= previous == ':';
+            m->ipv6 |= (++m->colons >= 7) | (previous == ':');
         } else if (raw == 't') {
             m->passport |= at - start >= 6 && codes[at - 6] == 'a' && codes[at - 5] == 's' &&
                            codes[at - 4] == 's' && codes[at - 3] == 'p' && codes[at - 2] == 'o' && previous == 'r';
@@ -185,7 +186,7 @@ static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t 
 /* The marks' bits (hashing.py), with runs[0:2] = [first, end) where NUMBERS is set. */
 static inline uint8_t marks_done(const Marks *m, int64_t *runs) {
     uint8_t bits = (m->first >= 0 ? NUMBERS : 0) | (m->at_sign ? AT_SIGN : 0) |
-                   ((m->pair | (m->colons >= 7)) ? COLONS : 0) | (m->passport ? PASSPORT : 0);
+                   (m->ipv6 ? COLONS : 0) | (m->passport ? PASSPORT : 0);
     if (bits & NUMBERS) {
         runs[0] = m->first;
         runs[1] = m->end;
@@ -254,9 +255,9 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
  * the text they come from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the
  * caller calls again with more). marks[text] gets, from the code points as given, NUMBERS where the text has a run
  * of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters)
- * holding a digit (2), astral code points counting as digits; AT_SIGN for an '@'; COLONS for "::" or a seventh
- * colon; PASSPORT for "여권" or "assport" (`kinds` 3 marks the code points these four look at: ngram_scan's
- * _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
+ * holding a digit (2), astral code points counting as digits; AT_SIGN for an '@'; COLONS for a run of ASCII hex
+ * digits and colons holding "::" or 7 colons; PASSPORT for "여권" or "assport" (`kinds` bit 4 marks the code points
+ * these look at, bit 8 the hex digits and ':': ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
           int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,
