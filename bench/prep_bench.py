@@ -123,8 +123,8 @@ def parse_args() -> argparse.Namespace:
                         help="another checkout of rankzero (e.g. a git worktree of the commit before a change): mode A")
     parser.add_argument("--corpus", type=Path, nargs="+", default=None,
                         help="JSONL file(s) of {\"text\"} to run on instead of the generated corpus (several are "
-                             "joined into one file in --workdir first); --size_mb and --seed then apply to nothing "
-                             "but the tokenizer's name, and the --scale run is skipped")
+                             "joined into one file in --workdir first); --size_mb then sizes nothing, --seed only "
+                             "--copies' order, and the --scale run is skipped")
     parser.add_argument("--copies", type=int, default=1,
                         help="with --corpus: every document this many times, in an order shuffled by --seed (4 = "
                              "75%% exact copies, the shape of a crawl and of issue 30's peer corpus)")

@@ -43,13 +43,13 @@ def given_corpus(workdir: Path, files: list[Path], copies: int = 1, seed: int = 
     if len(files) > 1 or copies > 1:
         name = "joined-" + "-".join(file.stem for file in files)[:80]
         path = workdir / (name + (f"-x{copies}-seed{seed}" if copies > 1 else "") + ".jsonl")
-        rows = [json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False) + "\n"
-                for file in files for line in open(file, encoding="utf-8") if line.strip()]
-        if copies > 1:
-            rows = rows * copies
-            random.Random(seed).shuffle(rows)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as out:
+            rows = (json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False) + "\n"
+                    for file in files for line in file.read_text(encoding="utf-8").splitlines() if line.strip())
+            if copies > 1:  # shuffled, so held whole; one copy streams file by file
+                rows = list(rows) * copies
+                random.Random(seed).shuffle(rows)
             out.writelines(rows)
         os.replace(tmp, path)
     documents = sum(1 for line in open(path, "rb") if line.strip())

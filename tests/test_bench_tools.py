@@ -133,3 +133,27 @@ def test_kiwi_options_bench_runs_a_candidate_against_the_default(tmp_path, capsy
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "CPU-s" not in line]
     assert [row.split(" | ")[0] for row in rows] == ["| default", "| no typo dictionary"]
     assert rows[0].split(" | ")[3:5] == ["0", "0"]  # the default against itself
+
+
+def test_given_corpus_with_copies_holds_each_document_that_many_times(tmp_path):
+    """prep_setup.given_corpus(copies=4): every document of the given files exactly four times (75% exact copies),
+    shuffled by the seed (the same seed, the same order), as {"text"} rows; one copy keeps the files' order."""
+    from prep_setup import given_corpus
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps({"text": f"문서 {i}", "id": i}) + "\n" for i in range(30)), encoding="utf-8")
+    second.write_text(json.dumps({"text": "마지막"}) + "\n\n", encoding="utf-8")
+    texts = [f"문서 {i}" for i in range(30)] + ["마지막"]
+
+    def rows(path: Path) -> list[str]:
+        return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines()]
+
+    joined, stats = given_corpus(tmp_path, [first, second])
+    assert rows(joined) == texts and stats["documents"] == 31
+    copied, stats = given_corpus(tmp_path, [first, second], copies=4, seed=3)
+    assert sorted(rows(copied)) == sorted(texts * 4) and stats["documents"] == 124
+    assert rows(copied) != texts * 4  # shuffled
+    (tmp_path / "again").mkdir()
+    again, _ = given_corpus(tmp_path / "again", [first, second], copies=4, seed=3)
+    assert rows(again) == rows(copied)
+    assert json.loads(copied.read_text(encoding="utf-8").splitlines()[0]).keys() == {"text"}

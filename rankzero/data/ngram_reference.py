@@ -15,7 +15,8 @@ Each polynomial is a difference of prefix sums: sum c_i B**(e-i) over [s, e] is 
 c_i B**-i over the same letters, and B**-1 exists mod 2**64 because every base is odd (numpy's uint64
 arithmetic wraps, as the kernel's does). So a batch costs a fixed number of array passes whatever n and
 window are, with no per-character Python. The marks come from the few positions that can set them ('@',
-':', '권', 't', runs of digits and separators), found with flatnonzero and owned by searchsorted.
+':', '권', 't', runs of digits and separators, runs of hex digits and colons), found with flatnonzero and owned
+by searchsorted.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rankzero.data.hashing import (AT_SIGN, COLONS, GRAM_BASE, NUMBER_RUN, NUMBERS, PASSPORT, WINDOW_BASE, WORD_BASE,
-                                   fmix64)
+from rankzero.data.hashing import (AT_SIGN, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBER_RUN, NUMBERS, PASSPORT,
+                                   WINDOW_BASE, WORD_BASE, fmix64)
 from rankzero.data.table_cache import cached
 
 ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
@@ -204,7 +205,7 @@ def _rolled(items: np.ndarray, item_offsets: np.ndarray, width: int, step: int, 
     return Hashes(values[passes], owners[passes])
 
 
-_HEX_OR_COLON = np.array([ord(char) for char in "0123456789ABCDEFabcdef:"], dtype=np.uint32)
+_HEX_OR_COLON_CODES = np.array([ord(char) for char in HEX_OR_COLON], dtype=np.uint32)
 
 
 def _runs(flags: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,10 +244,10 @@ def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[n
     colon_owners = owner(colons)
     doubled = colon_owners[1:][(colons[1:] == colons[:-1] + 1) & (colon_owners[1:] == colon_owners[:-1])]
     marks[doubled] |= COLONS
-    starts, ends = _runs(np.isin(codes, _HEX_OR_COLON), offsets)
+    starts, ends = _runs(np.isin(codes, _HEX_OR_COLON_CODES), offsets)
     in_run = np.searchsorted(colons, ends) - np.searchsorted(colons, starts)
     marks[owner(starts[in_run >= 7])] |= COLONS
-    # "assport": the last seven code points are those, ASCII all (a non-ASCII one clears the kernel's ASCII tail).
+    # "assport": the seven code points up to a 't' are those, within its text.
     for last, before in (("권", "여"), ("t", "asspor")):
         at = np.flatnonzero(codes == ord(last))
         marks[owner(at[follows(at, before)])] |= PASSPORT

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from rankzero.data import hashing, native, ngram_reference, unicode_context
-from rankzero.data.hashing import EXPANDED, SLOW
+from rankzero.data.hashing import EXPANDED, HEX_OR_COLON, SLOW
 # What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
 from rankzero.data.ngram_reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
                                            marks_reference, scan_reference)
@@ -195,7 +195,7 @@ def _marking_kinds() -> np.ndarray:
     special = [ord(char) for char in "@:t권"]
     assert not kinds[special].any(), "a marked code point is a digit or a number separator"
     kinds[special] |= 4
-    kinds[[ord(char) for char in "0123456789ABCDEFabcdef:"]] |= 8
+    kinds[[ord(char) for char in HEX_OR_COLON]] |= 8
     return kinds
 
 
@@ -244,7 +244,8 @@ def _astral_normalised_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _composing(fold: int) -> bool:
-    """A vowel or a final jamo: a fold Hangul composes with the one before it (passes.c's `composes`)."""
+    """A vowel or a final jamo: a fold Hangul composes with the one before it (passes.c's `composes`; the table's
+    builder tests the same two ranges on the whole table at once)."""
     return 0x1161 <= fold <= 0x1175 or 0x11A8 <= fold <= 0x11C2
 
 
@@ -271,9 +272,9 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     expansions, _ = unicode_context.fill_folds(table, (
         index + 1 for index, same in enumerate(unchanged) if not same or context[index + 1]
         or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"), normalised_folds)
-    # A fold that Hangul composes with the one before it (a vowel or a final jamo: ㅠ, ᅲ, ㆍ...) is written as an
+    # A fold that Hangul composes with the one before it (a vowel or a final jamo: ㅠ, ㅏ, ㄳ...) is written as an
     # expansion of one, whose path asks passes.c's `composes`: the path of a single fold then asks nothing.
-    composing = np.flatnonzero([_composing(fold) for fold in table.tolist()])
+    composing = np.flatnonzero(((table >= 0x1161) & (table <= 0x1175)) | ((table >= 0x11A8) & (table <= 0x11C2)))
     extra = np.empty(2 * len(composing), dtype=np.uint32)
     extra[0::2], extra[1::2] = 1, table[composing]
     table[composing] = EXPANDED + len(expansions) + 2 * np.arange(len(composing), dtype=np.uint32)

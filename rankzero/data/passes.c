@@ -151,14 +151,16 @@ static inline int composes(uint32_t last, uint32_t value) {
 
 /* A text's marks so far (scan's comment says what each is). */
 typedef struct {
-    int64_t run, digit, first, end;  /* run: digits and separators in a row, digit: it holds one; [first, end) */
+    int64_t run, digit, first, end;  /* run: digits and separators in a row, digit: it holds one; [first, end):
+                                      * of the runs that set NUMBERS (first -1: none yet) */
     int64_t colons, ipv6, at_sign, passport;  /* colons in the run of ASCII hex digits and colons; ipv6: one held
                                                * "::" or 7 colons (what pii.py's IPv6 candidates need) */
 } Marks;
 
 /* codes[at], of `kind` (kinds[], bits: 1 a separator, 2 a digit, 4 one of "@:t권", 8 an ASCII hex digit or ':'), in
- * codes[start:]. No branch that the text decides but the rare bit 4 and long number runs: a branch on a space or a
- * digit, mispredicted at most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md). */
+ * codes[start:]. No branch that the text decides but bit 4 (rare in Korean text) and long number runs: a branch on a
+ * space or a digit, mispredicted at most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md, "The
+ * screen's marks and masker, cheaper"). */
 static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t at, int64_t kind) {
     int64_t in_run = (kind & 3) != 0;
     m->run = (m->run + 1) & -in_run;
@@ -177,7 +179,7 @@ static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t 
         } else if (raw == 't') {
             m->passport |= at - start >= 6 && codes[at - 6] == 'a' && codes[at - 5] == 's' &&
                            codes[at - 4] == 's' && codes[at - 3] == 'p' && codes[at - 2] == 'o' && previous == 'r';
-        } else {  /* 권 */
+        } else if (raw == 0xAD8C) {  /* 권 */
             m->passport |= previous == 0xC5EC;  /* after 여 */
         }
     }
@@ -254,10 +256,11 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
  * hashes (the caller normalises it in Python and scans it again). Hashes whose bit is set go to grams/windows with
  * the text they come from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the
  * caller calls again with more). marks[text] gets, from the code points as given, NUMBERS where the text has a run
- * of NUMBER_RUN code points of `kinds` 1 or 2 (digits and the separators of pii_checks.py's number clusters)
- * holding a digit (2), astral code points counting as digits; AT_SIGN for an '@'; COLONS for a run of ASCII hex
- * digits and colons holding "::" or 7 colons; PASSPORT for "여권" or "assport" (`kinds` bit 4 marks the code points
- * these look at, bit 8 the hex digits and ':': ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
+ * of NUMBER_RUN code points of `kinds` bits 1 or 2 (the separators of pii_checks.py's number clusters and digits)
+ * holding a digit, astral code points counting as digits; AT_SIGN for an '@'; COLONS for a run of ASCII hex digits
+ * and colons holding "::" or 7 colons; PASSPORT for "여권" or "assport" (`kinds` bit 4 marks the code points these
+ * look at, bit 8 the hex digits and ':': ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start
+ * of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
           int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,

@@ -221,7 +221,8 @@ class PiiMasker:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
         `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there.
         `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller has them from ngram_scan's
-        pass (the same tests as below, made there), so the text is not searched for them again."""
+        pass, so the text is not searched for them again (its COLONS, a run of hex digits and colons holding "::"
+        or 7 colons, is narrower than the test below and as necessary for an IPv6 candidate)."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
         clusters = number_clusters(text, start, end)  # no lookbehind or ahead: a span finds the same ones
         if marks is None:

@@ -7,6 +7,7 @@ the number clusters every number detector looks in.
     business_number_ok("1018152478")        # a business registration number's check digit
     public_ip("8.8.4.4")                    # globally routable (not private, loopback, documentation)
     number_clusters(text)                   # runs of 7+ digits and separators (re.Match), in text order
+    ipv6_candidates(text)                   # runs of hex digits and colons holding two colons (re.Match)
 
 Written here rather than taken from python-stdnum: its `kr.rrn.validate` rejects every resident number
 issued since October 2020 (their last six digits are random, so the check digit fails one time in ten
@@ -23,6 +24,8 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterator
+
+from rankzero.data.hashing import HEX_OR_COLON
 
 # The 7th digit of a resident (1-4, 9, 0) or foreigner (5-8) registration number: century and sex.
 CENTURY = {"9": 1800, "0": 1800, "1": 1900, "2": 1900, "5": 1900, "6": 1900,
@@ -141,7 +144,7 @@ def number_clusters(text: str, start: int = 0, end: int = sys.maxsize) -> list[r
 # a literal, which re finds in C, and every run _IPV6 matches holds one.
 _IPV6 = re.compile(r"[0-9A-Fa-f:]*:[0-9A-Fa-f]*:[0-9A-Fa-f:]*")
 _COLON_PAIR = re.compile(r":[0-9A-Fa-f]*:")
-_HEX_OR_COLON = frozenset("0123456789ABCDEFabcdef:")
+_HEX_OR_COLON = frozenset(HEX_OR_COLON)
 
 
 def ipv6_candidates(text: str) -> Iterator[re.Match]:
