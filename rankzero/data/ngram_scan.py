@@ -243,10 +243,10 @@ def _astral_normalised_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]
                              for fold in folds], dtype=np.uint32)
 
 
-def _composing(fold: int) -> bool:
-    """A vowel or a final jamo: a fold Hangul composes with the one before it (passes.c's `composes`; the table's
-    builder tests the same two ranges on the whole table at once)."""
-    return 0x1161 <= fold <= 0x1175 or 0x11A8 <= fold <= 0x11C2
+def _composing(folds):
+    """A vowel or a final jamo: a fold Hangul composes with the one before it (passes.c's `composes`). Of one fold
+    or, element-wise, of an array of them."""
+    return ((folds >= 0x1161) & (folds <= 0x1175)) | ((folds >= 0x11A8) & (folds <= 0x11C2))
 
 
 @lru_cache(maxsize=1)
@@ -274,7 +274,7 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
         or context[ord(decomposed[index])] or chars[index] in "\u03a3\u0130"), normalised_folds)
     # A fold that Hangul composes with the one before it (a vowel or a final jamo: ㅠ, ㅏ, ㄳ...) is written as an
     # expansion of one, whose path asks passes.c's `composes`: the path of a single fold then asks nothing.
-    composing = np.flatnonzero(((table >= 0x1161) & (table <= 0x1175)) | ((table >= 0x11A8) & (table <= 0x11C2)))
+    composing = np.flatnonzero(_composing(table))
     extra = np.empty(2 * len(composing), dtype=np.uint32)
     extra[0::2], extra[1::2] = 1, table[composing]
     table[composing] = EXPANDED + len(expansions) + 2 * np.arange(len(composing), dtype=np.uint32)

@@ -123,7 +123,7 @@ def _bmp_decimals() -> str:
 # database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
 # holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to _CLUSTER, so
 # the clusters found are _CLUSTER's: a match without one is a _CLUSTER match, and every _CLUSTER match is inside
-# a quick match (tests/test_pii.py checks the matches are the same). Built at the first scan (~10 ms), not at
+# a quick match (tests/test_pii_scans.py checks the matches are the same). Built at the first scan (~10 ms), not at
 # import: every prepare process imports this module, `--pii off` ones included.
 @functools.cache
 def quick_cluster() -> re.Pattern:
@@ -149,7 +149,7 @@ _HEX_OR_COLON = frozenset(HEX_OR_COLON)
 
 def ipv6_candidates(text: str) -> Iterator[re.Match]:
     """_IPV6.finditer(text), the same matches: each is a whole run of [0-9A-Fa-f:], found from its first colon
-    pair back to the run's start (tests/test_pii.py checks the two agree)."""
+    pair back to the run's start (tests/test_pii_scans.py checks the two agree)."""
     end = 0
     for pair in _COLON_PAIR.finditer(text):
         if pair.start() < end:  # in the run matched last
