@@ -33,14 +33,19 @@ def main(argv: list[str] | None = None) -> int:
         for name, value in args.defaults.items():
             print(f"[prepare] --{name} {value}: set because not given", file=sys.stderr, flush=True)
 
-    from rankzero.data.handoff import prepare_or_wait
-    from rankzero.data.plan import make_plan
+    from rankzero.data.fastokens_ahead import building_ahead
 
     # Held from before the prepare, so that a second job given this output dir stops at once.
     with hold_output_dir(None if args.tokenize_only else args.training.output_dir, runtime):
-        started = time.perf_counter()
-        plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
-        prepared = prepare_or_wait(plan, args.cache, runtime)
+        # Every builder is a local rank 0 (handoff.is_builder): the fastokens tokenizer it will check is built on
+        # a thread beside the imports and the plan below, not after them.
+        with building_ahead(args.stage.tokenizer_path, args.stage.tokenizer_engine, runtime.local_rank == 0):
+            from rankzero.data.handoff import prepare_or_wait
+            from rankzero.data.plan import make_plan
+
+            started = time.perf_counter()
+            plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
+            prepared = prepare_or_wait(plan, args.cache, runtime)
         print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
         print(f"prepared: {prepared}", flush=True)
         if args.tokenize_only:

@@ -42,7 +42,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from _measure import machine_info, run_measured  # noqa: E402
+from _measure import machine_info, run_measured, tool_env  # noqa: E402
 from dedup_planted import REAL_DIR, jaccard, reference_shingles, write_planted  # noqa: E402
 from dedup_report import normalisation_report, planted_report, timing_report  # noqa: E402
 from make_corpus import generate  # noqa: E402
@@ -144,7 +144,7 @@ def end_to_end(args: argparse.Namespace, corpus: Path, work: Path, texts: list[s
     cmd = [sys.executable, "train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path",
            str(args.tokenizer), "--max_seq_length", str(SEQUENCE_LENGTH), "--packing", "--cache_dir",
            str(work / "cache"), "--dedup", "near", "--dedup_threshold", f"{threshold:g}"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = tool_env()
     result = subprocess.run(cmd, cwd=args.rankzero_repo.resolve(), env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"prepare --dedup near failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
@@ -221,7 +221,7 @@ def timing_part(args: argparse.Namespace) -> str:
         train_tokenizer(corpus, tokenizer)
     settings = rankzero_settings(args.threshold) or {}
     bands, rows = args.bands or settings.get("bands", 14), args.rows or settings.get("rows", 8)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = tool_env()
     modes = ["none", "near", "datatrove"] if not args.skip_rankzero else ["datatrove"]
     results: dict[str, list[dict]] = {mode: [] for mode in modes}
     for round_index in range(args.rounds):

@@ -64,7 +64,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from _measure import machine_info, run_measured  # noqa: E402
+from _measure import machine_info, run_measured, tool_env  # noqa: E402
 from prep_setup import check_prepared, datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
 from prep_report import compute_ratios, git_commit, markdown, versions  # noqa: E402
 
@@ -197,7 +197,7 @@ def describe(mode: str) -> str:
 def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: argparse.Namespace) -> tuple[list, dict, Path]:
     num_proc = args.num_proc
     python = sys.executable
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env = tool_env()
     env.pop("TOKENIZERS_PARALLELISM", None)  # each tool decides for itself
     for name in ("LD_PRELOAD", malloc.ENV):  # (a) and (d) as train.py chooses; the baselines under glibc
         env.pop(name, None)

@@ -174,7 +174,11 @@ class FastokensEngine:
 
         import fastokens
 
-        self.tokenizer = fastokens.Tokenizer.from_json_str(info.tokenizer_json())
+        from rankzero.data.fastokens_ahead import take
+
+        text = info.tokenizer_json()
+        built = take(text)  # built on a thread since the arguments were read (fastokens_ahead.py), if it was
+        self.tokenizer = built if built is not None else fastokens.Tokenizer.from_json_str(text)
         self.version = version("fastokens")
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
