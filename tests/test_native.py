@@ -104,3 +104,16 @@ def test_a_cached_library_that_does_not_load_is_built_again(tmp_path):
     again, stderr = sign_in_a_process(RANKZERO_KERNEL_CACHE=str(tmp_path))
     assert again == first and again[0] is True and "unavailable" not in stderr
     assert cached.stat().st_size > 1000  # the build, again
+
+
+@needs_compiler
+def test_a_build_killed_before_its_rename_is_cleared_by_the_next_one(tmp_path):
+    """A `.passes-*` file unchanged for longer than any compile may run is a dead build's: the next process's build
+    removes it. One written to just now (another process compiling) is left alone."""
+    dead, compiling = tmp_path / ".passes-dead.so", tmp_path / ".passes-busy.so"
+    dead.write_bytes(b"half a library")
+    compiling.write_bytes(b"being written")
+    old = dead.stat().st_mtime - 2 * native.COMPILE_TIMEOUT_S - 1
+    os.utime(dead, (old, old))
+    assert native.build(tmp_path).exists()
+    assert not dead.exists() and compiling.exists()

@@ -14,7 +14,7 @@ module, else the user's cache), under a name that holds a hash of everything tha
 source, the constants put in front of it, the flags, the platform, the pointer size, the C library — so an edited
 source or another machine never loads a stale build.
 The build goes to a temporary file renamed into place: ranks and Ray workers building at once never load half a
-file. Where no cache directory is writable it is built per process in a temporary directory. Where no compiler
+file, and the temporary file of a build killed before its rename is removed by a later process. Where no cache directory is writable it is built per process in a temporary directory. Where no compiler
 works (a slim container), `library()` returns None after one warning and the callers run their numpy references
 (dedup/shingles.py, ngram_reference.py), which define the same numbers and are what the tests compare this
 library against. ctypes releases the GIL for each call: the stage's encode threads keep running meanwhile.
@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -48,6 +49,7 @@ _LOCK = threading.Lock()
 
 SOURCE = Path(__file__).with_name("passes.c")
 FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")  # no -march=native: a cache on a shared disk serves other CPUs too
+COMPILE_TIMEOUT_S = 300
 
 _I64, _U8 = ctypes.c_int64, np.ctypeslib.ndpointer(np.uint8, flags="C")
 _U32, _U64 = np.ctypeslib.ndpointer(np.uint32, flags="C"), np.ctypeslib.ndpointer(np.uint64, flags="C")
@@ -104,6 +106,7 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
+    _remove_dead_builds(directory)
     if path.exists() and not rebuild:
         return path
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".passes-", suffix=".so")
@@ -111,7 +114,7 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
     try:
         try:
             done = subprocess.run([*compiler, *FLAGS, "-x", "c", "-", "-o", temporary], input=source.encode(),
-                                  capture_output=True, timeout=300)
+                                  capture_output=True, timeout=COMPILE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise CompileError(f"{shlex.join(compiler)}: {error}") from None
         if done.returncode != 0:
@@ -123,6 +126,19 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         if os.path.exists(temporary):
             os.unlink(temporary)
     return path
+
+
+def _remove_dead_builds(directory: Path) -> None:
+    """A build killed before its rename (SIGKILL, a lost node) leaves its `.passes-*` file behind. The compiler writes
+    it for at most COMPILE_TIMEOUT_S, so one unchanged for twice that is nobody's: removed (another user's, in a shared
+    cache, may not be ours to remove: left)."""
+    horizon = time.time() - 2 * COMPILE_TIMEOUT_S
+    for temporary in directory.glob(".passes-*.so"):
+        try:
+            if temporary.lstat().st_mtime < horizon:
+                temporary.unlink()
+        except OSError:
+            pass
 
 
 def full_source() -> str:
