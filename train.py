@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     with hold_output_dir(None if args.tokenize_only else args.training.output_dir, runtime):
         # Every builder is a local rank 0 (handoff.is_builder): the fastokens tokenizer it will check is built on
         # a thread beside the imports and the plan below, not after them.
-        with building_ahead(args.stage.tokenizer_path, args.stage.tokenizer_engine, runtime.local_rank == 0):
+        with building_ahead(args.stage.tokenizer_path, args.stage.tokenizer_engine,
+                            may_build=runtime.local_rank == 0):
             from rankzero.data.handoff import prepare_or_wait
             from rankzero.data.plan import make_plan
 

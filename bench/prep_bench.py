@@ -24,6 +24,8 @@ end to end (interpreter start and imports included) with the peak PSS of its who
                             process without a C compiler (what the passes save; at --scale N also ap@Nx)
   (ae) rankzero, exact dedup   (a) with --dedup exact (the default before issue 19)
   (A) another checkout  (a) run from the checkout given by --against (a refactor's before and after; also A@Nx)
+  (aw), (Aw)          (a) and (A) when the data is already prepared: the same command run twice in one scratch
+                      dir, the second timed (what a training run that finds its cache pays before it trains)
   (l) LitData         bench/baselines/litdata_optimize.py in --litdata_python's venv: `optimize` with
                       TokensLoader, fastokens in each of `cores` workers (forked), token chunks of 2048-token
                       blocks; no dedup, no filter, no masking
@@ -64,7 +66,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from _measure import machine_info, run_measured, tool_env  # noqa: E402
+from _measure import compile_bytecode, machine_info, run_measured, tool_env  # noqa: E402
 from prep_setup import check_prepared, datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
 from prep_report import compute_ratios, git_commit, markdown, versions  # noqa: E402
 
@@ -88,6 +90,8 @@ MODES = {
     "ae": "rankzero prepare with --dedup exact",
     "ap": "rankzero prepare, near dedup's hashing on numpy throughout",
     "A": "rankzero prepare of the --against checkout",
+    "aw": "rankzero, the data already prepared (the same command again, timed on the cache the first run filled)",
+    "Aw": "the --against checkout, the data already prepared",
     "l": "LitData optimize + TokensLoader, fastokens (no dedup)",
     "ls": "LitData as (l), its default start method (spawn)",
     "dt": "datatrove MinHash + DocumentTokenizer",
@@ -141,8 +145,8 @@ def parse_args() -> argparse.Namespace:
     problems = []
     if unknown:
         problems.append(f"--only {args.only}: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
-    if "A" in modes and not (args.against and (args.against / "train.py").is_file()):
-        problems.append("--only A: give --against CHECKOUT, a directory holding another rankzero's train.py")
+    if {"A", "Aw"} & set(modes) and not (args.against and (args.against / "train.py").is_file()):
+        problems.append("--only A, Aw: give --against CHECKOUT, a directory holding another rankzero's train.py")
     for mode, python in (("l", args.litdata_python), ("ls", args.litdata_python), ("dt", args.datatrove_python)):
         if mode in modes and not (python and python.is_file()):
             flag = "--datatrove_python" if mode == "dt" else "--litdata_python"
@@ -187,7 +191,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def is_rankzero(mode: str) -> bool:
-    return mode in ("a", "a0", "ah", "an", "ae", "ap", "d", "A") or mode.startswith("a:")
+    return mode in ("a", "a0", "ah", "an", "ae", "ap", "d", "A", "aw", "Aw") or mode.startswith("a:")
 
 
 def describe(mode: str) -> str:
@@ -221,7 +225,7 @@ def command_for(mode: str, corpus: Path, tokenizer: Path, scratch: Path, args: a
             cmd[1:1] = ["-c", NUMPY_ONLY]
         if num_proc:
             env["DATASET_NUM_PROC"] = str(num_proc)
-        if mode == "A":  # its own rankzero: train.py's directory, not a PYTHONPATH naming this one
+        if mode in ("A", "Aw"):  # its own rankzero: train.py's directory, not a PYTHONPATH naming this one
             env.pop("PYTHONPATH", None)
             return cmd, env, args.against.resolve()
     elif mode == "b":
@@ -273,6 +277,10 @@ def run_once(mode: str, label: str, corpus: Path, tokenizer: Path, args: argpars
     try:
         cmd, env, cwd = command_for(mode, corpus, tokenizer, scratch, args)
         print(f"[{label}] run {run + 1}/{args.runs}: {' '.join(cmd)}", file=sys.stderr)
+        if mode in ("aw", "Aw"):  # the prepare itself, untimed: the timed run finds its data in the cache
+            filled = run_measured(cmd, env=env, cwd=str(cwd), timeout_s=args.timeout_s)
+            if filled["returncode"] != 0:
+                print(f"[{label}] FAILED filling the cache:\n{filled['stderr'][-2000:]}", file=sys.stderr)
         result = run_measured(cmd, env=env, cwd=str(cwd), timeout_s=args.timeout_s)
         ok, details = result["returncode"] == 0, {}
         if ok and is_rankzero(mode):
@@ -323,6 +331,7 @@ def main() -> None:
     # runs every mode back to back and the ratios are also taken within a round (paired).
     runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
     loads = []
+    compile_bytecode(REPO, *([args.against] if {"A", "Aw"} & set(args.modes) else []))
     for run in range(args.runs):
         loads.append(wait_for_quiet(args.max_load, args.max_wait_s))
         for mode in (args.modes if run % 2 == 0 else args.modes[::-1]):

@@ -52,6 +52,8 @@ def compute_ratios(results: dict) -> list[dict]:
         ("rankzero with exact dedup against --dedup none, ae / an", (results.get("ae"), results.get("an")), "—", None),
         ("rankzero with near dedup against exact, a / ae", (a, results.get("ae")), "—", None),
         ("rankzero against the --against checkout, a / A", (a, results.get("A")), "—", None),
+        ("the data already prepared, against the --against checkout, aw / Aw", (results.get("aw"), results.get("Aw")),
+         "—", None),
         # Issue 30: the default prepare (near dedup, masking) against the peers, whole process, wall.
         ("faster than the run_clm recipe, b / a (the default prepare)", (b, a), ">= 8", lambda v: v >= 8),
         ("faster than LitData optimize with fastokens, l / a", (results.get("l"), a), ">= 4", lambda v: v >= 4),

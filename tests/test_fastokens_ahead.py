@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
+import sys
+import threading
 
 import pytest
 
 from conftest import SAMPLE_TEXTS
+from helpers import korean_documents, run, write_jsonl
 from rankzero.data import encode, fastokens_ahead
 from rankzero.data.encode import FastokensEngine, HFEngine, load_tokenizer
 from rankzero.data.fastokens_ahead import building_ahead
@@ -63,7 +67,7 @@ def test_a_directory_without_tokenizer_json_starts_nothing(tmp_path):
 
 
 def test_a_forked_child_builds_its_own(tokenizer_dir):
-    """A worker process forked while the build runs has the parent's record of it but not its thread."""
+    """A worker process forked inside the block has the parent's record of the build, not its tokenizer."""
     info = load_tokenizer(tokenizer_dir)
     with building_ahead(str(tokenizer_dir), "auto"):
         build = fastokens_ahead._ahead
@@ -71,12 +75,53 @@ def test_a_forked_child_builds_its_own(tokenizer_dir):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: not taken (another process), and the ids are still right
-            engine = FastokensEngine(info)
-            ok = engine.tokenizer is not build.tokenizer and fastokens_ahead._ahead is build
-            ok = ok and engine.encode(list(SAMPLE_TEXTS))[0].tolist() == HFEngine(info).encode(list(SAMPLE_TEXTS))[0].tolist()
-            os.write(write, b"1" if ok else b"0")
-            os._exit(0)
+            ok = False
+            try:
+                engine = FastokensEngine(info)
+                texts = list(SAMPLE_TEXTS)
+                ok = (engine.tokenizer is not build.tokenizer and fastokens_ahead._ahead is build
+                      and engine.encode(texts)[0].tolist() == HFEngine(info).encode(texts)[0].tolist())
+            finally:
+                os.write(write, b"1" if ok else b"0")
+                os._exit(0)
         os.close(write)
-        assert os.read(read, 1) == b"1"
-        os.waitpid(pid, 0)
+        try:
+            assert select.select([read], [], [], 120)[0], "the forked child did not answer"
+            assert os.read(read, 1) == b"1"
+        finally:
+            os.close(read)
+            os.waitpid(pid, 0)
         assert FastokensEngine(info).tokenizer is build.tokenizer  # the parent still takes it
+
+
+def test_an_error_in_the_block_leaves_nothing_behind(tokenizer_dir):
+    with pytest.raises(KeyError):
+        with building_ahead(str(tokenizer_dir), "auto"):
+            build = fastokens_ahead._ahead
+            raise KeyError("the plan failed")
+    assert fastokens_ahead._ahead is None and not build.thread.is_alive()
+
+
+def test_no_thread_to_be_had_is_no_error(tokenizer_dir, monkeypatch):
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with building_ahead(str(tokenizer_dir), "auto"):
+        assert fastokens_ahead._ahead is None
+    monkeypatch.undo()
+    assert FastokensEngine(load_tokenizer(tokenizer_dir)).tokenizer is not None  # loaded where it always was
+
+
+def test_train_py_takes_the_tokenizer_it_built_ahead(tokenizer_dir, tmp_path):
+    """The prepare that train.py runs uses the tokenizer loaded on the thread (one engine, taken once)."""
+    corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in korean_documents(50)])
+    argv = ["train.py", "--tokenize_only", "--dataset", str(corpus), "--tokenizer_path", str(tokenizer_dir),
+            "--max_seq_length", "64", "--cache_dir", str(tmp_path / "cache")]
+    code = ("import runpy, sys\nfrom rankzero.data import fastokens_ahead\ntaken = []\nreal = fastokens_ahead.take\n"
+            "def take(text):\n    tokenizer = real(text)\n    taken.append(tokenizer is not None)\n    return tokenizer\n"
+            f"fastokens_ahead.take = take\nsys.argv = {argv!r}\n"
+            "try:\n    runpy.run_path('train.py', run_name='__main__')\n"
+            "except SystemExit as exit:\n    assert not exit.code\n"
+            "print('taken:', taken)\n")
+    assert "taken: [True]" in run([sys.executable, "-c", code]).stdout

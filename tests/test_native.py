@@ -106,14 +106,21 @@ def test_a_cached_library_that_does_not_load_is_built_again(tmp_path):
     assert cached.stat().st_size > 1000  # the build, again
 
 
-@needs_compiler
 def test_a_build_killed_before_its_rename_is_cleared_by_the_next_one(tmp_path):
-    """A `.passes-*` file unchanged for longer than any compile may run is a dead build's: the next process's build
-    removes it. One written to just now (another process compiling) is left alone."""
-    dead, compiling = tmp_path / ".passes-dead.so", tmp_path / ".passes-busy.so"
-    dead.write_bytes(b"half a library")
-    compiling.write_bytes(b"being written")
+    """A `.passes-*` file unchanged for longer than any compile may run is a dead build's: removed. One written to just
+    now (another process compiling) is left alone, and so is the library itself."""
+    dead, compiling, built = tmp_path / ".passes-dead.so", tmp_path / ".passes-busy.so", tmp_path / "passes-key.so"
+    for path in (dead, compiling, built):
+        path.write_bytes(b"bytes")
     old = dead.stat().st_mtime - 2 * native.COMPILE_TIMEOUT_S - 1
-    os.utime(dead, (old, old))
-    assert native.build(tmp_path).exists()
-    assert not dead.exists() and compiling.exists()
+    for path in (dead, built):
+        os.utime(path, (old, old))
+    native._remove_dead_builds(tmp_path)
+    assert not dead.exists() and compiling.exists() and built.exists()
+
+
+@needs_compiler
+def test_the_next_build_clears_them(tmp_path, monkeypatch):
+    cleared = []
+    monkeypatch.setattr(native, "_remove_dead_builds", cleared.append)
+    assert native.build(tmp_path).exists() and cleared == [tmp_path]

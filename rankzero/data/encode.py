@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rankzero.data import fastokens_ahead
 from rankzero.errors import RankzeroError
 
 logger = logging.getLogger(__name__)
@@ -174,10 +175,8 @@ class FastokensEngine:
 
         import fastokens
 
-        from rankzero.data.fastokens_ahead import take
-
         text = info.tokenizer_json()
-        built = take(text)  # built on a thread since the arguments were read (fastokens_ahead.py), if it was
+        built = fastokens_ahead.take(text)  # built on a thread since the arguments were read, if it was
         self.tokenizer = built if built is not None else fastokens.Tokenizer.from_json_str(text)
         self.version = version("fastokens")
 

@@ -8,8 +8,8 @@ after ~0.3 s of imports and planning (the HF tokenizer, the fingerprint, the cac
 follow; started here, right after the arguments are read, it runs beside them on another core
 (bench/RESULTS.md, "The prepare's fixed cost"). The tokenizer is taken only for the very same tokenizer.json
 text, in the process that started it; anything else builds its own as before, and a build that fails here is
-simply built again where the engine check reports its error. This module imports nothing heavy, so that the
-thread starts before numpy and pyarrow are imported.
+simply built again where the engine check reports its error. Nothing here may stop a run: it only saves time.
+This module imports nothing heavy, so that the thread starts before numpy and pyarrow are imported.
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ from pathlib import Path
 
 
 class _Build:
+    """One load of `text` on its own thread; `tokenizer` is None until it is done, and after a failure."""
+
     def __init__(self, text: str):
         self.pid, self.text, self.tokenizer = os.getpid(), text, None
         self.thread = threading.Thread(target=self._run, name="rankzero-fastokens", daemon=True)
 
     def _run(self) -> None:
-        import fastokens
-
         try:
+            import fastokens
+
             self.tokenizer = fastokens.Tokenizer.from_json_str(self.text)
-        except Exception:  # noqa: BLE001 (FastokensEngine builds it again, and the engine check reports why)
+        except BaseException:  # noqa: BLE001 (a Rust panic too: FastokensEngine loads it again and says why)
             pass
 
 
@@ -43,7 +45,7 @@ def building_ahead(tokenizer_path: str, requested: str, may_build: bool = True):
     """Build fastokens' tokenizer for `tokenizer_path`'s tokenizer.json on a thread for the length of the block
     (nothing when `requested` is 'hf', when this process will not build, or without fastokens or the file). On
     leaving, what was not taken (the data was already prepared) is waited for and dropped: never left running at
-    the interpreter's exit, nor held through training."""
+    the interpreter's exit or into a fork, nor held through training."""
     global _ahead
     build = _start(tokenizer_path) if may_build and requested != "hf" and _ahead is None else None
     if build is not None:
@@ -52,9 +54,9 @@ def building_ahead(tokenizer_path: str, requested: str, may_build: bool = True):
         yield
     finally:
         if build is not None:
-            build.thread.join()
-            if _ahead is build:
+            if _ahead is build:  # first: an interrupted join leaves nothing behind for a later block
                 _ahead = None
+            build.thread.join()
 
 
 def _start(tokenizer_path: str) -> _Build | None:
@@ -62,10 +64,13 @@ def _start(tokenizer_path: str) -> _Build | None:
         return None
     try:
         text = (Path(tokenizer_path) / "tokenizer.json").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ValueError):  # no file (converted later) or unreadable: the plan says why
+    except (OSError, ValueError):  # no file (converted later) or not UTF-8: the plan says why
         return None
     build = _Build(text)
-    build.thread.start()
+    try:
+        build.thread.start()
+    except RuntimeError:  # no thread to be had (a process limit): the engine loads it where it always did
+        return None
     return build
 
 

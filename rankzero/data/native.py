@@ -14,9 +14,12 @@ module, else the user's cache), under a name that holds a hash of everything tha
 source, the constants put in front of it, the flags, the platform, the pointer size, the C library — so an edited
 source or another machine never loads a stale build.
 The build goes to a temporary file renamed into place: ranks and Ray workers building at once never load half a
-file, and the temporary file of a build killed before its rename is removed by a later process. Where no cache directory is writable it is built per process in a temporary directory. Where no compiler
-works (a slim container), `library()` returns None after one warning and the callers run their numpy references
-(dedup/shingles.py, ngram_reference.py), which define the same numbers and are what the tests compare this
+file, and a later process removes the temporary file of a build killed before its rename (one unchanged for twice
+the compile timeout, by this machine's clock: on a cache shared across machines whose clocks differ by more, a build
+in progress may lose its file, and then builds again). Where no cache directory is
+writable it is built per process in a temporary directory. Where no compiler works (a slim container), `library()`
+returns None after one warning and the callers run their numpy references (dedup/shingles.py,
+ngram_reference.py), which define the same numbers and are what the tests compare this
 library against. ctypes releases the GIL for each call: the stage's encode threads keep running meanwhile.
 """
 
