@@ -44,7 +44,6 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.dedup.exact import LockedHashes
 from rankzero.data.dedup.ledger import NearLedger
 from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
@@ -287,8 +286,6 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     def consume(result: ChunkResult) -> None:
         stat = stats[result.source_index]
         stat.add_file(result.path, result.docs_in, result.bytes_in, result.dropped)  # the stage's drops only
-        if touched is not None and result.touched is not None and result.touched.any():
-            touched.add(result.hashes[result.touched])  # before the holdout adds them to `seen`
         decision = holdout(result.source_index, result.hashes, len(result.lengths))
         result.dropped.update(decision.dropped)
         ids, lengths, labels = _select(result, decision.train)
@@ -321,10 +318,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
-    # Of those, the ones the screen touched: a repeat of any other is left unscreened (stage.py). Filled before
-    # `seen` (in consume), so a text found in `seen` is already here if it was touched.
-    touched = LockedHashes() if seen is not None and stage is not None and stage.screen is not None else None
-    run = (lambda chunk: stage(chunk, seen, touched)) if stage is not None else _run_in_worker
+    run = (lambda chunk: stage(chunk, seen)) if stage is not None else _run_in_worker
     in_flight: deque = deque()
     try:
         for chunk in chunks:

@@ -70,10 +70,7 @@ class Screen:
                  source_index: int = 0) -> tuple[np.ndarray, list, dict]:
         """(kept: a bool per document, the kept documents masked, the chunk's report). `texts` are the
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
-        contaminated ones are counted: the manifest reports the tokens each benchmark removed). The report's
-        "touched" is a bool per kept document: the masker changed or counted something in it. Without an eval
-        overlap, what the screen does to a document is decided by its text alone; so a repeat of a kept text that it
-        did not touch is left exactly as it is, and counted nowhere (stage.py skips those)."""
+        contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
         keep = np.ones(len(documents), dtype=bool)
         marks = runs = None  # what the masker may find per document (hashing.py), where its number clusters lie
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
@@ -95,9 +92,7 @@ class Screen:
             overlapping = candidates[self.overlap([texts[i] for i in candidates.tolist()], source_index)]
             keep[overlapping] = False
             report["dropped"][EVAL_OVERLAP] = len(overlapping)
-        touched = np.zeros(len(documents), dtype=bool)  # what the masker changed or counted something in
         if self.masker is None:
-            report["touched"] = touched[keep]
             return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
         if marks is None:  # no decontamination pass: the same marks from a pass of their own
             marks, runs = marks_of(texts)
@@ -113,14 +108,12 @@ class Screen:
                 continue
             dump = is_dump(result.spans, len(texts[number]))
             counts.add(result, dropped=dump)
-            touched[number] = True
             if dump:
                 keep[number] = False
             else:
                 kept.append(segments)
         report["pii"] = counts.to_dict()
         report["dropped"][PII_DUMP] = counts.dropped_documents
-        report["touched"] = touched[keep]
         return keep, kept, report
 
     def _mask(self, segments: list, numbers: bool | tuple[int, int], marks: int) -> tuple[list, MaskResult | None]:

@@ -57,7 +57,6 @@ class ChunkResult:
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
     lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
-    touched: np.ndarray | None = None  # bool per kept document: the screen masked or counted something in it
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -165,11 +164,9 @@ class Stage:
             quality_filter = QualityFilter(spec.quality, threads=threads)
         return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
-    def __call__(self, chunk, seen=None, touched=None) -> ChunkResult:
+    def __call__(self, chunk, seen=None) -> ChunkResult:
         """Process one chunk. `seen(hashes)`: which texts an earlier chunk (in source order) already had, for
-        `drop_repeats`; only the chunk's own repeats are dropped without it. `touched(hashes)`: which of those the
-        screen touched (masked or counted something in); with it, a repeat of a kept text it did not touch is
-        dropped before the screen, which would leave it unchanged and count nothing (local.py)."""
+        `drop_repeats`; only the chunk's own repeats are dropped without it."""
         spec = self.spec
         config = spec.config
         started = time.perf_counter()
@@ -195,29 +192,16 @@ class Stage:
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
         filtered = time.perf_counter()
-        report = hashes = touched_here = None
+        report = None
         if self.screen is not None:
-            if touched is not None and seen is not None and spec.drop_repeats and self.screen.overlap is None:
-                hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts))
-                untouched = seen(hashes)  # first seen, then touched: local.py adds to touched before seen
-                if untouched.any():
-                    single = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents)) == 1
-                    untouched &= single
-                    untouched[untouched] = ~touched(hashes[untouched])
-                if untouched.any():
-                    dropped["exact_duplicate"] += int(untouched.sum())
-                    documents, texts, numbers, hashes = _without(untouched, documents, texts, numbers, hashes)
             keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
             dropped.update(report.pop("dropped"))
-            touched_here = report.pop("touched")
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
             numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
-            hashes = None if hashes is None or not spec.hashes else hashes[keep]
         screened = time.perf_counter()
         lines = np.asarray(numbers, dtype=np.int64) if spec.signatures else None
-        if spec.hashes and hashes is None:
-            hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts))
+        hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
         if spec.drop_repeats and len(hashes):
             first = np.zeros(len(hashes), dtype=bool)
             first[np.unique(hashes, return_index=True)[1]] = True
@@ -229,7 +213,6 @@ class Stage:
                 texts = [t for t, keep in zip(texts, first) if keep]
                 hashes = hashes[first]
                 lines = None if lines is None else lines[first]
-                touched_here = None if touched_here is None else touched_here[first]
         signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
         signed = time.perf_counter()
         ids, lengths, labels = self.encoder.encode(documents, config.with_labels)
@@ -241,26 +224,19 @@ class Stage:
             if not keep.all():
                 dropped["no_trainable_tokens"] = int((~keep).sum())
                 ids, lengths, labels = select_documents(ids, lengths, labels, keep)
-                hashes, signatures, shingles, truncated, lines, touched_here = (
+                hashes, signatures, shingles, truncated, lines = (
                     None if values is None else values[keep] for values in (hashes, signatures, shingles, truncated,
-                                                                            lines, touched_here))
+                                                                            lines))
         done = time.perf_counter()
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples, chunk.path, lines, touched_here)
+                           samples, chunk.path, lines)
 
     def _count_tokens(self, documents: list) -> list[int]:
         _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)
         return lengths.tolist()
-
-
-def _without(drop: np.ndarray, documents: list, texts: list, numbers: list, hashes: np.ndarray):
-    """The documents, texts, numbers and hashes where `drop` is false."""
-    keep = (~drop).tolist()
-    return ([d for d, k in zip(documents, keep) if k], [t for t, k in zip(texts, keep) if k],
-            [n for n, k in zip(numbers, keep) if k], hashes[~drop])
 
 
 def _mask_samples(samples: list[dict], text_of_line: dict, masker) -> None:

@@ -32,8 +32,6 @@ and a map: it stores a value beside each key).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 MERGE_RATIO = 8  # fewer runs to search against more merging (bench/RESULTS.md)
@@ -113,21 +111,3 @@ class ExactDuplicates:
             del older  # freed before the sort allocates its merge buffer
             hashes.sort(kind="stable")
         runs.append(SortedRun(hashes))
-
-
-class LockedHashes:
-    """Hashes added by one thread and looked up by others, never missed: `ExactDuplicates.seen` may miss a hash while
-    its run is merged, which only loses a saving; here a miss would change a count (local.py's `touched`)."""
-
-    def __init__(self):
-        self._hashes = ExactDuplicates()
-        self._lock = threading.Lock()
-
-    def add(self, hashes: np.ndarray) -> None:
-        with self._lock:
-            self._hashes.keep(hashes)
-
-    def __call__(self, hashes: np.ndarray) -> np.ndarray:
-        """True for each hash added before."""
-        with self._lock:
-            return self._hashes.seen(hashes)
