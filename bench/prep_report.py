@@ -61,6 +61,12 @@ def compute_ratios(results: dict) -> list[dict]:
         ("faster than the run_clm recipe with --dedup none, b / an", (b, results.get("an")), "—", None),
         ("LitData against --dedup none, l / an", (results.get("l"), results.get("an")), "—", None),
         ("LitData as installed (spawn), ls / a", (results.get("ls"), a), "—", None),
+        # The tokenizer's floor: no prepare that tokenizes with fastokens beats it, so l / c3 bounds l / a.
+        ("LitData against the fastokens floor, l / c3 (the most l / a can be)", (results.get("l"), results.get("c3")),
+         "—", None),
+        ("rankzero against the fastokens floor, a / c3", (a, results.get("c3")), "—", None),
+        ("the run_clm recipe against the fastokens floor, b / c3 (the most b / a can be)", (b, results.get("c3")),
+         "—", None),
     ]
     # CPU time of the process tree, which a loaded machine distorts less than wall time; no targets. Not for
     # datatrove: its pool's workers are children of a fork server that nobody reaps, so getrusage never sees them.
