@@ -115,12 +115,12 @@ def test_a_build_killed_before_its_rename_is_cleared_by_the_next_one(tmp_path):
     old = dead.stat().st_mtime - 2 * native.COMPILE_TIMEOUT_S - 1
     for path in (dead, built):
         os.utime(path, (old, old))
-    native._remove_dead_builds(tmp_path)
+    native.remove_dead_temporaries(tmp_path, ".passes-*.so", 2 * native.COMPILE_TIMEOUT_S)
     assert not dead.exists() and compiling.exists() and built.exists()
 
 
 @needs_compiler
 def test_the_next_build_clears_them(tmp_path, monkeypatch):
     cleared = []
-    monkeypatch.setattr(native, "_remove_dead_builds", cleared.append)
-    assert native.build(tmp_path).exists() and cleared == [tmp_path]
+    monkeypatch.setattr(native, "remove_dead_temporaries", lambda *args: cleared.append(args))
+    assert native.build(tmp_path).exists() and cleared == [(tmp_path, ".passes-*.so", 2 * native.COMPILE_TIMEOUT_S)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import unicodedata
 from pathlib import Path
 
@@ -133,3 +134,27 @@ def test_no_writable_place_builds_per_process(tmp_path, monkeypatch):
     for _ in range(2):
         assert table_cache.cached("table", build, [str(blocked / "tables.py")]).keys() == {"table"}
     assert len(built) == 2
+
+
+def test_a_writer_killed_before_its_rename_leaves_nothing_for_good(tmp_path):
+    """The temporary of a table write killed before its rename (SIGKILL) is removed by the next process that reads the
+    table, whether it finds the table or builds it; one written to just now (another process building) is left, and so
+    is another table's."""
+    source = tmp_path / "tables.py"
+    source.write_text("TABLE = 1\n")
+
+    def build():
+        return {"table": np.arange(3, dtype=np.uint32)}
+
+    for table_exists in (False, True):
+        dead, writing, other = (tmp_path / name for name in (".table-dead.npz", ".table-busy.npz", ".other-dead.npz"))
+        for path in (dead, writing, other):
+            path.write_bytes(b"PK\x03\x04 cut short by a SIGKILL")
+        old = time.time() - table_cache.DEAD_TABLE_WRITE_S - 1
+        for path in (dead, other):
+            os.utime(path, (old, old))
+        arrays = table_cache.cached("table", build, [str(source)], directory=tmp_path)
+        assert arrays["table"].tolist() == [0, 1, 2]
+        assert (tmp_path / f"table-{table_cache._key([str(source)])}.npz").exists()
+        assert not dead.exists() and writing.exists() and other.exists(), table_exists
+        writing.unlink()

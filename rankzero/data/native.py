@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -45,7 +44,7 @@ import numpy as np
 import xxhash
 
 from rankzero.data import hashing
-from rankzero.data.table_cache import cache_directory
+from rankzero.data.table_cache import cache_directory, remove_dead_temporaries
 
 logger = logging.getLogger(__name__)
 _LOCK = threading.Lock()
@@ -109,7 +108,8 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
-    _remove_dead_builds(directory)
+    # A build killed before its rename leaves its `.passes-*` file; a compile writes it for at most COMPILE_TIMEOUT_S.
+    remove_dead_temporaries(directory, ".passes-*.so", 2 * COMPILE_TIMEOUT_S)
     if path.exists() and not rebuild:
         return path
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".passes-", suffix=".so")
@@ -129,19 +129,6 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         if os.path.exists(temporary):
             os.unlink(temporary)
     return path
-
-
-def _remove_dead_builds(directory: Path) -> None:
-    """A build killed before its rename (SIGKILL, a lost node) leaves its `.passes-*` file behind. The compiler writes
-    it for at most COMPILE_TIMEOUT_S, so one unchanged for twice that is nobody's: removed (another user's, in a shared
-    cache, may not be ours to remove: left)."""
-    horizon = time.time() - 2 * COMPILE_TIMEOUT_S
-    for temporary in directory.glob(".passes-*.so"):
-        try:
-            if temporary.lstat().st_mtime < horizon:
-                temporary.unlink()
-        except OSError:
-            pass
 
 
 def full_source() -> str:

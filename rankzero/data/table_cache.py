@@ -16,7 +16,8 @@ A file's name holds everything that decides its content: the Python implementati
 database `str.lower` and `unicodedata` read: its version is in the name too) and an xxh3 of the source files
 that define the tables. Editing one of them, or another Python, gives another name, so a stale file is never
 read; an unreadable or partial one is rebuilt and replaced. Writes go to a temporary file first and are renamed
-into place, so processes building at once (Ray workers) never read half a file.
+into place, so processes building at once (Ray workers) never read half a file; the temporary of a writer killed
+before its rename is removed by a later process (`remove_dead_temporaries`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 import unicodedata
 import zipfile
 from collections.abc import Callable
@@ -31,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+
+# A table file's temporary is renamed milliseconds after it is made: one unchanged for this long is a killed writer's.
+DEAD_TABLE_WRITE_S = 600
 
 
 def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[str],
@@ -42,6 +47,7 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
     if directory is None:
         return build()
     path = directory / f"{name}-{_key(sources)}.npz"
+    remove_dead_temporaries(directory, f".{name}-*.npz", DEAD_TABLE_WRITE_S)
     try:
         with np.load(path) as stored:
             return {key: stored[key] for key in stored.files}
@@ -61,6 +67,19 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
     except OSError:  # read-only installation or a full disk: the tables are built per process, as without a cache
         pass
     return arrays
+
+
+def remove_dead_temporaries(directory: Path, pattern: str, older_than_s: float) -> None:
+    """A writer killed before its rename (SIGKILL, a lost node) leaves its temporary file behind. One matching `pattern`
+    and unchanged for `older_than_s`, longer than any writer takes, is nobody's: removed. One another user owns, in a
+    shared cache, may not be ours to remove: left."""
+    horizon = time.time() - older_than_s
+    for temporary in directory.glob(pattern):
+        try:
+            if temporary.lstat().st_mtime < horizon:
+                temporary.unlink()
+        except OSError:
+            pass
 
 
 def cache_directory(source: str) -> Path | None:
