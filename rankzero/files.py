@@ -5,9 +5,10 @@
     with exclusive_lock(path, blocking=False) as locked: ...   # flock: a killed holder leaves no stale lock
     content_hash(handle, size)            # xxh3-128 of a file's bytes (or of its first and last MiB)
     out_of_space(error)                   # ENOSPC/EDQUOT anywhere in an exception chain
+    remove_dead_temporaries(dir, ".name-*.npz", older_than_s)   # what a writer killed before its rename left
 
-The data cache (rankzero/data/handoff.py, published.py), the Ray engine's task files and the training
-output dir use these. A cache dir shared by several users, and what its permissions should be:
+The data cache (rankzero/data/handoff.py, published.py), the Ray engine's task files, the compiled passes'
+cache (data/native.py, data/table_cache.py) and the training output dir use these. A cache dir shared by several users, and what its permissions should be:
 docs/design.md.
 """
 
@@ -19,6 +20,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable
@@ -198,3 +200,16 @@ def out_of_space(error: BaseException | None) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def remove_dead_temporaries(directory: Path, pattern: str, older_than_s: float) -> None:
+    """A writer killed before its rename (SIGKILL, a lost node) leaves its temporary file behind. One matching `pattern`
+    and unchanged for `older_than_s`, longer than any writer takes, is nobody's: removed. One another user owns, in a
+    shared cache, may not be ours to remove: left."""
+    horizon = time.time() - older_than_s
+    for temporary in directory.glob(pattern):
+        try:
+            if temporary.lstat().st_mtime < horizon:
+                temporary.unlink()
+        except OSError:
+            pass

@@ -44,7 +44,8 @@ import numpy as np
 import xxhash
 
 from rankzero.data import hashing
-from rankzero.data.table_cache import cache_directory, remove_dead_temporaries
+from rankzero.data.table_cache import cache_directory
+from rankzero.files import remove_dead_temporaries
 
 logger = logging.getLogger(__name__)
 _LOCK = threading.Lock()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 import unicodedata
 import zipfile
 from collections.abc import Callable
@@ -33,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+
+from rankzero.files import remove_dead_temporaries
 
 # A table file's temporary is renamed milliseconds after it is made: one unchanged for this long is a killed writer's.
 DEAD_TABLE_WRITE_S = 600
@@ -67,19 +68,6 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
     except OSError:  # read-only installation or a full disk: the tables are built per process, as without a cache
         pass
     return arrays
-
-
-def remove_dead_temporaries(directory: Path, pattern: str, older_than_s: float) -> None:
-    """A writer killed before its rename (SIGKILL, a lost node) leaves its temporary file behind. One matching `pattern`
-    and unchanged for `older_than_s`, longer than any writer takes, is nobody's: removed. One another user owns, in a
-    shared cache, may not be ours to remove: left."""
-    horizon = time.time() - older_than_s
-    for temporary in directory.glob(pattern):
-        try:
-            if temporary.lstat().st_mtime < horizon:
-                temporary.unlink()
-        except OSError:
-            pass
 
 
 def cache_directory(source: str) -> Path | None:
