@@ -3,6 +3,7 @@ poller sees a process tree's CPU that getrusage cannot."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import resource
 import subprocess
@@ -157,3 +158,28 @@ def test_given_corpus_with_copies_holds_each_document_that_many_times(tmp_path):
     again, _ = given_corpus(tmp_path / "again", [first, second], copies=4, seed=3)
     assert rows(again) == rows(copied)
     assert json.loads(copied.read_text(encoding="utf-8").splitlines()[0]).keys() == {"text"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fastokens") is None, reason="fastokens is not installed")
+def test_the_fastokens_floor_encodes_each_distinct_text_once(tmp_path, tokenizer_dir):
+    """(c3) skips a byte-identical line before parsing it and a text seen in another line's JSON after: its documents
+    and tokens are those of the distinct texts, which (c2) encodes alone."""
+    texts = [json.loads(line)["text"] for line in (BENCH.parent / "data" / "sample" / "ko.jsonl").read_text(
+        encoding="utf-8").splitlines()[:40]]
+    distinct, copies = tmp_path / "distinct.jsonl", tmp_path / "copies.jsonl"
+    distinct.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    lines = [json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts]
+    respelled = [json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts[::3])]  # ASCII escapes, a new key
+    copies.write_text("".join(lines + lines[::2] + respelled + ["\n"]), encoding="utf-8")
+
+    def summary(corpus: Path, *flags: str) -> dict:
+        result = subprocess.run([sys.executable, str(BENCH / "baselines" / "tokenizer_only.py"), str(corpus),
+                                 str(tokenizer_dir), "--engine", "fastokens", "--batch_size", "7", *flags],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        words = result.stdout.split()
+        return {words[i].rstrip(":"): words[i + 1] for i in range(0, 4, 2)}
+
+    assert len(set(texts)) == len(texts)
+    assert summary(copies, "--floor") == summary(distinct) == summary(distinct, "--floor")
+    assert summary(distinct)["docs"] == str(len(texts))

@@ -9,11 +9,12 @@ tokenizer's `encode_batch_fast` (no offsets) or fastokens' `encode_batch_flat` (
 counting tokens and writing nothing. No packing, no Arrow, no filtering: what is left is what a
 pipeline adds around the tokenizer.
 
-`--floor` is the least a prepare that tokenizes with fastokens and drops exact repeats can take: the
-tokenizer is built on a thread while the first texts are read, each text is hashed (xxh3-64 of its UTF-8,
-as rankzero's exact dedup) and a repeat of an earlier one skipped, and each batch is encoded on a thread
-while the next is read. It imports neither numpy nor pyarrow, signs nothing for near dedup, and packs and
-writes nothing: everything rankzero's default prepare does beyond it is cost on top of this.
+`--floor` is a lean reference for a prepare that tokenizes with fastokens and drops exact repeats: the
+tokenizer is built on a thread while the first texts are read; a line byte for byte like an earlier one is
+skipped before it is parsed, and each text is hashed (xxh3-64 of its UTF-8, as rankzero's exact dedup) and
+a repeat of an earlier one skipped; each batch is encoded on a thread while the next is read. It imports
+neither numpy nor pyarrow, signs nothing for near dedup, and packs and writes nothing: what rankzero's
+default prepare does beyond it is cost on top of it.
 """
 
 from __future__ import annotations
@@ -49,23 +50,37 @@ def floor(corpus: str, tokenizer_dir: str, batch_size: int, text_column: str) ->
     import fastokens
     import xxhash
 
-    built: list = []
+    built: list = []  # the tokenizer, or the exception that stopped its build
     with open(os.path.join(tokenizer_dir, "tokenizer.json"), encoding="utf-8") as handle:
         json_text = handle.read()
-    builder = threading.Thread(target=lambda: built.append(fastokens.Tokenizer.from_json_str(json_text)))
+
+    def build() -> None:
+        try:
+            built.append(fastokens.Tokenizer.from_json_str(json_text))
+        except BaseException as error:  # raised again where the tokenizer is first used
+            built.append(error)
+
+    builder = threading.Thread(target=build)
     builder.start()
 
     def encode(batch: list[str]) -> int:
         builder.join()
+        if isinstance(built[0], BaseException):
+            raise built[0]
         return len(built[0].encode_batch_flat(batch, add_special_tokens=False)[0]) // 4
 
+    seen_lines: set[int] = set()  # a byte-identical line is a repeat before it is parsed
     seen: set[int] = set()
     counts, batch, text_bytes = [], [], 0
-    with ThreadPoolExecutor(1) as encoder, open(corpus, "rb") as handle:
+    with ThreadPoolExecutor(1) as encoding_thread, open(corpus, "rb") as handle:
         for line in handle:
             if not line.strip():
                 continue
             text_bytes += len(line)
+            line_key = xxhash.xxh3_64_intdigest(line)
+            if line_key in seen_lines:
+                continue
+            seen_lines.add(line_key)
             text = json.loads(line)[text_column]
             key = xxhash.xxh3_64_intdigest(text.encode())
             if key in seen:
@@ -73,10 +88,10 @@ def floor(corpus: str, tokenizer_dir: str, batch_size: int, text_column: str) ->
             seen.add(key)
             batch.append(text)
             if len(batch) == batch_size:
-                counts.append(encoder.submit(encode, batch))
+                counts.append(encoding_thread.submit(encode, batch))
                 batch = []
         if batch:
-            counts.append(encoder.submit(encode, batch))
+            counts.append(encoding_thread.submit(encode, batch))
         tokens = sum(count.result() for count in counts)
     return len(seen), tokens, text_bytes
 
