@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import passes, subsample
+from rankzero.data.dedup.exact import KeptLines
 from rankzero.data.dedup.ledger import NearLedger
 from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
@@ -301,6 +302,8 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
         stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
+        if result.line_keys is not None and kept_lines is not None:
+            kept_lines.add(result.line_keys[(decision.train | decision.validation) & result.line_stands_in])
         if ledger is not None:
             survivors = decision.train | decision.validation
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
@@ -318,7 +321,9 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
-    run = (lambda chunk: stage(chunk, seen)) if stage is not None else _run_in_worker
+    # The raw lines of kept documents, for the builder's own stage (a worker process has no view of what was kept).
+    kept_lines = KeptLines() if stage is not None and stage.spec.skip_kept_lines else None
+    run = (lambda chunk: stage(chunk, seen, kept_lines)) if stage is not None else _run_in_worker
     in_flight: deque = deque()
     try:
         for chunk in chunks:

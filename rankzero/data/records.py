@@ -34,9 +34,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rankzero.errors import RankzeroError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TEXT_COLUMNS = ("text", "content", "document")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -250,11 +253,14 @@ def _decode(chunk, on_decode_error: str) -> tuple[str, int]:
     return payload.decode("utf-8", errors="replace"), replaced
 
 
-def _iter_line_records(chunk, text: str, skip_bad_records: bool, counts: ChunkDocuments):
-    """Yield (line number, record) from a decoded chunk of a line-oriented file."""
+def _iter_line_records(chunk, text: str, skip_bad_records: bool, counts: ChunkDocuments,
+                       skip_lines: np.ndarray | None = None):
+    """Yield (line number, record) from a decoded chunk of a line-oriented file, less the JSONL lines `skip_lines`
+    names (the decoded text splits at the same newlines as the bytes)."""
     if chunk.fmt == "jsonl":
+        skip = skip_lines.tolist() if skip_lines is not None else None
         for offset, line in enumerate(text.split("\n")):
-            if not line.strip():
+            if (skip is not None and skip[offset]) or not line.strip():
                 continue
             try:
                 record = json.loads(line)
@@ -312,8 +318,10 @@ def _has_surrogates(segments: Segments) -> bool:
 
 
 def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, with_masks: bool = False,
-                    skip_bad_records: bool = False, on_decode_error: str = "error") -> ChunkDocuments:
-    """Parse one chunk into documents; errors name the file and line (or record number)."""
+                    skip_bad_records: bool = False, on_decode_error: str = "error",
+                    skip_lines: np.ndarray | None = None) -> ChunkDocuments:
+    """Parse one chunk into documents; errors name the file and line (or record number). `skip_lines` (JSONL: a bool
+    per line of the chunk): lines left unparsed, counted nowhere (the stage counts them)."""
     out = ChunkDocuments()
     if chunk.fmt == "records":
         records = enumerate(chunk.payload, start=chunk.first_line)
@@ -321,7 +329,7 @@ def chunk_documents(chunk, text_column: str | None, renderer: ChatRenderer, *, w
         may_hold_surrogates = True  # records parsed from JSON (.json arrays, some hub datasets) may
     else:
         text, out.replaced_lines = _decode(chunk, on_decode_error)
-        records = _iter_line_records(chunk, text, skip_bad_records, out)
+        records = _iter_line_records(chunk, text, skip_bad_records, out, skip_lines)
         where = "line"
         # Decoded UTF-8 never holds a surrogate; only a JSON escape (backslash-u) can make one.
         may_hold_surrogates = chunk.fmt == "jsonl" and "\\u" in text

@@ -70,7 +70,9 @@ class Screen:
                  source_index: int = 0) -> tuple[np.ndarray, list, dict]:
         """(kept: a bool per document, the kept documents masked, the chunk's report). `texts` are the
         documents' joined segments as read; `count_tokens(documents)` gives each one's token count (only the
-        contaminated ones are counted: the manifest reports the tokens each benchmark removed)."""
+        contaminated ones are counted: the manifest reports the tokens each benchmark removed). The report's
+        "counted" (a bool per kept document: the masker counted something in it) is for the stage, which takes it
+        out before the report goes on (the rest is JSON-safe)."""
         keep = np.ones(len(documents), dtype=bool)
         marks = runs = None  # what the masker may find per document (hashing.py), where its number clusters lie
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
@@ -93,18 +95,22 @@ class Screen:
             keep[overlapping] = False
             report["dropped"][EVAL_OVERLAP] = len(overlapping)
         if self.masker is None:
-            return keep, [documents[number] for number in np.flatnonzero(keep).tolist()], report
+            kept = [documents[number] for number in np.flatnonzero(keep).tolist()]
+            report["counted"] = np.zeros(len(kept), dtype=bool)
+            return keep, kept, report
         if marks is None:  # no decontamination pass: the same marks from a pass of their own
             marks, runs = marks_of(texts)
-        counts, kept = PiiCounts(), []
+        counts, kept, counted = PiiCounts(), [], []
         for number in np.flatnonzero(keep).tolist():
             if not marks[number]:  # most documents: nothing the masker looks for
                 kept.append(documents[number])
+                counted.append(False)
                 continue
             numbers = (int(runs[number, 0]), int(runs[number, 1])) if marks[number] & NUMBERS else False
             segments, result = self._mask(documents[number], numbers, int(marks[number]))
             if result is None:  # most documents: nothing found, nothing to count
                 kept.append(segments)
+                counted.append(False)
                 continue
             dump = is_dump(result.spans, len(texts[number]))
             counts.add(result, dropped=dump)
@@ -112,8 +118,10 @@ class Screen:
                 keep[number] = False
             else:
                 kept.append(segments)
+                counted.append(True)
         report["pii"] = counts.to_dict()
         report["dropped"][PII_DUMP] = counts.dropped_documents
+        report["counted"] = np.array(counted, dtype=bool)  # per kept document: the masker counted something in it
         return keep, kept, report
 
     def _mask(self, segments: list, numbers: bool | tuple[int, int], marks: int) -> tuple[list, MaskResult | None]:

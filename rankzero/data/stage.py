@@ -57,6 +57,10 @@ class ChunkResult:
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
     lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
+    # With `skip_kept_lines`: each kept document's raw line (xxh3-64 of its bytes), and whether a later line byte for
+    # byte the same may be dropped unparsed (dedup/exact.KeptLines): nothing in this document was counted on its way.
+    line_keys: np.ndarray | None = None
+    line_stands_in: np.ndarray | None = None
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -123,6 +127,7 @@ class StageSpec:
     signatures: bool  # each kept document's MinHash signature: --dedup near
     truncate_to: int | None  # SFT: a sample longer than a row is cut at its end
     drop_repeats: bool = False  # exact dedup: a repeat is dropped here, before it is signed and tokenized
+    skip_kept_lines: bool = False  # with drop_repeats: a JSONL line byte for byte like a kept one, before it is parsed
     eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
 
     @classmethod
@@ -132,8 +137,12 @@ class StageSpec:
         # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
         # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
         drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
+        # A line byte for byte like a kept document's gives the same record, text and verdicts, so it can be dropped
+        # before it is parsed, where nothing on its way would have been counted: not where its bytes may be replaced
+        # (--on_decode_error replace counts replaced lines) nor with the quality filter (it counts repairs).
+        skip_kept_lines = (drop_repeats and plan.quality is None and plan.stage.on_decode_error == "error")
         return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
-                   drop_repeats, eval_overlap)
+                   drop_repeats, skip_kept_lines, eval_overlap)
 
 
 class Stage:
@@ -164,16 +173,24 @@ class Stage:
             quality_filter = QualityFilter(spec.quality, threads=threads)
         return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
-    def __call__(self, chunk, seen=None) -> ChunkResult:
+    def __call__(self, chunk, seen=None, kept_lines=None) -> ChunkResult:
         """Process one chunk. `seen(hashes)`: which texts an earlier chunk (in source order) already had, for
-        `drop_repeats`; only the chunk's own repeats are dropped without it."""
+        `drop_repeats`; only the chunk's own repeats are dropped without it. `kept_lines` (dedup/exact.KeptLines):
+        the raw lines of documents earlier chunks kept, for `skip_kept_lines`."""
         spec = self.spec
         config = spec.config
         started = time.perf_counter()
+        line_keys = skip_lines = None
+        if spec.skip_kept_lines and kept_lines is not None and chunk.fmt == "jsonl":
+            line_keys = np.fromiter(map(xxhash.xxh3_64_intdigest, chunk.payload.split(b"\n")), dtype=np.uint64,
+                                    count=chunk.payload.count(b"\n") + 1)
+            skip_lines = kept_lines.seen(line_keys)
         parsed = chunk_documents(chunk, config.text_column, self.renderer, with_masks=config.with_labels,
-                                 skip_bad_records=config.skip_bad_records, on_decode_error=config.on_decode_error)
+                                 skip_bad_records=config.skip_bad_records, on_decode_error=config.on_decode_error,
+                                 skip_lines=skip_lines)
         documents = parsed.documents
-        docs_in = len(documents) + parsed.bad_records + parsed.empty
+        repeats = int(skip_lines.sum()) if skip_lines is not None else 0
+        docs_in = len(documents) + parsed.bad_records + parsed.empty + repeats
         dropped = Counter({"bad_record": parsed.bad_records, "empty": parsed.empty})
         converted = time.perf_counter()
         samples, numbers = [], parsed.numbers
@@ -193,13 +210,17 @@ class Stage:
             texts = [f for _, _, f in kept]
         filtered = time.perf_counter()
         report = None
+        counted = None  # per document: the screen counted something in it
         if self.screen is not None:
             keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
             dropped.update(report.pop("dropped"))
+            counted = report.pop("counted")
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
             numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
         screened = time.perf_counter()
+        if repeats:  # after the screen's reasons, as the repeats it drops below (the manifest keeps this order)
+            dropped["exact_duplicate"] += repeats
         lines = np.asarray(numbers, dtype=np.int64) if spec.signatures else None
         hashes = np.fromiter(map(text_hash, texts), dtype=np.uint64, count=len(texts)) if spec.hashes else None
         if spec.drop_repeats and len(hashes):
@@ -211,6 +232,8 @@ class Stage:
                 dropped["exact_duplicate"] += int((~first).sum())
                 documents = [d for d, keep in zip(documents, first) if keep]
                 texts = [t for t, keep in zip(texts, first) if keep]
+                numbers = [n for n, keep in zip(numbers, first) if keep]
+                counted = None if counted is None else counted[first]
                 hashes = hashes[first]
                 lines = None if lines is None else lines[first]
         signatures, shingles = minhash_signatures(texts) if spec.signatures else (None, None)
@@ -228,11 +251,15 @@ class Stage:
                     None if values is None else values[keep] for values in (hashes, signatures, shingles, truncated,
                                                                             lines))
         done = time.perf_counter()
+        stands_in = None
+        if line_keys is not None:  # no labels here (drop_repeats): no sample was dropped after the screen
+            line_keys = line_keys[np.asarray(numbers, dtype=np.int64) - chunk.first_line]
+            stands_in = ~counted if counted is not None else np.ones(len(line_keys), dtype=bool)
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples, chunk.path, lines)
+                           samples, chunk.path, lines, line_keys, stands_in)
 
     def _count_tokens(self, documents: list) -> list[int]:
         _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)

@@ -111,3 +111,36 @@ class ExactDuplicates:
             del older  # freed before the sort allocates its merge buffer
             hashes.sort(kind="stable")
         runs.append(SortedRun(hashes))
+
+
+class KeptLines:
+    """The raw lines (xxh3-64 of their bytes) of recently kept documents, so that a later line byte for byte the
+    same is dropped as an exact duplicate before it is parsed, screened and hashed: on a crawl's copies that work
+    was most of the prepare's cost above the tokenizer (bench/RESULTS.md). The stage decides which kept documents
+    may stand in for their repeats this way (`StageSpec.skip_kept_lines`): only where the repeat's own pass through
+    the stage would have counted nothing, so every count and output is as without it.
+
+    A direct-mapped table of `slots` keys and their filled flags (9 MiB by default), not a set: a key evicted by
+    another only costs a repeat its shortcut (it goes through the stage and is dropped there), so memory stays
+    bounded whatever the corpus. A line is taken for another only if their 64-bit hashes are equal, the same odds
+    `ExactDuplicates` takes. Hand-written: a fixed-size, lossy uint64 cache is a few numpy operations, and no
+    library keeps one."""
+
+    def __init__(self, slots: int = 1 << 20):
+        if slots & (slots - 1):
+            raise ValueError(f"KeptLines: slots must be a power of two, got {slots}")
+        self.table = np.zeros(slots, dtype=np.uint64)
+        self.filled = np.zeros(slots, dtype=bool)
+        self.mask = np.uint64(slots - 1)
+
+    def seen(self, keys: np.ndarray) -> np.ndarray:
+        """True for each key that an added one still holds in the table. Safe beside an `add` in another thread
+        (numpy lets go of the GIL while it indexes): a slot only ever holds 0 or an added key, `add` writes the key
+        before its flag and this reads the flag first, so a race can only answer no, which costs a shortcut."""
+        slots = keys & self.mask
+        return self.filled[slots] & (self.table[slots] == keys)
+
+    def add(self, keys: np.ndarray) -> None:
+        slots = keys & self.mask
+        self.table[slots] = keys
+        self.filled[slots] = True
