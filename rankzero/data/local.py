@@ -302,7 +302,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
         stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
-        if result.line_keys is not None and kept_lines is not None:
+        if result.line_keys is not None:  # only where kept_lines was given
             kept_lines.add(result.line_keys[(decision.train | decision.validation) & result.line_stands_in])
         if ledger is not None:
             survivors = decision.train | decision.validation

@@ -140,7 +140,7 @@ class StageSpec:
         # A line byte for byte like a kept document's gives the same record, text and verdicts, so it can be dropped
         # before it is parsed, where nothing on its way would have been counted: not where its bytes may be replaced
         # (--on_decode_error replace counts replaced lines) nor with the quality filter (it counts repairs).
-        skip_kept_lines = (drop_repeats and plan.quality is None and plan.stage.on_decode_error == "error")
+        skip_kept_lines = drop_repeats and plan.quality is None and plan.stage.on_decode_error == "error"
         return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
                    drop_repeats, skip_kept_lines, eval_overlap)
 
