@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from rankzero import strict_yaml
 from rankzero.config import CONFIGS, DEFAULT_SEED, Args, ModelConfig
 from rankzero.errors import ConfigError
 from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
@@ -119,12 +120,13 @@ def recipe_to_argv(path: str | Path) -> list[str]:
     """A YAML recipe's keys as flags, so that the recipe and the command line meet the same checks."""
     try:
         with open(path, encoding="utf-8") as handle:
-            recipe = yaml.safe_load(handle)
+            recipe = strict_yaml.load(handle)
     except OSError as error:
         raise ConfigError([f"recipe {path}: cannot be read ({error.strerror})"]) from None
+    except strict_yaml.RecipeYAMLError as error:
+        raise ConfigError([f"recipe {strict_yaml.where(error, path)}: {error.problem}"]) from None
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        where = strict_yaml.where(error, path)
         problem = getattr(error, "problem", None) or str(error)
         if isinstance(error, yaml.constructor.ConstructorError):
             problem = f"{problem}: a recipe holds plain values (no !!python tags or other constructors)"

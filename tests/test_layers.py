@@ -12,7 +12,7 @@ import fnmatch
 from helpers import REPO
 
 LAYERS = [  # lowest first
-    ("base", ["errors", "runtime", "files", "malloc", "logging_utils", "config", "trainer_flags"]),
+    ("base", ["errors", "runtime", "files", "malloc", "logging_utils", "config", "trainer_flags", "strict_yaml"]),
     ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.input_files", "data.json_array", "data.hashing", "data.table_cache", "data.unicode_context", "data.native", "data.readers", "data.records", "data.fastokens_ahead", "data.encode",
                                     "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data.pii", "data.pii_checks", "data.pack", "data.shards", "data.published",
                                     "tokenizer_trainer"]),

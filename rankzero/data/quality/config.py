@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from rankzero import strict_yaml
+
 # FineWeb-2's kor_Hang stop morphemes (Kiwi forms). "했", "한" and "인" never come out of Kiwi as one
 # morpheme (하+었, 하+ᆫ, 이+ᆫ); they are kept so the list stays the published one.
 STOP_MORPHEMES = ("의", "다", "이", "는", "에", "을", "한", "년", "하", "은", "를", "했", "고", "에서", "가",
@@ -125,8 +127,12 @@ class QualityConfig:
     def from_yaml(cls, path) -> "QualityConfig":
         """Defaults overridden by a YAML mapping; every unknown key or wrong type is reported at once."""
         path = Path(path)
-        with open(path, encoding="utf-8") as handle:
-            loaded = yaml.safe_load(handle)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = strict_yaml.load(handle)
+        except yaml.YAMLError as error:
+            raise ValueError(f"--quality_config {strict_yaml.where(error, path)}: "
+                             f"{getattr(error, 'problem', None) or error}") from None
         if loaded is None:
             return cls()
         if not isinstance(loaded, dict):
