@@ -163,8 +163,14 @@ class StageConfig(_Config):
         super().__post_init__()
 
     def problems(self) -> list[str]:
-        problems = [f"--decontaminate {path}: no such file or directory" for path in self.decontaminate
-                    if not os.path.exists(os.path.expanduser(path))]
+        problems = []
+        for path in self.decontaminate:
+            found = os.path.expanduser(path)
+            if not os.path.exists(found):
+                problems.append(f"--decontaminate {path}: no such file or directory")
+            elif not (os.path.isfile(found) or os.path.isdir(found)):  # a FIFO would be read forever
+                problems.append(f"--decontaminate {path}: not a regular file or directory (a FIFO, socket or "
+                                "device); give benchmark files or a directory of them")
         if not self.tokenizer_path:
             problems.append("--tokenizer_path: give the directory of an HF fast tokenizer")
         elif not Path(self.tokenizer_path).is_dir():

@@ -92,6 +92,9 @@ def benchmark_files(paths) -> list[Path]:
                 raise RankzeroError(f"--decontaminate {raw}: not a benchmark file; give {', '.join(SUFFIXES)} "
                                     "files or a directory of them")
             files.append(path)
+        elif path.exists():  # reading a FIFO would wait for a writer; a device or socket holds no benchmark
+            raise RankzeroError(f"--decontaminate {raw}: not a regular file or directory (a FIFO, socket or device); "
+                                f"give {', '.join(SUFFIXES)} files or a directory of them")
         else:
             raise RankzeroError(f"--decontaminate {raw}: no such file or directory")
     return files
@@ -118,8 +121,20 @@ def read_benchmarks(paths) -> list[Item]:
         root = Path(raw).expanduser()
         for path in benchmark_files([raw]):
             default = root.name if root.is_dir() else path.stem
-            items += _read_file(path, default)
+            read = _read_file(path, default)
+            if not read:  # unsaid, the prepare would decontaminate against nothing and say it had
+                raise RankzeroError(f"{path}: no benchmark items in this file ({_nothing_in(path)}): nothing would be "
+                                    "decontaminated against it; give the benchmark's items, or leave the file out of "
+                                    "--decontaminate")
+            items += read
     return items
+
+
+def _nothing_in(path: Path) -> str:
+    if path.stat().st_size == 0:
+        return "it is empty"
+    return {".csv": "a header without rows", ".jsonl": "no line holds a record"}.get(path.suffix.lower(),
+                                                                                     "an empty list")
 
 
 def _read_file(path: Path, benchmark: str) -> list[Item]:
@@ -173,8 +188,15 @@ def _item(record, benchmark: str, path: Path, number: int) -> Item:
     if not parts:
         raise RankzeroError(f"{where}: no question text (looked for {', '.join(QUESTION_FIELDS)})")
     choices = tuple(text for name in CHOICE_FIELDS for text in _texts(record.get(name)))
-    identifier = record.get("id", record.get("idx", f"{path.stem}:{number}"))
-    return Item(str(record.get("benchmark") or benchmark), str(identifier), parts, choices)
+    identifier = record.get("id", record.get("idx"))
+    named = record.get("benchmark")
+    for key, value in (("id" if "id" in record else "idx", identifier), ("benchmark", named)):
+        # str() of a list or an object would name the item "['a']" in contaminated_items.jsonl
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise RankzeroError(f"{where}: its \"{key}\" is {type(value).__name__} {json.dumps(value)[:60]}; an item's "
+                                f"{key} is a string or a whole number")
+    return Item(str(named or benchmark), str(f"{path.stem}:{number}" if identifier is None else identifier), parts,
+                choices)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -179,9 +179,8 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
     if docs_in == 0:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
-    stage = "quality filter" if any(r not in ("bad_record", "empty", "exact_duplicate", "near_duplicate",
-                                              "in_eval_dataset", "no_trainable_tokens")
-                                             for r in dropped) else "records→text"
+    stage = "quality filter" if any(reason not in REMOVED_BY for reason in dropped) else "screen (--decontaminate, " \
+        "--pii)" if {"benchmark_contamination", "pii_dump", "eval_overlap"} & set(dropped) else "records→text"
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
 
@@ -215,10 +214,16 @@ def _reasons(removed: dict, limit: int = 4) -> str:
     return ", ".join(shown + ([f"{len(removed) - limit} more reasons"] if len(removed) > limit else []))
 
 
+# What removes documents for each reason that is not the quality filter's (the screen's as screen.py and
+# eval_overlap.py spell them: importing those would load the scanners wherever a manifest is reported).
+REMOVED_BY = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
+              "near_duplicate": "duplicates", "in_eval_dataset": "copies of --eval_dataset documents",
+              "no_trainable_tokens": "SFT samples without an answer", "eval_overlap": "overlap with the eval set",
+              "benchmark_contamination": "benchmark decontamination (--decontaminate)", "pii_dump": "the PII screen"}
+
+
 def _removal_cause(removed: dict) -> str:
-    known = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
-             "near_duplicate": "duplicates", "no_trainable_tokens": "SFT samples without an answer"}
-    causes = sorted({known.get(reason, "the quality filter") for reason in removed})
+    causes = sorted({REMOVED_BY.get(reason, "the quality filter") for reason in removed if removed[reason]})
     return " and ".join(causes)
 
 
@@ -234,10 +239,11 @@ def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None
     evaluation = eval_dataset_counts(stats)
     if held == 0 and evaluation and evaluation["read"]:
         eval_flag = next(flag for flag in validation_flags.split(", ") if flag.startswith("--eval_dataset "))
+        flag = "--decontaminate" if evaluation["removed"].get("benchmark_contamination") else "--quality_filter"
         raise RankzeroError(f"validation: all {evaluation['read']:,} documents of {eval_flag} were removed "
                             f"({_reasons(evaluation['removed'])}) by {_removal_cause(evaluation['removed'])}; nothing is "
-                            "left to evaluate on: give an eval set that passes (--quality_filter applies to it too), or "
-                            "leave --eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
+                            f"left to evaluate on: give an eval set that passes ({flag} applies to it too), or leave "
+                            "--eval_dataset out and hold out a share of --dataset with --validation_split_percentage")
     if held == 0:
         raise RankzeroError(f"validation: no document was held out ({validation_flags}, {training:,} documents kept); "
                             "raise --validation_split_percentage or give --eval_dataset")
