@@ -307,3 +307,23 @@ def test_other_spellings_of_compressed_files_are_read_and_what_is_not_read_is_li
     result = prepare_cli("--dataset", fifo, "--cache_dir", tmp_path / "cache", *flags, check=False)
     line = _failed_cleanly(result, f"--dataset {fifo}: {fifo} is a FIFO (named pipe): rankzero reads regular files")
     assert "did you mean" not in line
+
+
+# ------------------------------------------------------------------ a compressed file of 0 bytes (issue 47, item 8)
+
+
+@pytest.mark.parametrize("name", ["part-2.jsonl.gz", "part-2.jsonl.zst", "part-2.txt.bz2", "part-2.json.xz"])
+def test_a_compressed_file_of_0_bytes_is_damaged_not_empty(tmp_path, tokenizer_dir, name):
+    """gzip -t, zstd -t, bzip2 -t and xz -t all call it damaged (a download that never wrote a byte); read as empty
+    text, a directory source would lose that part of the corpus without a word."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_jsonl(corpus / "part-1.jsonl", [{"text": text} for text in korean_documents(40, seed=2)])
+    empty = corpus / name
+    empty.write_bytes(b"")
+    cache = tmp_path / "cache"
+    result = prepare_cli("--dataset", corpus, "--tokenizer_path", tokenizer_dir, "--cache_dir", cache,
+                         "--max_seq_length", 32, "--dedup", "none", check=False)
+    suffix = "." + name.rsplit(".", 1)[1]
+    _failed_cleanly(result, f"{empty}: 0 bytes, which is no {suffix} stream (an interrupted download or copy?)")
+    assert not [p for p in cache.iterdir() if p.is_dir()], "nothing published"

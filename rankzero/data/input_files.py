@@ -12,7 +12,8 @@ The readers (readers.py, json_array.py) and the Ray task planner read the line a
 .ndjson .txt .json .csv, compressed or not) only through these, so such a file is named the same way in every
 error, whatever reads it (Parquet and Arrow files are opened by pyarrow in readers.py).
 
-gzip, bz2 and xz (standard library) raise at the end of a stream cut short; zstandard's stream reader
+A compressed file of 0 bytes is an error (the standard library reads it as empty text, every command-line tool as
+damaged). gzip, bz2 and xz (standard library) raise at the end of a stream cut short; zstandard's stream reader
 does not (it stops at the end of the file inside an unfinished frame and returns what it decoded), so a
 .zst file's frames are walked before it is read (`zstd_problem`): a file cut short is an error naming it,
 never a silently shorter corpus.
@@ -76,6 +77,10 @@ def open_input(path: str) -> io.BufferedIOBase:
     """A file's bytes as a binary stream with `peek`, decompressed on the fly when compressed (gzip, bz2 and xz
     from the standard library, zstd from `zstandard`, reading across frames as `zstd -d` does)."""
     compression = compression_of(path)
+    if compression and os.path.getsize(path) == 0:  # the standard library reads it as empty text; gzip -t, zstd -t,
+        # bzip2 -t and xz -t all call it damaged: a download or copy that never wrote a byte
+        raise RankzeroError(f"{path}: 0 bytes, which is no {compression} stream (an interrupted download or copy?); "
+                            "re-download or re-compress it, or leave it out")
     if compression == ".gz":
         import gzip
 
