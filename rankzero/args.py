@@ -316,7 +316,7 @@ def _training_arguments(argv: list[str], given: dict[str, str]):
     namespace, rest = Parser(TrainingArguments, allow_abbrev=False).parse_known_args(argv)
     if rest:
         raise ConfigError([f"unexpected arguments: {' '.join(rest)}"])
-    problems = deepspeed_problems(namespace.deepspeed)  # transformers would end in a traceback on the missing package
+    problems = deepspeed_problems(namespace.deepspeed, namespace.fsdp)  # transformers: a traceback, or a late stop
     if problems:
         raise ConfigError(problems)
     inputs = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(TrainingArguments) if f.init}

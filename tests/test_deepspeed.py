@@ -178,3 +178,25 @@ def test_deepspeed_without_the_package_is_one_line(tokenizer_dir, tmp_path):
                             capture_output=True, text=True, env=quiet_env(), timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--deepspeed: the deepspeed package is not installed here" in result.stderr
+
+
+@pytest.mark.parametrize("fsdp", [["--fsdp", "full_shard"], ["--fsdp", "full_shard auto_wrap"], ["--fsdp"]])
+def test_fsdp_with_deepspeed_is_refused_at_parse_time(tokenizer_dir, tmp_path, fsdp):
+    """Installed or not, deepspeed beside --fsdp is a choice to make, said before the data is prepared (the Trainer
+    stopped only after it, with a line about something else)."""
+    config = zero_config(tmp_path, 2)
+    given = "--fsdp" if len(fsdp) == 1 else f"--fsdp {fsdp[1]}"
+    problem = (f"{given} with --deepspeed {config}: two ways of sharding the same model; give one of them (--fsdp "
+               "full_shard: FSDP2, or --deepspeed: ZeRO)")
+    with pytest.raises(ConfigError) as error:
+        parse_args(train_flags(tokenizer_dir, tmp_path, *fsdp, "--deepspeed", str(config)))
+    assert error.value.problems == [problem]
+    if len(fsdp) == 1:
+        return
+    recipe = tmp_path / "sharded.yaml"
+    recipe.write_text(f"fsdp: {fsdp[1]}\ndeepspeed: {config}\n")
+    result = subprocess.run([sys.executable, REPO / "train.py", recipe, *train_flags(tokenizer_dir, tmp_path)],
+                            capture_output=True, text=True, env=quiet_env(), timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == ["error: invalid arguments:", f"  - {problem}"]
+    assert not (tmp_path / "run").exists()

@@ -1,6 +1,6 @@
 """Sharded training: FSDP2 and DeepSpeed through the HF Trainer and accelerate, checked and set up here.
 
-    problems = deepspeed_problems(path)                # args.py, before TrainingArguments is built
+    problems = deepspeed_problems(path, fsdp)          # args.py, before TrainingArguments is built
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
     model, extension = build_model(…, load_weights=not (rank_zero_loads(training, runtime) and runtime.rank))
     training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
@@ -45,11 +45,16 @@ FSDP_DEFAULTS = {
 # Argument time
 
 
-def deepspeed_problems(path: str | None) -> list[str]:
-    """--deepspeed (`path`, as parsed; None without it) without the package (transformers would stop with a metadata
-    traceback in TrainingArguments), or with a JSON file that does not parse (its message would not name the file)."""
+def deepspeed_problems(path: str | None, fsdp: str | bool | None = None) -> list[str]:
+    """--deepspeed (`path`, as parsed; None without it) beside --fsdp (`fsdp`, as parsed: the Trainer would build
+    both and stop after the prepare), without the package (transformers would stop with a metadata traceback in
+    TrainingArguments), or with a JSON file that does not parse (its message would not name the file)."""
     if path is None:
         return []
+    if fsdp:
+        given = "--fsdp" if fsdp is True else f"--fsdp {fsdp}"
+        return [f"{given} with --deepspeed {path}: two ways of sharding the same model; give one of them (--fsdp "
+                "full_shard: FSDP2, or --deepspeed: ZeRO)"]
     if importlib.util.find_spec("deepspeed") is None:
         return ["--deepspeed: the deepspeed package is not installed here (pip install deepspeed), or shard with "
                 "--fsdp full_shard instead"]
