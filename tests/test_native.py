@@ -96,8 +96,7 @@ def test_cc_with_arguments_is_split_as_make_splits_it(tmp_path, monkeypatch):
 @needs_compiler
 def test_a_cached_library_that_does_not_load_is_built_again(tmp_path):
     """Something else under the cached name (a copy that failed, another platform's build): the next process builds
-    it again. (A valid ELF header over a file cut short is not caught: the loader faults on it; the library is only
-    ever renamed into place whole.)"""
+    it again (tests/test_cache_digests.py: a library cut short, or another library, under the name)."""
     first, _ = sign_in_a_process(RANKZERO_KERNEL_CACHE=str(tmp_path))
     [cached] = tmp_path.glob("passes-*.so")
     cached.write_bytes(b"not a shared library")
@@ -107,20 +106,21 @@ def test_a_cached_library_that_does_not_load_is_built_again(tmp_path):
 
 
 def test_a_build_killed_before_its_rename_is_cleared_by_the_next_one(tmp_path):
-    """A `.passes-*` file unchanged for longer than any compile may run is a dead build's: removed. One written to just
-    now (another process compiling) is left alone, and so is the library itself."""
+    """A `.passes-*` file (the library's or its digest's) unchanged for longer than any compile may run is a dead
+    build's: removed. One written to just now (another process compiling) is left alone, and so is the library."""
     dead, compiling, built = tmp_path / ".passes-dead.so", tmp_path / ".passes-busy.so", tmp_path / "passes-key.so"
-    for path in (dead, compiling, built):
+    dead_digest = tmp_path / ".passes-key.so.xxh3.dead.tmp"
+    for path in (dead, compiling, built, dead_digest):
         path.write_bytes(b"bytes")
     old = dead.stat().st_mtime - 2 * native.COMPILE_TIMEOUT_S - 1
-    for path in (dead, built):
+    for path in (dead, built, dead_digest):
         os.utime(path, (old, old))
-    native.remove_dead_temporaries(tmp_path, ".passes-*.so", 2 * native.COMPILE_TIMEOUT_S)
-    assert not dead.exists() and compiling.exists() and built.exists()
+    native.remove_dead_temporaries(tmp_path, ".passes-*", 2 * native.COMPILE_TIMEOUT_S)
+    assert not dead.exists() and not dead_digest.exists() and compiling.exists() and built.exists()
 
 
 @needs_compiler
 def test_the_next_build_clears_them(tmp_path, monkeypatch):
     cleared = []
     monkeypatch.setattr(native, "remove_dead_temporaries", lambda *args: cleared.append(args))
-    assert native.build(tmp_path).exists() and cleared == [(tmp_path, ".passes-*.so", 2 * native.COMPILE_TIMEOUT_S)]
+    assert native.build(tmp_path).exists() and cleared == [(tmp_path, ".passes-*", 2 * native.COMPILE_TIMEOUT_S)]

@@ -16,10 +16,12 @@ source or another machine never loads a stale build.
 The build goes to a temporary file renamed into place: ranks and Ray workers building at once never load half a
 file, and a later process removes the temporary file of a build killed before its rename (one unchanged for twice
 the compile timeout, by this machine's clock: on a cache shared across machines whose clocks differ by more, a build
-in progress may lose its file, and then builds again). Where no cache directory is
-writable it is built per process in a temporary directory. Where no compiler works (a slim container), `library()`
-returns None after one warning and the callers run their numpy references (dedup/shingles.py,
-ngram_reference.py), which define the same numbers and are what the tests compare this
+in progress may lose its file, and then builds again). The build's xxh3-128 is written beside it first
+(table_cache.record_digest) and checked before every load: a library cut short (which the loader maps and dies on,
+SIGBUS) or replaced by another (which fails on its first missing symbol) is built again after one warning. Where no
+cache directory is writable it is built per process in a temporary directory. Where no compiler works (a slim
+container), `library()` returns None after one warning and the callers run their numpy references
+(dedup/shingles.py, ngram_reference.py), which define the same numbers and are what the tests compare this
 library against. ctypes releases the GIL for each call: the stage's encode threads keep running meanwhile.
 """
 
@@ -30,6 +32,7 @@ import ctypes
 import logging
 import os
 import platform
+import re
 import shlex
 import shutil
 import struct
@@ -44,7 +47,7 @@ import numpy as np
 import xxhash
 
 from rankzero.data import hashing
-from rankzero.data.table_cache import cache_directory
+from rankzero.data.table_cache import cache_directory, record_digest, recorded_digest
 from rankzero.files import remove_dead_temporaries
 
 logger = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ _LOCK = threading.Lock()
 SOURCE = Path(__file__).with_name("passes.c")
 FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")  # no -march=native: a cache on a shared disk serves other CPUs too
 COMPILE_TIMEOUT_S = 300
+# ANSI/VT escape sequences and the other C0 controls but tab and newline, as a compiler's coloured stderr holds them
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 _I64, _U8 = ctypes.c_int64, np.ctypeslib.ndpointer(np.uint8, flags="C")
 _U32, _U64 = np.ctypeslib.ndpointer(np.uint32, flags="C"), np.ctypeslib.ndpointer(np.uint64, flags="C")
@@ -109,9 +114,9 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
-    # A build killed before its rename leaves its `.passes-*` file; a compile writes it for at most COMPILE_TIMEOUT_S.
-    remove_dead_temporaries(directory, ".passes-*.so", 2 * COMPILE_TIMEOUT_S)
-    if path.exists() and not rebuild:
+    # A build killed before its rename leaves its `.passes-*` files; a compile writes them for at most COMPILE_TIMEOUT_S.
+    remove_dead_temporaries(directory, ".passes-*", 2 * COMPILE_TIMEOUT_S)
+    if not rebuild and _verified(path):
         return path
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".passes-", suffix=".so")
     os.close(handle)
@@ -122,14 +127,33 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise CompileError(f"{shlex.join(compiler)}: {error}") from None
         if done.returncode != 0:
-            stderr = done.stderr.decode(errors="replace").strip()
+            # A compiler told to colour (CC="gcc -fdiagnostics-color=always") writes terminal escapes: not for a log
+            stderr = _TERMINAL_CONTROL.sub("", done.stderr.decode(errors="replace")).strip()
             raise CompileError(f"{shlex.join(compiler)} exited {done.returncode}: {stderr[-500:]}")
         os.chmod(temporary, 0o755)  # mkstemp's 0600 would keep it from the installation's other users
+        record_digest(path, xxhash.xxh3_128_hexdigest(Path(temporary).read_bytes()))
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
     return path
+
+
+def _verified(path: Path) -> bool:
+    """Whether the cached library is, byte for byte, the one built there. A file cut short behind a whole ELF header
+    kills the process that maps it (SIGBUS, no message) and another library under the name fails on its first
+    missing symbol, so its bytes are hashed before they are loaded; a mismatch warns and builds again."""
+    try:
+        content = path.read_bytes()
+    except OSError:  # absent: the first build here
+        return False
+    expected = recorded_digest(path)
+    if expected == xxhash.xxh3_128_hexdigest(content):
+        return True
+    if expected is not None:  # none: an older installation's build, or one whose writer died between its renames
+        logger.warning("rankzero: the cached compiled passes %s are not the library built there (%s bytes that differ "
+                       "from its digest: cut short or replaced), so they are built again", path, f"{len(content):,}")
+    return False
 
 
 def full_source() -> str:

@@ -18,10 +18,17 @@ that define the tables. Editing one of them, or another Python, gives another na
 read; an unreadable or partial one is rebuilt and replaced. Writes go to a temporary file first and are renamed
 into place, so processes building at once (Ray workers) never read half a file; the temporary of a writer killed
 before its rename is removed by a later process (`remove_dead_temporaries`).
+
+A name says what a file should hold, not what it holds: a table copied over from another installation or edited in
+place keeps its name, and one with the right keys and other values would change the rows under the same fingerprint.
+So each file has its digest beside it (`<file>.xxh3`: xxh3-128 of what was built, written before the file is renamed
+into place), checked at every read: a file that does not match is rebuilt with one warning.
+native.py keeps its compiled library the same way (`record_digest`, `recorded_digest`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -33,7 +40,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.files import remove_dead_temporaries
+from rankzero.files import remove_dead_temporaries, write_atomic
+
+logger = logging.getLogger(__name__)
 
 # A table file's temporary is renamed milliseconds after it is made: one unchanged for this long is a killed writer's.
 DEAD_TABLE_WRITE_S = 600
@@ -48,14 +57,21 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
     if directory is None:
         return build()
     path = directory / f"{name}-{_key(sources)}.npz"
-    remove_dead_temporaries(directory, f".{name}-*.npz", DEAD_TABLE_WRITE_S)
+    remove_dead_temporaries(directory, f".{name}-*", DEAD_TABLE_WRITE_S)  # the table's and its digest's
     try:
         with np.load(path) as stored:
-            return {key: stored[key] for key in stored.files}
+            arrays = {key: stored[key] for key in stored.files}
+        expected = recorded_digest(path)
+        if expected == arrays_digest(arrays):
+            return arrays
+        if expected is not None:  # none: an older installation's file, or the writer died between the two renames
+            logger.warning("rankzero: the cached table %s is not what was built there (its digest differs: replaced or "
+                           "edited), so it is built again", path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):  # absent, or cut short by a crash: built anew
         pass
     arrays = build()
     try:
+        record_digest(path, arrays_digest(arrays))
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}-", suffix=".npz")
         try:
             with os.fdopen(handle, "wb") as out:
@@ -68,6 +84,35 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
     except OSError:  # read-only installation or a full disk: the tables are built per process, as without a cache
         pass
     return arrays
+
+
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """xxh3-128 of the arrays' names, types, shapes and bytes: the same for every build of the same tables (the
+    .npz file itself is not: its zip entries carry the time they were written)."""
+    digest = xxhash.xxh3_128()
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        digest.update(f"{key}\0{array.dtype.str}\0{array.shape}\0".encode())
+        digest.update(array.data)
+    return digest.hexdigest()
+
+
+def record_digest(path: Path, digest: str) -> None:
+    """Write `digest` beside `path` (atomically), before what it describes is renamed to `path`: a reader that finds
+    the file finds its digest too, or an older one that fails the check (and it builds again)."""
+    write_atomic(_digest_path(path), lambda handle: handle.write(digest.encode()), mode=0o644)
+
+
+def recorded_digest(path: Path) -> str | None:
+    """The digest recorded beside `path` at its build, or None where there is none."""
+    try:
+        return _digest_path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".xxh3")
 
 
 def cache_directory(source: str) -> Path | None:
