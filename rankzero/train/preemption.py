@@ -22,17 +22,28 @@ at the end of the next, so its latency (which grows with the number of ranks ove
 step's compute; the price is that the ranks stop one step after the signal. DataLoader workers forked
 after the handler is installed inherit it, so a signal sent to the whole process group (Slurm does)
 does not kill them mid-epoch.
+
+A launcher that dies without a word (torchrun killed with SIGKILL, its node agent lost) leaves its workers as
+orphans that would train on to the end, holding the output dir's lock, with nobody to report to. So under
+torchrun a thread watches the rank's parent, the launcher's agent: once the process is reparented (os.getppid
+changes; polling works on every Unix, where Linux's PR_SET_PDEATHSIG fires on the exit of the parent's *thread*
+that spawned it), it says so in one line and raises the same flag as a signal: every rank stops at the same step
+and saves a checkpoint, and the run ends, freeing the lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
+import threading
 
 import torch
 from transformers import TrainerCallback
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+LAUNCHER_POLL_S = 1.0  # how often a rank looks for its launcher: a stop costs a step or two at most, and this little
 
 
 class PreemptionCallback(TrainerCallback):
@@ -48,11 +59,24 @@ class PreemptionCallback(TrainerCallback):
     @contextlib.contextmanager
     def handling_signals(self):
         previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
+        done = threading.Event()
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's workers; a shell's child may outlive its shell (nohup)
+            threading.Thread(target=self._watch_launcher, args=(os.getppid(), done), daemon=True,
+                             name="rankzero-launcher-watch").start()
         try:
             yield self
         finally:
+            done.set()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _watch_launcher(self, launcher: int, done: threading.Event) -> None:
+        while not done.wait(LAUNCHER_POLL_S):
+            if os.getppid() != launcher:
+                print(f"rankzero: rank {os.environ.get('RANK', '0')}: its launcher (torchrun, pid {launcher}) is gone; "
+                      "the ranks stop after the next step and save a checkpoint", file=sys.stderr, flush=True)
+                self.received = self.received or f"the loss of the launcher (torchrun, pid {launcher})"
+                return
 
     def on_train_begin(self, args, state, control, **kwargs):
         distributed = torch.distributed
