@@ -114,7 +114,7 @@ def build(directory: Path | None = None, rebuild: bool = False) -> Path:
         directory = Path(tempfile.mkdtemp(prefix="rankzero-passes-"))
         atexit.register(shutil.rmtree, directory, True)
     path = directory / f"passes-{key}.so"
-    # A build killed before its rename leaves its `.passes-*` files; a compile writes them for at most COMPILE_TIMEOUT_S.
+    # A build killed before its rename leaves `.passes-*` files; a compile writes them for at most COMPILE_TIMEOUT_S.
     remove_dead_temporaries(directory, ".passes-*", 2 * COMPILE_TIMEOUT_S)
     if not rebuild and _verified(path):
         return path

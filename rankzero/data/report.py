@@ -179,8 +179,9 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
     if docs_in == 0:
         return f"sources: the sources {[s.spec for s in stats]} yielded no documents (empty files?)"
     dropped = total_dropped(stats)
-    stage = "quality filter" if any(reason not in REMOVED_BY for reason in dropped) else "screen (--decontaminate, " \
-        "--pii)" if {"benchmark_contamination", "pii_dump", "eval_overlap"} & set(dropped) else "records→text"
+    screened = {"benchmark_contamination", "pii_dump", "eval_overlap"} & set(dropped)
+    stage = ("quality filter" if any(reason not in REMOVED_BY for reason in dropped)
+             else "screen (--decontaminate, --pii)" if screened else "records→text")
     top = ", ".join(f"{reason}: {count:,}" for reason, count in dropped.most_common(5))
     return f"{stage}: all {docs_in:,} documents were removed ({top}); nothing is left to prepare"
 
@@ -214,8 +215,7 @@ def _reasons(removed: dict, limit: int = 4) -> str:
     return ", ".join(shown + ([f"{len(removed) - limit} more reasons"] if len(removed) > limit else []))
 
 
-# What removes documents for each reason that is not the quality filter's (the screen's as screen.py and
-# eval_overlap.py spell them: importing those would load the scanners wherever a manifest is reported).
+# What removes documents for each reason not the quality filter's (screen.py's names: importing it loads the scanners)
 REMOVED_BY = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
               "near_duplicate": "duplicates", "in_eval_dataset": "copies of --eval_dataset documents",
               "no_trainable_tokens": "SFT samples without an answer", "eval_overlap": "overlap with the eval set",
