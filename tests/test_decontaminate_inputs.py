@@ -105,3 +105,11 @@ def test_an_eval_set_emptied_by_decontamination_is_blamed_on_it(tmp_path, tokeni
     assert message.startswith(f"validation: all 8 documents of --eval_dataset {evaluation} were removed "
                               "(benchmark_contamination: 8) by benchmark decontamination (--decontaminate); "), message
     assert "quality" not in message and "(--decontaminate applies to it too)" in message
+
+
+def test_a_corpus_emptied_by_decontamination_names_the_screen(tmp_path, tokenizer_dir):
+    corpus = write_jsonl(tmp_path / "bench_copy.jsonl", [{"text": text} for text in korean_documents(6, seed=9)])
+    with pytest.raises(RankzeroError) as caught:
+        prepare(data_args(tokenizer_dir, tmp_path / "cache", [corpus], decontaminate=[corpus]), seed=0)
+    assert str(caught.value) == ("screen (--decontaminate, --pii): all 6 documents were removed "
+                                 "(benchmark_contamination: 6); nothing is left to prepare")
