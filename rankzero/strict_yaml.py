@@ -30,9 +30,9 @@ class _Loader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen = {}
             for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
-                    continue  # a list or mapping as a key: no recipe has one, and safe_load refuses it
-                key = (key_node.tag, key_node.value)  # the tag: `1` and `"1"` are two keys
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # a list or mapping as a key (safe_load refuses it), or `<<`, merged by safe_load
+                key = self.construct_object(key_node)  # as the dict will hold it: `1` and `0x1` are one key, "1" another
                 if key in seen:
                     raise RecipeYAMLError(problem=f"the key '{key_node.value}' is given twice (first on line "
                                                   f"{seen[key] + 1}); keep one", problem_mark=key_node.start_mark)

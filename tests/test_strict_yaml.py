@@ -68,3 +68,11 @@ def test_a_quality_config_gets_the_same_reading(tmp_path):
     config.write_text(billion_laughs(9))
     with pytest.raises(ValueError, match=r"quality.yaml:2: an alias \(\*a\) repeats another value"):
         QualityConfig.from_yaml(config)
+
+
+def test_keys_that_read_as_one_value_are_one_key(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("fsdp_config:\n  1: a\n  0x1: b\n")
+    with pytest.raises(ConfigError) as error:
+        parse_args([str(recipe), "--tokenize_only"])
+    assert error.value.problems == [f"recipe {recipe}:3: the key '0x1' is given twice (first on line 2); keep one"]
