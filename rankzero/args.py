@@ -163,16 +163,56 @@ def recipe_to_argv(path: str | Path) -> list[str]:
     return argv
 
 
-def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str]]:
-    """(flags, the recipe file or None, the flags that came from the recipe)."""
-    recipe, from_recipe = None, set()
-    if argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-"):
-        if not Path(argv[0]).is_file():
-            raise ConfigError([f"recipe {argv[0]} does not exist"])
-        recipe, recipe_argv = argv[0], recipe_to_argv(argv[0])
-        from_recipe = {arg for arg in recipe_argv if arg.startswith("--")}
-        argv = recipe_argv + argv[1:]
-    return argv, recipe, from_recipe
+def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str], dict | None]:
+    """(flags, the recipe file or None, the flags that came from the recipe, what recipe.replay did)."""
+    if not (argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-")):
+        return argv, None, set(), None
+    from rankzero.recipe import is_recorded, replay
+
+    recipe = argv[0]
+    if not Path(recipe).is_file():
+        raise ConfigError([f"recipe {recipe} does not exist"])
+    recipe_argv = _by_flag(recipe_to_argv(recipe))
+    values = {option[2:]: _value(tokens) for option, tokens in recipe_argv.items()}
+    kept, done = replay(values, recipe, _command_line(argv[1:]), is_recorded(recipe))
+    recipe_argv = [token for option, tokens in recipe_argv.items() if option[2:] in kept for token in (option, *tokens)]
+    return recipe_argv + argv[1:], recipe, {arg for arg in recipe_argv if arg.startswith("--")}, done
+
+
+def _by_flag(argv: list[str]) -> dict[str, list[str]]:
+    """A recipe's flags (recipe_to_argv: each key once, as --key) → their value tokens."""
+    flags: dict[str, list[str]] = {}
+    for token in argv:
+        if token.startswith("--"):
+            flags[token] = []
+        else:
+            flags[next(reversed(flags))].append(token)
+    return flags
+
+
+def _value(tokens: list[str]):
+    return True if not tokens else tokens[0] if len(tokens) == 1 else tokens
+
+
+def _command_line(argv: list[str]) -> dict[str, object]:
+    """The flags given on the command line by field name (aliases, dashes and --no_ read), with their values."""
+    names = {option: name for option, (name, _) in training_options().items()}
+    for name, (_, _, metadata) in our_flags().items():
+        for option in (f"--{name}", f"--{name.replace('_', '-')}", *metadata.get("aliases", ())):
+            names[option] = name
+        names[f"--no_{name}"] = name
+    given: dict[str, object] = {}
+    current = None
+    for arg in argv:
+        if arg.startswith("-") and not NEGATIVE_NUMBER.match(arg):
+            option, _, value = arg.partition("=")
+            current = names.get(option)
+            if current is not None:
+                negated = option.startswith(("--no_", "--no-")) and current == option[5:].replace("-", "_")
+                given[current] = [value] if value else ["False"] if negated else []
+        elif current is not None:
+            given[current].append(arg)
+    return {name: _value(tokens) for name, tokens in given.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,7 +224,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     if "--help_all" in argv or "-h" in argv or "--help" in argv:
         print(help_text(every_trainer_flag="--help_all" in argv))
         raise SystemExit(0)
-    argv, recipe, from_recipe = _expand(argv)
+    argv, recipe, from_recipe, replayed = _expand(argv)
     namespace, rest = _parser().parse_known_args(argv)
     given_ours = vars(namespace)
     training_argv, given_training, problems = _split_training_flags(rest, recipe, from_recipe)
@@ -209,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         raise ConfigError(problems)
     given = frozenset(given_ours) | frozenset(given_training) | ({"seed"} if "--seed" in argv else frozenset())
     args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe,
-                defaults=defaults, overwrite_output_dir=overwrite)
+                defaults=defaults, overwrite_output_dir=overwrite, replayed=replayed)
     if tokenize_only:
         return args
     from rankzero.checks import check_training_arguments, data_defaults

@@ -319,6 +319,7 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
         "given": sorted(args.given),
         "training_given": args.training_given,  # the Trainer's flags as given; "training" holds them processed
         "defaults_applied": defaults,
+        "recipe_replayed": args.replayed,  # which keys of the recipe applied and which were left out (recipe.replay)
         "warnings": notes,
         "prepared_dir": str(prepared_dir),
         **setup,
