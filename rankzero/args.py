@@ -19,7 +19,6 @@ import dataclasses
 import difflib
 import json
 import logging
-import re
 import sys
 import types
 import typing
@@ -30,7 +29,7 @@ import yaml
 
 from rankzero.config import CONFIGS, DEFAULT_SEED, Args, ModelConfig
 from rankzero.errors import ConfigError
-from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
+from rankzero.trainer_flags import BOOL, LIST, NEGATIVE_NUMBER, VALUE, training_options
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,6 @@ RUN_FLAGS = {"tokenize_only": "prepare the data, print 'prepared: DIR' and exit"
 # flag → what joins the items into the value the flag takes.
 LIST_AS_ONE_VALUE = {"--report_to": ",", "--fsdp": " "}
 TRAINER_DOCS = "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments"
-NEGATIVE_NUMBER = re.compile(r"-\d|-\.\d")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,52 +165,22 @@ def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str], dict | No
     """(flags, the recipe file or None, the flags that came from the recipe, what recipe.replay did)."""
     if not (argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-")):
         return argv, None, set(), None
-    from rankzero.recipe import is_recorded, replay
+    from rankzero.recipe import replay_argv
 
     recipe = argv[0]
     if not Path(recipe).is_file():
         raise ConfigError([f"recipe {recipe} does not exist"])
-    recipe_argv = _by_flag(recipe_to_argv(recipe))
-    values = {option[2:]: _value(tokens) for option, tokens in recipe_argv.items()}
-    kept, done = replay(values, recipe, _command_line(argv[1:]), is_recorded(recipe))
-    recipe_argv = [token for option, tokens in recipe_argv.items() if option[2:] in kept for token in (option, *tokens)]
+    recipe_argv, done = replay_argv(recipe_to_argv(recipe), recipe, argv[1:], _option_names())
     return recipe_argv + argv[1:], recipe, {arg for arg in recipe_argv if arg.startswith("--")}, done
 
 
-def _by_flag(argv: list[str]) -> dict[str, list[str]]:
-    """A recipe's flags (recipe_to_argv: each key once, as --key) → their value tokens."""
-    flags: dict[str, list[str]] = {}
-    for token in argv:
-        if token.startswith("--"):
-            flags[token] = []
-        else:
-            flags[next(reversed(flags))].append(token)
-    return flags
-
-
-def _value(tokens: list[str]):
-    return True if not tokens else tokens[0] if len(tokens) == 1 else tokens
-
-
-def _command_line(argv: list[str]) -> dict[str, object]:
-    """The flags given on the command line by field name (aliases, dashes and --no_ read), with their values."""
+def _option_names() -> dict[str, str]:
+    """Every option string the command line accepts (aliases, dashes, --no_) → the field it sets."""
     names = {option: name for option, (name, _) in training_options().items()}
     for name, (_, _, metadata) in our_flags().items():
-        for option in (f"--{name}", f"--{name.replace('_', '-')}", *metadata.get("aliases", ())):
+        for option in (f"--{name}", f"--{name.replace('_', '-')}", f"--no_{name}", *metadata.get("aliases", ())):
             names[option] = name
-        names[f"--no_{name}"] = name
-    given: dict[str, object] = {}
-    current = None
-    for arg in argv:
-        if arg.startswith("-") and not NEGATIVE_NUMBER.match(arg):
-            option, _, value = arg.partition("=")
-            current = names.get(option)
-            if current is not None:
-                negated = option.startswith(("--no_", "--no-")) and current == option[5:].replace("-", "_")
-                given[current] = [value] if value else ["False"] if negated else []
-        elif current is not None:
-            given[current].append(arg)
-    return {name: _value(tokens) for name, tokens in given.items()}
+    return names
 
 
 # ---------------------------------------------------------------------------------------------

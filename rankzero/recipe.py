@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from rankzero.config import Args, split_weight
+from rankzero.trainer_flags import NEGATIVE_NUMBER
 
 # Whole: every field changes the data or the model. Workers and cache say how and where, and fall back to
 # environment variables, which a recording would override: those only as given.
@@ -173,6 +174,37 @@ SILENCED_BY = {"eval_strategy": ("no", ("validation_split_percentage", "eval_dat
                "save_strategy": ("no", ("save_steps",)),
                "logging_strategy": ("no", ("logging_steps",))}
 KINDS = {"scratch": "pretraining from scratch", "continued": "continued pretraining", "sft": "SFT"}
+
+
+def replay_argv(recipe_argv: list[str], path: str, argv: list[str], names: dict[str, str]
+                ) -> tuple[list[str], dict[str, Any]]:
+    """`replay` on flags: a recipe's (args.recipe_to_argv: each key once, as --key, then its values) and the
+    command line's after it (`names`: option string → field). (the recipe's flags to apply, what was done)"""
+    recipe: dict[str, list[str]] = {}
+    for token in recipe_argv:
+        if token.startswith("--"):
+            recipe[token[2:]] = []
+        else:
+            recipe[next(reversed(recipe))].append(token)
+    given: dict[str, list[str]] = {}
+    current = None
+    for arg in argv:
+        if arg.startswith("-") and not NEGATIVE_NUMBER.match(arg):
+            option, _, value = arg.partition("=")
+            current = names.get(option)
+            if current is not None:
+                negated = option.startswith(("--no_", "--no-")) and current == option[5:].replace("-", "_")
+                given[current] = [value] if value else ["False"] if negated else []
+        elif current is not None:
+            given[current].append(arg)
+    kept, done = replay({key: _one(tokens) for key, tokens in recipe.items()}, path,
+                        {key: _one(tokens) for key, tokens in given.items()}, is_recorded(path))
+    return [token for key, tokens in recipe.items() if key in kept for token in (f"--{key}", *tokens)], done
+
+
+def _one(tokens: list[str]) -> Any:
+    """A flag's value tokens as one value: True for a bare flag, the token, or the list."""
+    return True if not tokens else tokens[0] if len(tokens) == 1 else tokens
 
 
 def is_recorded(path: str | os.PathLike) -> bool:
