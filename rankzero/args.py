@@ -213,6 +213,9 @@ def parse_args(argv: list[str] | None = None) -> Args:
             problems += error.problems
     if tokenize_only:
         problems += _tokenize_only_problems(given_training, from_recipe, given_ours, warn=not problems)
+    if problems and replayed and replayed.get("dropped"):  # a missing --dataset, say: the recipe held one
+        problems.append(f"{recipe}: not replayed into this {replayed['to']} run (the {replayed['from']} run's): "
+                        f"{', '.join(replayed['dropped'])}; give the ones this run needs")
     if problems:
         raise ConfigError(problems)
     given = frozenset(given_ours) | frozenset(given_training) | ({"seed"} if "--seed" in argv else frozenset())

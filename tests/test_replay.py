@@ -84,6 +84,9 @@ def test_sft_from_a_pretraining_run_masks_dedups_exactly_and_filters_nothing(bas
         assert key in lines.split("not replayed")[1], key
     asked = continued(run, tokenizer_dir, "--mode", "sft", "--dataset", chats, "--quality_filter", "ko")
     assert asked.stage.quality_filter == "ko"  # unless asked
+    with pytest.raises(ConfigError, match=r"--dataset: give at least one source(.|\n)*recipe.yaml: not replayed "
+                                          r"into this SFT run \(the continued pretraining run's\): dataset, "):
+        continued(run, tokenizer_dir, "--mode", "sft")  # the pretraining corpus is not SFT data
 
 
 def test_an_sft_run_masks_across_documents_whatever_its_recipe_says(tmp_path, tokenizer_dir):
