@@ -136,3 +136,15 @@ def test_a_preempted_pretrain_cont_launch_ends_quietly_and_its_next_commands_wor
     result = run(["bash", "-c", f"{more.group(1)} 3"], env=quiet_env(NGPU=0))
     new = [p for p in tmp_path.iterdir() if p.name.startswith(f"cont-checkpoint-{stopped}-cont-")]
     assert len(new) == 1 and set(losses(new[0])) == {1, 2, 3}, result.stdout[-3000:]
+
+
+def test_pretrain_cont_refuses_a_run_dir_without_a_model_naming_its_newest_checkpoint(tmp_path):
+    """What a preempted run leaves (checkpoints, no final model) is no model to continue from: one line naming
+    the newest checkpoint by step (12, not 9 as names sort) and the resume, exit 2, nothing made."""
+    for step in (9, 12):
+        (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
+    result = run([REPO / "pretrain_cont.sh", tmp_path / "run", "--max_steps", 5], check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"pretrain_cont.sh {tmp_path / 'run' / 'checkpoint-12'}," in result.stderr
+    assert f"RESUME=1 {REPO / 'pretrain_cont.sh'} {tmp_path / 'run'}" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
