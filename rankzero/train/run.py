@@ -218,15 +218,19 @@ def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
 
 
 def resume_hint(preemption, trainer, output_dir: Path) -> str:
-    """The line a preempted run prints: its one command works however the run was launched (by pretrain_cont.sh
-    too, which makes a new dir unless RESUME=1)."""
+    """The line a preempted run prints. Under torchrun (pretrain.sh, pretrain_cont.sh — which makes a new dir
+    unless RESUME=1 — or the user's own) the launcher's resume; ranks a scheduler started themselves are
+    resumed by the same command plus the flag."""
     from rankzero.train.report import launcher_path
 
     cause = preemption.received or "a signal on another rank"
     step = preemption.stopped_at
+    launcher = (f"RESUME=1 {launcher_path('pretrain_cont.sh')} {output_dir} (its recipe.yaml with "
+                "--resume_from_checkpoint auto)")
+    how = launcher if "TORCHELASTIC_RUN_ID" in os.environ else \
+        f"the same command plus --resume_from_checkpoint auto, or {launcher}"
     return (f"preempted by {cause}: every rank finished step {step}/{trainer.state.max_steps} and saved "
-            f"{output_dir / f'checkpoint-{step}'}. Resume: RESUME=1 {launcher_path('pretrain_cont.sh')} {output_dir} "
-            "(its recipe.yaml with --resume_from_checkpoint auto)")
+            f"{output_dir / f'checkpoint-{step}'}. Resume: {how}")
 
 
 def load_prepared(prepared_dir: Path, mode: str):
