@@ -18,6 +18,9 @@
 #   PET_SIGNALS_TO_HANDLE           signals torchrun forwards to the ranks: torchrun's own list plus SIGUSR1
 #                                   (Slurm's --signal=USR1@90); on SIGTERM/SIGUSR1 every rank saves a checkpoint
 #   TORCH_ELASTIC_SHUTDOWN_TIMEOUT  seconds torchrun waits for the ranks to save before SIGKILL (default 120)
+#
+# Exit status: 0 done; 2 a mistake in the flags (one line); 1 a failure at run time; 128 + N after signal N
+# reached the launcher (143 for SIGTERM: the ranks saved a checkpoint and printed how to resume).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

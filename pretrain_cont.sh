@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Continue from a checkpoint: continued pretraining into a new run (default), or an exact resume.
+# Continue from a checkpoint: continued pretraining or SFT into a new run (default), or an exact resume.
 #
 #   ./pretrain_cont.sh runs/demo/model                          # new weights-only run: runs/demo/model-cont-<time>
 #   ./pretrain_cont.sh runs/demo/model --dataset more.jsonl --max_steps 500     # flags pass through and win
+#   ./pretrain_cont.sh runs/demo/model --mode sft --dataset chats.jsonl         # SFT from it
+#   ./pretrain_cont.sh runs/demo/model/checkpoint-100 --max_steps 500          # from a checkpoint: runs/demo/model-checkpoint-100-cont-<time>
 #   ./pretrain_cont.sh hf_checkpoint/ --dataset a.jsonl --max_steps 1000       # any HF causal-LM dir (give the data)
 #   RESUME=1 ./pretrain_cont.sh runs/demo/model/checkpoint-100  # exact resume: same run, optimizer, data order
 #   RESUME=1 ./pretrain_cont.sh runs/demo/model                 # exact resume from the run's newest checkpoint
 #
 # A rankzero run dir holds recipe.yaml (the effective run: every flag given and every default applied,
-# paths absolute); it is replayed, so the data, tokenizer and hyper-parameters match unless overridden,
-# from any directory. Continued pretraining never writes into an existing non-empty dir.
+# paths absolute), replayed from any directory. A resume replays all of it. A new run takes what still
+# holds (rankzero/recipe.py: REPLAY): the tokenizer, lengths, batch and logging always; the data and its
+# filters unless --dataset or --mode changes them; the schedule only from a run of the same kind (from
+# scratch, continued, SFT). train.py prints what it replayed and what not. Continued pretraining never
+# writes into an existing non-empty dir.
 #
 # Knobs (environment): RESUME (0), OUTPUT_DIR (default <source>-cont-<YYYYmmdd-HHMMSS>), plus pretrain.sh's.
 set -euo pipefail
@@ -38,7 +43,19 @@ if [[ "$RESUME" == 1 ]]; then
   exec "$HERE/pretrain.sh" "${RECIPE[@]}" --output_dir "$RUN_DIR" --resume_from_checkpoint "$CHECKPOINT" "$@"
 fi
 
-OUTPUT_DIR=${OUTPUT_DIR:-$SOURCE-cont-$(date +%Y%m%d-%H%M%S)}
+if [[ ! -f "$SOURCE/config.json" ]] && compgen -G "$SOURCE/checkpoint-*" >/dev/null; then
+  NEWEST=0
+  for dir in "$SOURCE"/checkpoint-*; do
+    step=${dir##*checkpoint-}
+    [[ "$step" =~ ^[0-9]+$ ]] && (( step > NEWEST )) && NEWEST=$step
+  done
+  echo "error: $SOURCE holds checkpoints but no final model (the run did not finish): continue from one," \
+    "$0 $SOURCE/checkpoint-$NEWEST, or resume the run with RESUME=1 $0 $SOURCE" >&2
+  exit 2
+fi
+# Beside the run dir, not inside it: a new run never writes into another's.
+[[ "$RUN_DIR" == "$SOURCE" ]] && NEW=$SOURCE || NEW=$RUN_DIR-$(basename "$SOURCE")
+OUTPUT_DIR=${OUTPUT_DIR:-$NEW-cont-$(date +%Y%m%d-%H%M%S)}
 if [[ -d "$OUTPUT_DIR" && -n "$(ls -A "$OUTPUT_DIR")" ]]; then
   echo "error: $OUTPUT_DIR exists and is not empty; set OUTPUT_DIR to a new directory" >&2
   exit 2

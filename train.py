@@ -29,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     runtime = Runtime.from_env()
     setup_logging(runtime)
     args = parse_args(argv)  # every problem in the arguments, before any data work (and before torch, for ours)
+    if args.replayed and runtime.is_main:  # a run's recipe.yaml replayed into this one: what it took, and why not more
+        from rankzero.recipe import describe
+
+        for line in describe(args.replayed):
+            print(line, flush=True)
     if args.tokenize_only and runtime.is_main:  # a training run prints these with the Trainer's defaults
         for name, value in args.defaults.items():
             print(f"[prepare] --{name} {value}: set because not given", file=sys.stderr, flush=True)

@@ -19,7 +19,6 @@ import dataclasses
 import difflib
 import json
 import logging
-import re
 import sys
 import types
 import typing
@@ -31,7 +30,7 @@ import yaml
 from rankzero import strict_yaml
 from rankzero.config import CONFIGS, DEFAULT_SEED, Args, ModelConfig
 from rankzero.errors import ConfigError
-from rankzero.trainer_flags import BOOL, LIST, VALUE, training_options
+from rankzero.trainer_flags import BOOL, LIST, NEGATIVE_NUMBER, VALUE, training_options
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +42,6 @@ RUN_FLAGS = {"tokenize_only": "prepare the data, print 'prepared: DIR' and exit"
 # flag → what joins the items into the value the flag takes.
 LIST_AS_ONE_VALUE = {"--report_to": ",", "--fsdp": " "}
 TRAINER_DOCS = "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments"
-NEGATIVE_NUMBER = re.compile(r"-\d|-\.\d")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -165,16 +163,26 @@ def recipe_to_argv(path: str | Path) -> list[str]:
     return argv
 
 
-def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str]]:
-    """(flags, the recipe file or None, the flags that came from the recipe)."""
-    recipe, from_recipe = None, set()
-    if argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-"):
-        if not Path(argv[0]).is_file():
-            raise ConfigError([f"recipe {argv[0]} does not exist"])
-        recipe, recipe_argv = argv[0], recipe_to_argv(argv[0])
-        from_recipe = {arg for arg in recipe_argv if arg.startswith("--")}
-        argv = recipe_argv + argv[1:]
-    return argv, recipe, from_recipe
+def _expand(argv: list[str]) -> tuple[list[str], str | None, set[str], dict | None]:
+    """(flags, the recipe file or None, the flags that came from the recipe, what recipe.replay did)."""
+    if not (argv and argv[0].endswith((".yaml", ".yml")) and not argv[0].startswith("-")):
+        return argv, None, set(), None
+    from rankzero.recipe import replay_argv
+
+    recipe = argv[0]
+    if not Path(recipe).is_file():
+        raise ConfigError([f"recipe {recipe} does not exist"])
+    recipe_argv, done = replay_argv(recipe_to_argv(recipe), recipe, argv[1:], _option_names())
+    return recipe_argv + argv[1:], recipe, {arg for arg in recipe_argv if arg.startswith("--")}, done
+
+
+def _option_names() -> dict[str, str]:
+    """Every option string the command line accepts (aliases, dashes, --no_) → the field it sets."""
+    names = {option: name for option, (name, _) in training_options().items()}
+    for name, (_, _, metadata) in our_flags().items():
+        for option in (f"--{name}", f"--{name.replace('_', '-')}", f"--no_{name}", *metadata.get("aliases", ())):
+            names[option] = name
+    return names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,7 +194,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     if "--help_all" in argv or "-h" in argv or "--help" in argv:
         print(help_text(every_trainer_flag="--help_all" in argv))
         raise SystemExit(0)
-    argv, recipe, from_recipe = _expand(argv)
+    argv, recipe, from_recipe, replayed = _expand(argv)
     namespace, rest = _parser().parse_known_args(argv)
     given_ours = vars(namespace)
     training_argv, given_training, problems = _split_training_flags(rest, recipe, from_recipe)
@@ -207,11 +215,14 @@ def parse_args(argv: list[str] | None = None) -> Args:
             problems += error.problems
     if tokenize_only:
         problems += _tokenize_only_problems(given_training, from_recipe, given_ours, warn=not problems)
+    if problems and replayed and replayed.get("dropped"):  # a missing --dataset, say: the recipe held one
+        problems.append(f"{recipe}: not replayed into this {replayed['to']} run (the {replayed['from']} run's): "
+                        f"{', '.join(replayed['dropped'])}; give the ones this run needs")
     if problems:
         raise ConfigError(problems)
     given = frozenset(given_ours) | frozenset(given_training) | ({"seed"} if "--seed" in argv else frozenset())
     args = Args(**configs, training=None, tokenize_only=tokenize_only, seed=seed, given=given, recipe=recipe,
-                defaults=defaults, overwrite_output_dir=overwrite)
+                defaults=defaults, overwrite_output_dir=overwrite, replayed=replayed)
     if tokenize_only:
         return args
     from rankzero.checks import check_training_arguments, data_defaults

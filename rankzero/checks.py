@@ -52,8 +52,27 @@ def check_training_arguments(args: Args, training) -> None:
     problems += report_to_problems(training.report_to)
     problems += fsdp_problems(training)
     problems += stage_problems(args.model.train_new_embeddings_steps, training)
+    problems += silenced_problems(args, training)
     if problems:
         raise ConfigError(problems)
+
+
+# A cadence flag and the strategy that would make it do nothing.
+CADENCES = {"eval_steps": ("eval_strategy", "evaluated"), "save_steps": ("save_strategy", "saved"),
+            "logging_steps": ("logging_strategy", "logged")}
+
+
+def silenced_problems(args: Args, training) -> list[str]:
+    """A cadence given on the command line beside its strategy `no`, also given there: a recipe's `no` has
+    yielded to the flag already (recipe.SILENCED_BY), so what is left is the user's own contradiction."""
+    from_recipe = set(args.replayed["replayed"]) if args.replayed else set()
+    problems = []
+    for flag, (strategy, done) in CADENCES.items():
+        value = getattr(getattr(training, strategy), "value", getattr(training, strategy))
+        if flag in args.given and flag not in from_recipe and strategy in args.given and value == "no":
+            problems.append(f"--{flag} {getattr(training, flag):g}: nothing is {done} with --{strategy} no; drop one "
+                            "of the two")
+    return problems
 
 
 def model_config_problems(model, training) -> list[str]:
@@ -97,18 +116,26 @@ def data_defaults(args: Args, training) -> tuple[dict, dict[str, str]]:
     - `--eval_strategy` other than `no` with neither --validation_split_percentage nor --eval_dataset: a
       percentage split (`default_validation_percentage`), so evaluation always has data, decided here,
       before any prepare.
+      So does `--eval_steps` without `--eval_strategy` (the Trainer's default `no` would ignore it).
     - `--mode sft` with packing: `--mask_across_documents`, so the samples bin-packed into one row never
-      attend to each other."""
+      attend to each other; only `--no_mask_across_documents` on the command line turns it off, never a
+      value replayed from a recipe."""
     configs, reasons = {}, {}
     strategy = getattr(training.eval_strategy, "value", training.eval_strategy)
+    if strategy == "no" and "eval_steps" in args.given and "eval_strategy" not in args.given:
+        strategy = "steps"  # learning_defaults turns it on once there is held-out data
     if strategy != "no" and not args.sources.has_validation:
         percentage, why = default_validation_percentage(args.sources)
         configs["sources"] = dataclasses.replace(args.sources, validation_split_percentage=percentage)
         reasons["validation_split_percentage"] = f"{percentage:g} (--eval_strategy {strategy} needs held-out data: {why})"
-    if args.stage.mode == "sft" and args.packing.packing and "mask_across_documents" not in args.given:
+    from_recipe = set(args.replayed["replayed"]) if args.replayed else set()
+    if args.stage.mode == "sft" and args.packing.packing and not args.model.mask_across_documents and (
+            "mask_across_documents" not in args.given or "mask_across_documents" in from_recipe):
         configs["model"] = dataclasses.replace(args.model, mask_across_documents=True)
         reasons["mask_across_documents"] = ("True (--mode sft: the samples packed into one row must not attend to "
-                                            "each other; --no_mask_across_documents to allow it)")
+                                            "each other; only --no_mask_across_documents on the command line allows "
+                                            "it" + (f", not {args.recipe}" if "mask_across_documents" in from_recipe
+                                                    else "") + ")")
     return configs, reasons
 
 

@@ -352,6 +352,9 @@ class Args:
     # Our flags that the parser set for this run because the user did not (checks.py: data_defaults):
     # name → "value (why)", printed with the Trainer's fast defaults.
     defaults: dict[str, str] = field(default_factory=dict)
+    # What rankzero/recipe.py's `replay` did with the recipe (None without one): the keys taken from it
+    # ("replayed"), those left out and why.
+    replayed: dict[str, Any] | None = None
 
 
 def _env_number(name: str, default: int | float) -> int | float:

@@ -18,8 +18,10 @@ import ast
 import functools
 import importlib.util
 import os
+import re
 
 BOOL, LIST, VALUE = "bool", "list", "value"  # a value that may be left out, several values, one value
+NEGATIVE_NUMBER = re.compile(r"-\d|-\.\d")  # a value on a command line, not a flag
 
 
 @functools.cache

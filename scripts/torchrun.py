@@ -8,6 +8,12 @@ errors and crashes, with their traceback); torchrun would follow that with its o
 nothing more for exit 2 (the one-line error is the whole story), after one line naming the rank for
 others. A rank killed by a signal (the OOM killer, say) has said nothing: torchrun's report stays.
 
+A signal to the launcher itself (a preemption: SIGTERM, SIGUSR1 from Slurm, SIGINT) is forwarded to the ranks,
+which save a checkpoint and say so (rankzero/train/preemption.py); torchrun would then end in a traceback of
+its own SignalException and exit 1. Here it ends with one line and 128 + the signal's number (143 for SIGTERM),
+as a process ended by that signal reports itself: a preempted job is not a finished one (Kubernetes restarts
+it, a shell's `$?` says which signal).
+
 Run as a file, not `-m rankzero…`: it needs nothing but torch, so it works from any interpreter that
 can run train.py.
 """
@@ -56,6 +62,7 @@ class _HideRankExits(logging.Filter):
 
 
 def main(argv: list[str]) -> int:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -72,8 +79,14 @@ def main(argv: list[str]) -> int:
             print(f"torchrun: rank {rank} (local rank {first.local_rank} on {socket.gethostname()}) exited with "
                   f"{first.exitcode}; its output above says why", file=sys.stderr, flush=True)
         return first.exitcode
+    except SignalException as error:
+        hide.held.clear()  # "Sending process N closing signal": the agent's "Received … death signal" said it
+        code = 128 + int(error.sigval)
+        print(f"torchrun: stopped by {error.sigval.name}, the ranks were sent it to save and stop (exit {code})",
+              file=sys.stderr, flush=True)
+        return code
     finally:
-        hide.release()  # held for a failure that did not come (a signal, say): shown after all
+        hide.release()  # held for a failure that did not come (a rendezvous error, say): shown after all
     return 0
 
 

@@ -18,6 +18,7 @@ from helpers import REPO, TINY, losses, quiet_env, run, single_rank, train_flags
 from rankzero.args import parse_args
 from rankzero.config import CONFIGS
 from rankzero.recipe import absolute_paths, effective_recipe, write_recipe
+from rankzero.train.training_args import CONTINUED_RATE_SHARE
 
 PARAMETERS = 164_160  # the tiny model's: the from-scratch learning rate depends on it
 
@@ -149,8 +150,9 @@ def test_recipes_written_before_read_back(text, expected, tmp_path, tokenizer_di
 
 def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(tmp_path, tokenizer_dir):
     """The newcomer's flow, with real processes: relative paths, TensorBoard; continue with pretrain_cont.sh
-    (the run's hyper-parameters, not HF's fine-tuning defaults); the model config file deleted; RESUME=1 by
-    absolute path from another directory, twice (the first resume's recipe must read back too)."""
+    (the run's optimizer and continued pretraining's schedule, not HF's fine-tuning defaults nor the
+    from-scratch schedule); the model config file deleted; RESUME=1 by absolute path from another directory,
+    twice (the first resume's recipe must read back too)."""
     work = tmp_path / "work"
     (work / "configs").mkdir(parents=True)
     shutil.copy(TINY, work / "configs" / "tiny.json")
@@ -166,13 +168,16 @@ def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(t
     first = json.loads((out / "run_config.json").read_text())["training"]
     assert json.loads((out / "run_config.json").read_text())["training_given"]["report_to"] == "tensorboard"
 
-    run([REPO / "pretrain_cont.sh", "runs/d", "--max_steps", "2", "--logging_steps", "1"],
-        env={**env, "OUTPUT_DIR": str(work / "runs" / "cont")}, cwd=work)
+    result = run([REPO / "pretrain_cont.sh", "runs/d", "--max_steps", "2", "--logging_steps", "1"],
+                 env={**env, "OUTPUT_DIR": str(work / "runs" / "cont")}, cwd=work)
     continued = json.loads((work / "runs" / "cont" / "run_config.json").read_text())["training"]
-    for name in ("learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2",
-                 "optim", "max_grad_norm"):
+    for name in ("optim", "max_grad_norm", "adam_beta1", "adam_beta2", "weight_decay"):  # the run's, and pretraining's
         assert continued[name] == first[name], name
-    assert continued["learning_rate"] != 5e-5 and continued["report_to"] == ["tensorboard"]
+    # Not the from-scratch schedule: continued pretraining's own (training_args.learning_defaults).
+    assert continued["learning_rate"] == float(f"{first['learning_rate'] * CONTINUED_RATE_SHARE:.2g}")
+    assert (first["lr_scheduler_type"], continued["lr_scheduler_type"]) == ("cosine", "cosine_with_min_lr")
+    assert continued["report_to"] == ["tensorboard"]
+    assert "replayed runs/d/recipe.yaml (pretraining from scratch → continued pretraining): " in result.stdout
 
     (work / "configs" / "tiny.json").unlink()  # a resume builds the model from its checkpoint's config
     elsewhere = tmp_path / "elsewhere"

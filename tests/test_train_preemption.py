@@ -7,12 +7,15 @@ resume that ends where an uninterrupted run ends.
 - 2 scheduler-style processes (RANK/WORLD_SIZE set, as Slurm's srun does), SIGUSR1 sent to rank 1 only,
   to its whole process group (DataLoader worker included): both ranks stop after the same step, save one
   checkpoint and exit 0. A rank acting on its own flag would leave the other waiting in a collective.
+- SIGTERM to a pretrain_cont.sh launch: no traceback after the "preempted" line, exit 143 (128 + SIGTERM), and
+  the two next commands it printed, run as printed, resume it and continue from its checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -107,3 +110,41 @@ def test_a_signal_on_one_rank_stops_every_rank_at_the_same_step(tmp_path, train_
     assert len(checkpoints) == 1 and f"step {checkpoints[0].name.split('-')[1]}/{STEPS}" in hint
     state = json.loads((checkpoints[0] / "trainer_state.json").read_text())
     assert state["global_step"] == int(checkpoints[0].name.split("-")[1]) < STEPS
+
+
+def test_a_preempted_pretrain_cont_launch_ends_quietly_and_its_next_commands_work(tmp_path, train_corpus,
+                                                                                   tokenizer_dir):
+    base = tmp_path / "base"
+    run([REPO / "pretrain.sh", *train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", base, max_steps=2)],
+        env=quiet_env(NGPU=0))
+    out = tmp_path / "cont"
+    job = start([REPO / "pretrain_cont.sh", base, "--max_steps", STEPS, "--logging_steps", 1],
+                env=quiet_env(NGPU=0, OUTPUT_DIR=out))
+    printed = read_until(job, f"step 5/{STEPS}")
+    job.send_signal(signal.SIGTERM)  # the launcher's own pid: pretrain_cont.sh and pretrain.sh exec torchrun
+    printed += finish(job, timeout=300)
+    assert job.returncode == 128 + signal.SIGTERM, printed[-3000:]
+    after = printed[printed.index("preempted by SIGTERM"):]
+    assert "Traceback" not in after and "SignalException" not in after, after
+    resume = re.search(r"Resume: (RESUME=1 \S+ \S+) ", after).group(1)
+    more = re.search(r"continue: (\S+ (\S+) --max_steps) N", after)
+    stopped = int(more.group(2).rpartition("-")[2])
+
+    result = run(["bash", "-c", resume], env=quiet_env(NGPU=0))  # as printed, from where the run was started
+    assert f"resuming from {out / f'checkpoint-{stopped}'} (step {stopped})" in result.stdout
+    assert f"done: {STEPS} steps" in result.stdout and (out / "model.safetensors").is_file()
+    result = run(["bash", "-c", f"{more.group(1)} 3"], env=quiet_env(NGPU=0))
+    new = [p for p in tmp_path.iterdir() if p.name.startswith(f"cont-checkpoint-{stopped}-cont-")]
+    assert len(new) == 1 and set(losses(new[0])) == {1, 2, 3}, result.stdout[-3000:]
+
+
+def test_pretrain_cont_refuses_a_run_dir_without_a_model_naming_its_newest_checkpoint(tmp_path):
+    """What a preempted run leaves (checkpoints, no final model) is no model to continue from: one line naming
+    the newest checkpoint by step (12, not 9 as names sort) and the resume, exit 2, nothing made."""
+    for step in (9, 12):
+        (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
+    result = run([REPO / "pretrain_cont.sh", tmp_path / "run", "--max_steps", 5], check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"pretrain_cont.sh {tmp_path / 'run' / 'checkpoint-12'}," in result.stderr
+    assert f"RESUME=1 {REPO / 'pretrain_cont.sh'} {tmp_path / 'run'}" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

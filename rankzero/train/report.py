@@ -112,9 +112,11 @@ class CurvesCallback(TrainerCallback):
 
 
 def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int, steps: int, saved: bool,
-            tensorboard: bool, tokens_before: int = 0, steps_before: int = 0, diverged: bool = False) -> str:
+            tensorboard: bool, tokens_before: int = 0, steps_before: int = 0, diverged: bool = False,
+            stopped_at: Path | None = None) -> str:
     """The lines a finished run ends with. `tokens` were trained by this process; a resumed run had trained
-    `tokens_before` in `steps_before` steps (its checkpoint's), and the first line counts the whole run."""
+    `tokens_before` in `steps_before` steps (its checkpoint's), and the first line counts the whole run.
+    `stopped_at`: the checkpoint a preempted run saved (it has no final model to continue from)."""
     def last(key: str):
         return next((entry[key] for entry in reversed(history) if key in entry), None)
 
@@ -137,6 +139,17 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
     lines.append(f"  logs: {output_dir / 'trainer_state.json'}, {output_dir / CURVES}"
                  + (f", TensorBoard: tensorboard --logdir {board}" if tensorboard else ""))
     if not diverged:  # nothing to continue from: the error that follows names the last good checkpoint
-        lines.append(f"  continue: ./pretrain_cont.sh {output_dir} --max_steps N   (more steps, from this model; "
-                     f"RESUME=1 ./pretrain_cont.sh {output_dir} resumes its newest checkpoint exactly)")
+        launcher = launcher_path("pretrain_cont.sh")
+        lines.append(f"  continue: {launcher} {stopped_at or output_dir} --max_steps N   (a new run from this "
+                     f"{'checkpoint' if stopped_at else 'model'}; RESUME=1 {launcher} {output_dir} resumes "
+                     f"{'this run' if stopped_at else 'its newest checkpoint'} exactly)")
     return "\n".join(lines)
+
+
+def launcher_path(name: str) -> str:
+    """How to call one of the repository's launchers from here: ./NAME in the repository, else its full path
+    (a printed next command works as printed from where the run was started)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / name).is_file():
+        return name  # an installed package: the launchers are wherever the user put them
+    return f"./{name}" if Path.cwd().resolve() == root else str(root / name)

@@ -71,6 +71,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     # Before the model is built: a damaged checkpoint or other data stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
                             args.model.allow_data_change, report=runtime.is_main, max_steps=args.training.max_steps)
+    if resume and runtime.is_main:
+        step = json.loads((Path(resume) / "trainer_state.json").read_text(encoding="utf-8"))["global_step"]
+        print(f"resuming from {resume} (step {step})", flush=True)  # `auto` chose it: say which
     # A resume continues the dir's run; a start from scratch is a new one (only rank 0's id is ever written).
     run_id = (resume and run_id_of(args.training.output_dir)) or new_run_id()
     data = {**data, "run_id": run_id}  # into every checkpoint: `auto` takes only this run's
@@ -161,7 +164,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
                 print(summary(trainer.state.log_history, output_dir=output_dir, wall_s=time.perf_counter() - started,
                               tokens=tokens, steps=trainer.state.global_step, saved=finished,
                               tensorboard="tensorboard" in training.report_to, tokens_before=meter.tokens_at_start,
-                              steps_before=meter.step_at_start, diverged=guard.failed),
+                              steps_before=meter.step_at_start, diverged=guard.failed,
+                              stopped_at=None if preemption.stopped_at is None else
+                              output_dir / f"checkpoint-{preemption.stopped_at}"),
                       flush=True)
         trainer.accelerator.wait_for_everyone()  # gloo's queue is empty before anything is torn down
         if guard.failed:  # every rank alike: the gradient norm it judged is the same on all of them
@@ -213,11 +218,19 @@ def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
 
 
 def resume_hint(preemption, trainer, output_dir: Path) -> str:
+    """The line a preempted run prints. Under torchrun (pretrain.sh, pretrain_cont.sh — which makes a new dir
+    unless RESUME=1 — or the user's own) the launcher's resume; ranks a scheduler started themselves are
+    resumed by the same command plus the flag."""
+    from rankzero.train.report import launcher_path
+
     cause = preemption.received or "a signal on another rank"
     step = preemption.stopped_at
+    launcher = (f"RESUME=1 {launcher_path('pretrain_cont.sh')} {output_dir} (its recipe.yaml with "
+                "--resume_from_checkpoint auto)")
+    how = launcher if "TORCHELASTIC_RUN_ID" in os.environ else \
+        f"the same command plus --resume_from_checkpoint auto, or {launcher}"
     return (f"preempted by {cause}: every rank finished step {step}/{trainer.state.max_steps} and saved "
-            f"{output_dir / f'checkpoint-{step}'}. Resume with the same command plus --resume_from_checkpoint auto, "
-            f"or RESUME=1 ./pretrain_cont.sh {output_dir}")
+            f"{output_dir / f'checkpoint-{step}'}. Resume: {how}")
 
 
 def load_prepared(prepared_dir: Path, mode: str):
@@ -319,6 +332,7 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
         "given": sorted(args.given),
         "training_given": args.training_given,  # the Trainer's flags as given; "training" holds them processed
         "defaults_applied": defaults,
+        "recipe_replayed": args.replayed,  # which keys of the recipe applied and which were left out (recipe.replay)
         "warnings": notes,
         "prepared_dir": str(prepared_dir),
         **setup,
