@@ -152,3 +152,30 @@ def test_the_fastokens_floor_encodes_each_distinct_text_once(tmp_path, tokenizer
     assert len(set(texts)) == len(texts)
     assert summary(copies, "--floor") == summary(distinct) == summary(distinct, "--floor")
     assert summary(distinct)["docs"] == str(len(texts))
+
+
+def test_kernels_bench_runs_every_path_and_their_outputs_agree(tmp_path):
+    """bench/kernels_bench.py on a few real-shaped texts: a row per path (compiled, numpy, a cold cache), every
+    pass's rate against numpy, and the outputs of every path the same bit for bit (it exits non-zero otherwise)."""
+    lines = (BENCH.parent / "data" / "sample" / "ko.jsonl").read_text(encoding="utf-8").splitlines()[:60]
+    texts = tmp_path / "ko.jsonl"
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(BENCH / "kernels_bench.py"), "--rounds", "1", "--repeat", "1",
+                           "--batch", "25", str(texts)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "60 texts" in done.stdout and "batches of 25" in done.stdout
+    assert "the same outputs on every path: shingles yes, scan yes, scan_texts yes, marks_of yes" in done.stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in done.stdout.splitlines()
+            if line.startswith("| ") and "start CPU-s" not in line}
+    assert list(rows) == ["compiled", "numpy", "compiled, cold cache"]
+    assert all(cell.endswith("(1.00) |") or cell.endswith("(1.00)") for cell in rows["numpy"][2:])
+    assert all(float(cell.split()[0]) > 0 for cells in rows.values() for cell in cells[2:])
+
+
+def test_fresh_setup_refuses_an_unknown_command_before_it_starts(tmp_path):
+    """A mistyped command is one line and exit 2, before any clone or /tmp directory is made."""
+    done = subprocess.run(["bash", str(BENCH / "fresh_setup.sh"), "demo", "tset"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "WORK": str(tmp_path / "work")})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "fresh_setup.sh: unknown command 'tset': use demo or test"
+    assert done.stdout == "" and not (tmp_path / "work").exists()
