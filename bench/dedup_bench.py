@@ -16,7 +16,7 @@ rankzero's --dedup_threshold (and with it its bands x rows); "true Jaccard >= th
 rankzero's default, so that the copies and the distinct originals counted are the same at every threshold.
 With `--tokenizer`, the corpus also goes through `train.py --tokenize_only --dedup near` (the manifest's counts
 against the function's); rankzero's first-holder rule is checked against an oracle on the same signatures.
---part timing: a `--size_mb` bench corpus (bench/make_corpus.py) through rankzero's whole prepare
+--part timing: a `--size_mb` bench corpus (scripts/make_corpus.py) through rankzero's whole prepare
 (train.py --tokenize_only --packing --max_seq_length 1024, no quality filter) with --dedup none and
 --dedup near, and through datatrove's pipeline (the corpus cut into `--datatrove_shards` files so its
 tasks run in parallel); paired rounds with the order alternating, wall time and peak PSS of the whole
@@ -41,11 +41,12 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO))
 
 from _measure import machine_info, run_measured, tool_env  # noqa: E402
 from dedup_planted import REAL_DIR, jaccard, reference_shingles, write_planted  # noqa: E402
 from dedup_report import normalisation_report, planted_report, timing_report  # noqa: E402
-from make_corpus import generate  # noqa: E402
+from scripts.make_corpus import generate  # noqa: E402
 
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 DEFAULT_DATATROVE_PYTHON = Path("/work/venvs/datatrove/bin/python")

@@ -4,7 +4,7 @@ somewhere later by planted near-copies of a known kind, deterministically (same 
     python bench/dedup_planted.py --out DIR [--bench_mib 3 --per_kind 300 --seed 0]
 
 Originals: every document of ko_real_dev/*.jsonl (`--real_dir`, read in place), then the documents of
-a `--bench_mib` bench corpus (bench/make_corpus.py, same seed), in that order. One copy is planted per
+a `--bench_mib` bench corpus (scripts/make_corpus.py, same seed), in that order. One copy is planted per
 chosen original (each original is chosen for at most one kind), at a random place after it, so "first
 one wins" should keep the original and remove the copy. Only originals of >= MIN_PLANT_WORDS words get
 copies. The kinds (each counted separately by bench/dedup_bench.py):
@@ -39,8 +39,9 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 REAL_DIR = REPO.parent / "shared" / "corpora" / "ko_real_dev"  # beside the main checkout
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO))
 
-from make_corpus import generate  # noqa: E402
+from scripts.make_corpus import generate  # noqa: E402
 
 KINDS = ("header_footer", "words_5pct", "words_5pct_runs", "paragraph_dropped", "rewrapped")
 MIN_PLANT_WORDS = 30

@@ -12,18 +12,25 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=${WORK:-$(mktemp -d /tmp/rankzero-fresh-XXXX)}
 declare -A COMMANDS=([demo]="./venv.sh ./pretrain.sh" [test]="./venv.sh python -m pytest -q")
+targets=("$@")
+(( $# )) || targets=(demo test)
+for each in "${targets[@]}"; do  # every argument checked before anything is made under /tmp
+  if [[ $each == -h || $each == --help ]]; then
+    sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    exit 0
+  fi
+  [[ -n ${COMMANDS[$each]+x} ]] || { echo "fresh_setup.sh: unknown command '$each': use demo or test" >&2; exit 2; }
+done
+WORK=${WORK:-$(mktemp -d /tmp/rankzero-fresh-XXXX)}
 kept=(HOME="$WORK/home" PATH=/usr/local/bin:/usr/bin:/bin)
 for name in ${PASS_ENV:-}; do
   [[ -n "${!name+x}" ]] && kept+=("$name=${!name}")
 done
 
 echo "commit $(git -C "$HERE" rev-parse --short HEAD); environment: ${kept[*]}"
-targets=("$@")
-(( $# )) || targets=(demo test)
 for each in "${targets[@]}"; do
-  command=${COMMANDS[$each]:?"unknown command $each: use demo or test"}
+  command=${COMMANDS[$each]}
   clone=$WORK/$each
   git clone -q "$HERE" "$clone"
   rm -rf "$WORK/home" && mkdir -p "$WORK/home"

@@ -98,7 +98,7 @@ MODES = {"stat": [], "verify_data": ["--verify_data"], "sample": ["--fingerprint
 def make_input(work: Path, total_bytes: int, files: int) -> Path:
     """`files` JSONL files of generated Korean, total_bytes in all (one generated block, repeated)."""
     block = work / "block.jsonl"
-    subprocess.run([sys.executable, str(REPO / "bench/make_corpus.py"), "--size_mb", "8", "--output", str(block)],
+    subprocess.run([sys.executable, str(REPO / "scripts/make_corpus.py"), "--size_mb", "8", "--output", str(block)],
                    check=True, capture_output=True)
     data = block.read_bytes()
     directory = work / "input"
@@ -192,7 +192,7 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
     inputs = make_input(work, int(gib * (1 << 30)), files=16)
     train_tokenizer_on_samples(work / "tok", 4000)
     small = work / "small.jsonl"
-    subprocess.run([sys.executable, str(REPO / "bench/make_corpus.py"), "--size_mb", "1", "--output", str(small)],
+    subprocess.run([sys.executable, str(REPO / "scripts/make_corpus.py"), "--size_mb", "1", "--output", str(small)],
                    check=True, capture_output=True)
     common = ["--tokenizer_path", str(work / "tok"), "--max_seq_length", str(seq), "--cache_dir", str(work / "cache")]
     built = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(small), *common],
@@ -303,7 +303,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     try:
         corpus = work / "corpus.jsonl"
-        subprocess.run([sys.executable, str(REPO / "bench/make_corpus.py"), "--size_mb", str(args.size_mb),
+        subprocess.run([sys.executable, str(REPO / "scripts/make_corpus.py"), "--size_mb", str(args.size_mb),
                         "--output", str(corpus)], check=True, capture_output=True)
         train_tokenizer_on_samples(work / "tok", 4000)
         common = ["--dataset", str(corpus), "--tokenizer_path", str(work / "tok"), "--max_seq_length", "512"]

@@ -47,13 +47,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._measure import run_measured  # noqa: E402
-from bench.minhash_bench import read_texts  # noqa: E402
-from bench.pii_compare import datatrove_baseline, presidio_baseline  # noqa: E402
+from bench.baselines.pii_compare import datatrove_baseline, presidio_baseline  # noqa: E402
 from rankzero.data import decontaminate  # noqa: E402
 from rankzero.data.pii import PLACEHOLDERS, PiiMasker  # noqa: E402
 from rankzero.data.pii_checks import registration_check_ok  # noqa: E402
 
 CORPUS = Path("/work/shared/corpora/ko_real_dev")
+
+
+def read_texts(path: Path) -> list[str]:
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    return [json.loads(line)["text"] for file in files for line in file.open(encoding="utf-8") if line.strip()]
 
 
 def digits(rng, count: int) -> str:

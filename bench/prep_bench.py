@@ -8,7 +8,7 @@
     python bench/prep_bench.py --corpus ko.jsonl more.jsonl ... # a given corpus instead of the generated one
     python bench/prep_bench.py --corpus ko.jsonl --copies 4 ...  # the same with 75% exact copies, as crawls have
 
-Every run is a separate process over the SAME generated corpus (bench/make_corpus.py, seeded), timed
+Every run is a separate process over the SAME generated corpus (scripts/make_corpus.py, seeded), timed
 end to end (interpreter start and imports included) with the peak PSS of its whole process tree
 (bench/_measure.py), each with a fresh cache so nothing is reused:
   (a) rankzero        train.py --tokenize_only --packing --max_seq_length 2048 --cache_dir FRESH

@@ -126,7 +126,7 @@ def markdown(report: dict) -> str:
         source = f"{', '.join(f'`{name}`' for name in corpus['files'])}"
         kinds = ""
     else:
-        source = f"`bench/make_corpus.py --size_mb {report['size_mb']:g} --seed {report['seed']}`"
+        source = f"`scripts/make_corpus.py --size_mb {report['size_mb']:g} --seed {report['seed']}`"
         kinds = (f" (korean {corpus['korean']}, english {corpus['english']}, code {corpus['code']}, "
                  f"junk {corpus['junk']})")
     lines.append(f"- Corpus: {source} — {corpus['bytes'] / 2**20:.1f} MiB, {corpus['documents']} documents{kinds}; "

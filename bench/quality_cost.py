@@ -15,7 +15,7 @@ with another commit's filter: `bench/quality_eval.py --throughput` runs this.
    alternating within each round: wall seconds and CPU seconds of the whole process tree
    (RUSAGE_CHILDREN), and their ratio per round.
 Corpora: the labelled sample (junk kinds), ko_real_dev, each --real directory's JSONL files (one genre
-each, or the records' `genre`), and the bench corpus (bench/make_corpus.py).
+each, or the records' `genre`), and the bench corpus (scripts/make_corpus.py).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def corpora(sample: Path, dev: Path | None, real: list[Path], bench_corpus: Path
     for directory in real:
         files = sorted(directory.glob("*.jsonl"))
         if not files:
-            raise SystemExit(f"--real {directory}: no .jsonl files there (bench/real_korean_sets.py, "
-                             "bench/korean_statutes.py write them)")
+            raise SystemExit(f"--real {directory}: no .jsonl files there (scripts/real_korean_sets.py, "
+                             "scripts/korean_statutes.py write them)")
         sets[directory.name] = [record for path in files for record in load_groups(path, path.stem)]
     if bench_corpus:
         sets[f"bench corpus ({bench_corpus.stat().st_size / 2**20:.0f} MiB)"] = load_groups(bench_corpus, "bench")

@@ -16,7 +16,7 @@ mojibake repair, agreement of Kiwi's sampled reading with whole documents, and t
 
 `--dev DIR` is the real Korean development corpus, JSONL files with `text` (and `genre`), read where it
 lies (default ../shared/corpora/ko_real_dev beside the repository) and never copied. The bench corpus
-is bench/make_corpus.py's (seeded), as bench/prep_bench.py uses it. Mojibake is made here from the
+is scripts/make_corpus.py's (seeded), as bench/prep_bench.py uses it. Mojibake is made here from the
 clean Korean documents (UTF-8 read as Latin-1, as cp1252 the way browsers decode it, twice, or in one
 line only): repair must give back the original exactly, and with `repair_mojibake: false` all of it
 must go. Timings alternate the systems within each round; ratios are medians of per-round ratios.
@@ -61,7 +61,7 @@ def load_dev(directory: Path) -> list[dict]:
 
 
 def bench_corpus(size_mb: float, seed: int, workdir: Path) -> Path:
-    from make_corpus import generate
+    from scripts.make_corpus import generate
 
     path = workdir / f"corpus-{size_mb:g}mb-seed{seed}.jsonl"
     generate(int(size_mb * 2**20), path, seed)
@@ -333,7 +333,7 @@ def main() -> None:
     parser.add_argument("--throughput", action="store_true",
                         help="CPU-s per GB of the quality stage and of the whole prepare; verdicts --against")
     parser.add_argument("--real", type=Path, nargs="*", default=[],
-                        help="more real Korean: directories of JSONL files (bench/real_korean_sets.py, korean_statutes.py)")
+                        help="more real Korean: directories of JSONL files (scripts/real_korean_sets.py, korean_statutes.py)")
     parser.add_argument("--against", type=Path, help="--throughput: a checkout whose filter's verdicts to compare")
     parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
     parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")

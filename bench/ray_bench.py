@@ -125,7 +125,7 @@ def main() -> None:
     machine = report["machine"]
     print(f"### Ray engine vs local engine — {report['date']}\n")
     print(f"- Machine: {machine['cpu']}, {machine['cores']} usable cores, {machine['ram_gb']} GiB RAM; commit "
-          f"{report['commit']}; corpus {args.size_mb:g} MiB (`bench/make_corpus.py`), --quality_filter "
+          f"{report['commit']}; corpus {args.size_mb:g} MiB (`scripts/make_corpus.py`), --quality_filter "
           f"{args.quality_filter}; {args.runs} paired round(s), medians\n")
     print("| engine | wall s | peak PSS MB | setup | Ray start | tasks (encode / pack) | Ray stop | driver write |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -24,7 +24,7 @@ Choices, and why:
     token per digit, and the model sees 2024 as 2-0-2-4 instead of a random split like 20|24;
   * one sentence mark (. , ? !) may end a Hangul run: Korean sentences end in a handful of
     endings (다. 요. 까? 니다.), so "니다." is one of the most frequent pieces there is, and letting
-    BPE merge it is worth ~5% chars/token on Korean prose (bench/tokenizer_bench.py);
+    BPE merge it is worth ~5% chars/token on Korean prose (bench/RESULTS.md, "Tokenizer");
   * other punctuation and symbols are separated from words, but a run of them stays together,
     which keeps code operators (==, ->, **) cheap;
   * whitespace follows GPT-2: a run of spaces gives all but its last to a separate piece so

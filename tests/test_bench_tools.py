@@ -1,4 +1,4 @@
-"""Benchmark tools: the corpus generator is deterministic and sized right; the PSS sampler sees memory; the CPU
+"""Benchmark tools: the corpus generator (scripts/make_corpus.py) is deterministic and sized right; the PSS sampler sees memory; the CPU
 poller sees a process tree's CPU that getrusage cannot."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent))
 
 from _measure import TreeCPU, run_measured  # noqa: E402
-from make_corpus import generate  # noqa: E402
+from scripts.make_corpus import generate  # noqa: E402
 
 MIB = 2**20
 
@@ -104,38 +105,6 @@ def test_run_measured_reports_failures_with_stderr(returncode):
     assert result["stderr"] == "boom"
 
 
-def test_exact_dedup_bench_runs_every_candidate_and_they_agree(tmp_path):
-    """The bench's own check: every candidate keeps the same documents (it exits non-zero otherwise)."""
-    import subprocess
-
-    out = tmp_path / "rows.json"
-    done = subprocess.run([sys.executable, str(BENCH / "exact_dedup_bench.py"), "--documents", "30000", "--chunk",
-                           "1000", "--rounds", "2", "--out", str(out), "--candidates", "set", "runs",
-                           "runs-searchsorted", "runs-ratio-1"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    rows = json.loads(out.read_text())
-    assert len(rows) == 8 and len({(row["kept"], row["kept_positions_sum"]) for row in rows}) == 2  # per seed
-    assert all(25_000 < row["kept"] < 30_000 for row in rows)  # ~5% repeats planted
-    assert "| 30,000 | runs |" in done.stdout
-
-
-def test_kiwi_options_bench_runs_a_candidate_against_the_default(tmp_path, capsys, monkeypatch):
-    import kiwi_options_bench
-
-    real = tmp_path / "real"
-    real.mkdir()
-    for genre, texts in {"prose": ["오늘은 날씨가 맑아서 공원에 산책을 나갔습니다. 바람이 시원했어요."] * 3,
-                         "junk": ["클릭 클릭 클릭 ▶▶▶ 무료 쿠폰 받기 ★★★ 지금 바로"] * 2}.items():
-        (real / f"{genre}.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
-                                             encoding="utf-8")
-    monkeypatch.setattr(sys, "argv", ["kiwi_options_bench.py", "--real", str(real), "--rounds", "1",
-                                      "--only", "no typo dictionary"])
-    kiwi_options_bench.main()
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "CPU-s" not in line]
-    assert [row.split(" | ")[0] for row in rows] == ["| default", "| no typo dictionary"]
-    assert rows[0].split(" | ")[3:5] == ["0", "0"]  # the default against itself
-
-
 def test_given_corpus_with_copies_holds_each_document_that_many_times(tmp_path):
     """prep_setup.given_corpus(copies=4): every document of the given files exactly four times (75% exact copies),
     shuffled by the seed (the same seed, the same order), as {"text"} rows; one copy keeps the files' order."""
@@ -183,3 +152,30 @@ def test_the_fastokens_floor_encodes_each_distinct_text_once(tmp_path, tokenizer
     assert len(set(texts)) == len(texts)
     assert summary(copies, "--floor") == summary(distinct) == summary(distinct, "--floor")
     assert summary(distinct)["docs"] == str(len(texts))
+
+
+def test_kernels_bench_runs_every_path_and_their_outputs_agree(tmp_path):
+    """bench/kernels_bench.py on a few real-shaped texts: a row per path (compiled, numpy, a cold cache), every
+    pass's rate against numpy, and the outputs of every path the same bit for bit (it exits non-zero otherwise)."""
+    lines = (BENCH.parent / "data" / "sample" / "ko.jsonl").read_text(encoding="utf-8").splitlines()[:60]
+    texts = tmp_path / "ko.jsonl"
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(BENCH / "kernels_bench.py"), "--rounds", "1", "--repeat", "1",
+                           "--batch", "25", str(texts)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "60 texts" in done.stdout and "batches of 25" in done.stdout
+    assert "the same outputs on every path: shingles yes, scan yes, scan_texts yes, marks_of yes" in done.stdout
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in done.stdout.splitlines()
+            if line.startswith("| ") and "start CPU-s" not in line}
+    assert list(rows) == ["compiled", "numpy", "compiled, cold cache"]
+    assert all(cell.endswith("(1.00) |") or cell.endswith("(1.00)") for cell in rows["numpy"][2:])
+    assert all(float(cell.split()[0]) > 0 for cells in rows.values() for cell in cells[2:])
+
+
+def test_fresh_setup_refuses_an_unknown_command_before_it_starts(tmp_path):
+    """A mistyped command is one line and exit 2, before any clone or /tmp directory is made."""
+    done = subprocess.run(["bash", str(BENCH / "fresh_setup.sh"), "demo", "tset"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "WORK": str(tmp_path / "work")})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "fresh_setup.sh: unknown command 'tset': use demo or test"
+    assert done.stdout == "" and not (tmp_path / "work").exists()

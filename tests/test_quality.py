@@ -470,7 +470,7 @@ def test_sampled_verdicts_agree_with_whole_documents(quality):
 
 
 def test_shipped_sample_is_what_its_generator_writes(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    monkeypatch.syspath_prepend(str(ROOT / "data"))
     import make_quality_sample
 
     monkeypatch.setattr(make_quality_sample, "OUTPUT", tmp_path / "sample.jsonl")

@@ -24,7 +24,7 @@ each value of the hashes' top bits, where they start in the run (~32-64 hashes a
 bucket's bounds, then binary searches inside the bucket for every hash of the chunk at once: ~6-7 steps,
 each one gather whose loads are independent. The directory costs 1/64-1/32 of a word per hash and is
 exact whatever the hashes' distribution (skewed hashes only make buckets larger). bench/exact_dedup_bench.py
-measures it against the set, and without the directories or with another merge ratio (bench/RESULTS.md).
+(at c8fddba) measured it against the set, and without the directories or with another merge ratio (bench/RESULTS.md).
 
 Hand-written because no library keeps a bounded uint64 set in numpy (pandas' khash table is a private API
 and a map: it stores a value beside each key).

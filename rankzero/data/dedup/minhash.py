@@ -12,9 +12,9 @@ the reference); kernel.py computes them in one compiled pass per character that 
 wherever native.py could build it.
 
 The MinHash itself is rensa's `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle
-hashes: bench/minhash_bench.py measures it against datasketch and rensa's per-document API on real Korean text
-(bench/RESULTS.md). Its permutations are drawn from `SEED`, so every process, engine and run computes the same
-signature.
+hashes: bench/minhash_bench.py (at c8fddba) measured it against datasketch and rensa's per-document API on real
+Korean text (bench/RESULTS.md). Its permutations are drawn from `SEED`, so every process, engine and run computes
+the same signature.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ passes every statistic of language ("…온라인카지노입니다. 지금 가�
 casinos, betting, currency exchange. Either alone is ordinary text — news reports on illegal betting,
 a shop's "카톡 ID" — so the rule needs both: a handle ("텔레그램 @…", "카톡 ID: @…") and at least
 `min_gambling_terms` distinct gambling terms. Of 3,216 real Korean documents (ko_real_dev and the
-eleven genres of bench/real_korean_sets.py) none has such a handle, and one has two candidate terms
+eleven genres of scripts/real_korean_sets.py) none has such a handle, and one has two candidate terms
 (a phone's "슬롯" and "충전", so neither is a term here).
 """
 

@@ -5,7 +5,7 @@ repositories you clone yourself, written outside this repository (never copy the
     git clone https://github.com/e9t/nsmc                   # Naver movie reviews and synopses (CC0)
     git clone https://github.com/KLUE-benchmark/KLUE        # news, policy briefings, Airbnb reviews (CC BY-SA)
     git clone https://github.com/bab2min/Kiwi               # Kiwi's evaluation text: written, web, dialects
-    python bench/real_korean_sets.py --repos DIR --out ../real_ko   # DIR holds the four clones
+    python scripts/real_korean_sets.py --repos DIR --out ../real_ko   # DIR holds the four clones
     python bench/quality_eval.py --dev ../real_ko
 
 Each repository is read at its HEAD commit (`git show`, so bare mirrors work too), sampled with a fixed

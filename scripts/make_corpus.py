@@ -1,6 +1,6 @@
 """Generate a synthetic Korean web-like corpus of a requested size, deterministically.
 
-    python bench/make_corpus.py --size_mb 50 --output corpus.jsonl [--seed 0]
+    python scripts/make_corpus.py --size_mb 50 --output corpus.jsonl [--seed 0]
 
 Output: JSONL, one `{"text": ...}` per line (UTF-8, not ASCII-escaped). The mix imitates a crawl:
   ~88% Korean prose   sentences of data/sample/ko.jsonl, about a third of them spliced at a clause

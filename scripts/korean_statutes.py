@@ -2,7 +2,7 @@
 yourself, written outside this repository (never copy them into it).
 
     git clone https://github.com/Bullskc/Legalize-KR     # law.go.kr's statutes (public domain, 저작권법 제7조)
-    python bench/korean_statutes.py --repo Legalize-KR --out ../real_ko
+    python scripts/korean_statutes.py --repo Legalize-KR --out ../real_ko
     python bench/quality_eval.py --dev ../real_ko
 
 The repository is read at its HEAD commit (`git show`, so a bare mirror works too). Two genres, one

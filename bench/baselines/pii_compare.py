@@ -1,5 +1,5 @@
 """The planted-value comparison of bench/pii_bench.py against the baselines that run in side venvs: datatrove's
-PIIFormatter (e-mail and IP) and Presidio's pattern recognizers (bench/baselines/presidio_recognizers.py).
+PIIFormatter (e-mail and IP) and Presidio's pattern recognizers (presidio_recognizers.py, beside this file).
 
 Both take the planted documents and, per document, the planted values `[(kind, detector, value)]` and
 look-alikes; rankzero's masker runs on the same documents. datatrove rewrites text, so a value counts as masked
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rankzero.data.pii import PiiMasker
 
-PRESIDIO_SCRIPT = Path(__file__).resolve().parent / "baselines" / "presidio_recognizers.py"
+PRESIDIO_SCRIPT = Path(__file__).resolve().parent / "presidio_recognizers.py"
 
 
 def datatrove_baseline(python: str, documents: list[str], planted: list) -> dict:

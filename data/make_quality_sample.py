@@ -1,6 +1,6 @@
 """Writes data/quality_sample.jsonl: the labelled sample the Korean quality filter is tuned and tested on.
 
-    python bench/make_quality_sample.py            # rewrites data/quality_sample.jsonl (deterministic)
+    python data/make_quality_sample.py            # rewrites data/quality_sample.jsonl (deterministic)
 
 Every text here was written for this project (license-clean). Clean documents are hand-written
 paragraphs by genre, shipped alone and as longer same-genre documents of several paragraphs;
@@ -22,7 +22,7 @@ import random
 import urllib.parse
 from pathlib import Path
 
-OUTPUT = Path(__file__).resolve().parent.parent / "data" / "quality_sample.jsonl"
+OUTPUT = Path(__file__).resolve().parent / "quality_sample.jsonl"
 
 NEWS = [
     "기상청은 15일 오전 브리핑에서 이번 주말까지 전국에 강한 비가 이어질 것으로 내다봤다. 특히 남부 지방에는 "
