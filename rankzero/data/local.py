@@ -6,8 +6,8 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
-   order, so the output never depends on worker count or timing (what the consumed chunks learnt of their
-   raw lines goes with each chunk sent: stage.known_lines); exact duplicates are dropped
+   order, so the output never depends on worker count or timing (each chunk knows what the chunks consumed
+   before it learnt of their raw lines: stage.known_lines); exact duplicates are dropped
    globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
    signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
@@ -322,18 +322,24 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
-    # What consumed chunks learnt of their raw lines, looked up here as each chunk is sent (this thread alone reads
-    # and writes it): the lines of kept documents, whose repeats are dropped unparsed, and the quality verdicts.
+    # What consumed chunks learnt of their raw lines: the lines of kept documents, whose repeats are dropped unparsed,
+    # and the quality verdicts. This process's stage looks a chunk's lines up when it runs, knowing every chunk
+    # consumed by then; in a thread pool (never with the filter) the only code is STANDS_IN, so a look-up racing an
+    # add can miss a key but not read another's code. Worker processes get them as each chunk is sent.
     verdicts = LineVerdicts() if spec.keys_lines else None
-    run = (lambda chunk, known: stage(chunk, seen, known)) if stage is not None else _run_in_worker
+    assert stage is None or pool is None or spec.quality is None
+    if stage is not None:
+        run, known = (lambda chunk: stage(chunk, seen, known_lines(verdicts, chunk))), (lambda chunk: ())
+    else:
+        run, known = _run_in_worker, (lambda chunk: (known_lines(verdicts, chunk),))
     in_flight: deque = deque()
     try:
         for chunk in chunks:
             if pool:
-                in_flight.append(pool.submit(run, chunk, known_lines(verdicts, chunk)))
+                in_flight.append(pool.submit(run, chunk, *known(chunk)))
             else:  # one worker: the chunk runs here and is consumed at once, so the next one knows its lines
                 done = Future()
-                done.set_result(run(chunk, known_lines(verdicts, chunk)))
+                done.set_result(run(chunk))
                 in_flight.append(done)
             while len(in_flight) > (2 * workers if pool else 0):
                 consume(in_flight.popleft().result())

@@ -123,9 +123,9 @@ class LineVerdicts:
     A direct-mapped table of `slots` keys and their codes (9 MiB by default), not a dict: a key evicted by another
     only costs a repeat its shortcut (it goes through the stage as if new), so memory stays bounded whatever the
     corpus. A line is taken for another only if their 64-bit hashes are equal, the same odds `ExactDuplicates`
-    takes. Used from one thread (the builder's, or a Ray task's): a reader racing a writer could pair a key with
-    another key's code. Hand-written: a fixed-size, lossy uint64 map is a few numpy operations, and no library keeps
-    one."""
+    takes. Written from one thread (the builder's, or a Ray task's) and read from others only while it holds a single
+    code: `add` writes a slot's key before its code, so a reader racing it could pair a key with the code of the key
+    it replaces. Hand-written: a fixed-size, lossy uint64 map is a few numpy operations, and no library keeps one."""
 
     def __init__(self, slots: int = 1 << 20):
         if slots & (slots - 1):
