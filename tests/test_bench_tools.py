@@ -105,6 +105,23 @@ def test_run_measured_reports_failures_with_stderr(returncode):
     assert result["stderr"] == "boom"
 
 
+def test_quality_breakdown_splits_the_filter_s_cpu_and_kiwi_reads_more_without_the_cascade(tmp_path, capsys,
+                                                                                           monkeypatch):
+    import quality_breakdown
+
+    prose = tmp_path / "prose.jsonl"
+    texts = ["오늘은 날씨가 맑아서 가족과 함께 공원에 산책을 나갔습니다. 바람이 시원해서 오래 걸었고, 저녁에는 집 근처 "
+             f"식당에서 된장찌개를 먹었습니다. 다음 주에도 {day}요일에 다시 가 보려고 합니다." for day in "월화수목금"]
+    prose.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["quality_breakdown.py", "--corpus", str(prose), "--rounds", "1"])
+    quality_breakdown.main()
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| prose")]
+    assert [row[1] for row in rows] == ["as shipped", "kiwi_cascade: false"]
+    shipped, every = ({"cpu": float(row[4].replace(",", "")), "kiwi": float(row[5].replace(",", "")),
+                       "read": int(row[8].rstrip("%"))} for row in rows)
+    assert shipped["read"] < every["read"] and 0 < every["kiwi"] <= every["cpu"]
+
+
 def test_given_corpus_with_copies_holds_each_document_that_many_times(tmp_path):
     """prep_setup.given_corpus(copies=4): every document of the given files exactly four times (75% exact copies),
     shuffled by the seed (the same seed, the same order), as {"text"} rows; one copy keeps the files' order."""

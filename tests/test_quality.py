@@ -312,6 +312,31 @@ def test_repair_never_touches_clean_text_and_drops_lossy_repairs(quality):
     assert set(quality.judge_batch(lossy)) == {"mojibake"}
 
 
+def test_a_text_is_judged_once_in_a_batch_and_a_known_verdict_is_taken_as_given(quality, monkeypatch):
+    """A verdict is a function of the text: a copy takes its first copy's verdict and repair (an unrepaired copy stays
+    its own object, so the pipeline does not count it repaired), and a known verdict is not judged again (a kept one
+    is still repaired)."""
+    from rankzero.data.quality import UNJUDGED
+
+    prose, junk = sample_texts("news")[0], sample_texts("base64")[0]
+    broken = MOJIBAKE["latin-1"](prose)
+    texts = [prose, broken, junk, "".join(list(prose)), "".join(list(broken)), "".join(list(junk))]
+    expected = [quality.judge(text) for text in texts[:3]] * 2
+    assert expected[:3] == [None, None, "encoded_data"] and texts[3] is not texts[0]
+    judged = []
+    reason_before_kiwi = QualityFilter._reason_before_kiwi
+    monkeypatch.setattr(QualityFilter, "_reason_before_kiwi",
+                        lambda self, text: judged.append(text) or reason_before_kiwi(self, text))
+    verdicts, kept = quality.judge_and_repair(texts)
+    assert verdicts == expected and judged == [prose.strip(), prose.strip(), junk.strip()]  # the first three, once
+    assert kept[0] is texts[0] and kept[3] is texts[3] and kept[1] == kept[4] == prose and kept[5] is texts[5]
+    judged.clear()
+    verdicts, kept = quality.judge_and_repair(texts[:3], [None, None, "too_short"])
+    assert verdicts == [None, None, "too_short"] and not judged and kept[0] is texts[0] and kept[1] == prose
+    verdicts, _ = quality.judge_and_repair(texts[:3], [UNJUDGED, "dup_lines", UNJUDGED])
+    assert verdicts == [None, "dup_lines", "encoded_data"] and judged == [prose.strip(), junk.strip()]
+
+
 def test_repaired_segments_of_a_chat_record():
     segments = [("질문: 안녕하세요?".encode().decode("latin-1"), False), ("답변: 반갑습니다.".encode().decode("latin-1"), True)]
     joined = mojibake.repair("".join(text for text, _ in segments), True)[0]

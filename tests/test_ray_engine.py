@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -231,6 +232,57 @@ def test_copies_of_an_earlier_tasks_texts_are_dropped_before_tokenizing_and_the_
     assert [s["dropped"] for s in ray_manifest["sources"]] == [s["dropped"] for s in local_manifest["sources"]]
     assert _documents(ray_built) == _documents(local) and _documents(validation_dir(ray_built)) == _documents(
         validation_dir(local))
+
+
+def test_a_task_judges_each_line_once_and_stages_what_judging_every_copy_stages(tmp_path, tokenizer_dir,
+                                                                                  monkeypatch):
+    """Within a Ray task the quality filter judges a line once: a copy in a later chunk of the task takes the first
+    copy's verdict (dedup/exact.LineVerdicts). The task stages the same documents, counts and quality samples as
+    when every copy is judged on its own (run here, in this process, as a Ray worker runs it)."""
+    from helpers import plan_of
+    from rankzero.data import ray_tasks
+    from rankzero.data.dedup.exact import LineVerdicts
+    from rankzero.data.quality import QualityFilter
+    from rankzero.data.stage import Stage, StageSpec
+
+    sample = [json.loads(line)["text"] for line in (REPO / "data" / "quality_sample.jsonl").read_text().splitlines()]
+    lines = [json.dumps({"text": text}, ensure_ascii=False) for text in sample[::4] + korean_documents(20, seed=6)]
+    every = lines * 3
+    random.Random(2).shuffle(every)
+    corpus = tmp_path / "crawl.jsonl"
+    corpus.write_text("\n".join(every) + "\n", encoding="utf-8")
+    plan = plan_of(data_args(tokenizer_dir, tmp_path / "cache", [corpus], prep_engine="ray", quality_filter="ko",
+                             dataset_batch_size=20), seed=0)
+    spec = StageSpec.of(plan, "fastokens")
+    stage = Stage.in_worker(spec, 1)
+    [task] = ray_tasks.plan_tasks(plan.sources, 1 << 30)
+    judged = []
+    reason_before_kiwi = QualityFilter._reason_before_kiwi
+    monkeypatch.setattr(QualityFilter, "_reason_before_kiwi",
+                        lambda self, text: judged.append(text) or reason_before_kiwi(self, text))
+
+    def staged(name):
+        judged.clear()
+        (tmp_path / name).mkdir()
+        job = ray_tasks.Job.of(plan, spec, 1, tmp_path / name, "stage")
+        documents, meta = ray_tasks.TaskRunner(job, stage)._encode(task)
+        meta.pop("seconds")
+        arrays = [np.concatenate([document[column] for document in documents]) for column in (0, 1, 3)]
+        return arrays, meta, len(judged)
+
+    once, once_meta, once_judged = staged("once")
+    judge_and_repair = QualityFilter.judge_and_repair
+
+    def each_on_its_own(self, texts, known=None):
+        results = [judge_and_repair(self, [text]) for text in texts]
+        return [verdicts[0] for verdicts, _ in results], [fixed[0] for _, fixed in results]
+
+    monkeypatch.setattr(QualityFilter, "judge_and_repair", each_on_its_own)
+    monkeypatch.setattr(LineVerdicts, "look_up", lambda self, keys: np.zeros(len(keys), dtype=np.uint8))
+    every_copy, every_meta, every_judged = staged("every-copy")
+    assert once_judged <= len(set(lines)) < every_judged  # each line once; before, every copy
+    assert once_meta == every_meta and len(once_meta["dropped"]) >= 5 and once_meta["quality_samples"]
+    assert all(np.array_equal(a, b) for a, b in zip(once, every_copy))
 
 
 def test_a_worker_builds_its_stage_once_per_spec_and_drops_it_to_pack(monkeypatch):

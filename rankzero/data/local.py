@@ -6,7 +6,8 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
    (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
-   order, so the output never depends on worker count or timing; exact duplicates are dropped
+   order, so the output never depends on worker count or timing (each chunk knows what the chunks consumed
+   before it learnt of their raw lines: stage.known_lines); exact duplicates are dropped
    globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
    signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
@@ -44,7 +45,7 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.dedup.exact import KeptLines
+from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.ledger import NearLedger
 from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Plan
@@ -52,7 +53,7 @@ from rankzero.data.readers import iter_chunks
 from rankzero.data.report import SourceStats
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.stage import ChunkResult, Stage, StageSpec, rust_threads
+from rankzero.data.stage import ChunkResult, Stage, StageSpec, known_lines, remember_lines, rust_threads
 from rankzero.data.tally import Tally
 from rankzero.runtime import usable_cpu_count
 
@@ -239,11 +240,11 @@ def _worker_init(spec: StageSpec, threads: int, rust_threads: int) -> None:
         pass
 
 
-def _run_in_worker(chunk) -> ChunkResult:
-    return _WORKER_STAGE(chunk)
+def _run_in_worker(chunk, known) -> ChunkResult:
+    return _WORKER_STAGE(chunk, None, known)
 
 
-def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
+def _start_pool(plan: Plan, spec: StageSpec, engine, workers: int):
     """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
     chunk goes to a worker process).
 
@@ -257,7 +258,6 @@ def _start_pool(plan: Plan, engine, workers: int, overlap: dict | None):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    spec = StageSpec.of(plan, engine.name, overlap)
     processes = _kiwi_processes(plan)  # 0 without the filter
     if processes:
         import multiprocessing
@@ -281,7 +281,8 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     the held-out ones to `held_out_sink`; counted, decided (exact dedup, the split) and, with near dedup, their
     signatures given to the ledger in the tally, in source order."""
     workers = plan.workers.dataset_num_proc
-    pool, stage = _start_pool(plan, engine, workers, overlap)
+    spec = StageSpec.of(plan, engine.name, overlap)
+    pool, stage = _start_pool(plan, spec, engine, workers)
     stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
 
     def consume(result: ChunkResult) -> None:
@@ -302,8 +303,8 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
         stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
         if len(lengths):
             sinks[result.source_index](ids, lengths, labels)
-        if result.line_keys is not None:  # only where kept_lines was given
-            kept_lines.add(result.line_keys[(decision.train | decision.validation) & result.line_stands_in])
+        if verdicts is not None:
+            remember_lines(verdicts, result, decision.train | decision.validation)
         if ledger is not None:
             survivors = decision.train | decision.validation
             ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
@@ -321,19 +322,26 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (_worker_init).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
-    # The raw lines of kept documents, for the builder's own stage (a worker process has no view of what was kept).
-    kept_lines = KeptLines() if stage is not None and stage.spec.skip_kept_lines else None
-    run = (lambda chunk: stage(chunk, seen, kept_lines)) if stage is not None else _run_in_worker
+    # What consumed chunks learnt of their raw lines: the lines of kept documents, whose repeats are dropped unparsed,
+    # and the quality verdicts. This process's stage looks a chunk's lines up when it runs, knowing every chunk
+    # consumed by then; in a thread pool (never with the filter) the only code is STANDS_IN, so a look-up racing an
+    # add can miss a key but not read another's code. Worker processes get them as each chunk is sent.
+    verdicts = LineVerdicts() if spec.keys_lines else None
+    assert stage is None or pool is None or spec.quality is None
+    if stage is not None:
+        run, known = (lambda chunk: stage(chunk, seen, known_lines(verdicts, chunk))), (lambda chunk: ())
+    else:
+        run, known = _run_in_worker, (lambda chunk: (known_lines(verdicts, chunk),))
     in_flight: deque = deque()
     try:
         for chunk in chunks:
             if pool:
-                in_flight.append(pool.submit(run, chunk))
-            else:  # one worker: the chunk runs here, its result waits in a finished Future like the others
+                in_flight.append(pool.submit(run, chunk, *known(chunk)))
+            else:  # one worker: the chunk runs here and is consumed at once, so the next one knows its lines
                 done = Future()
                 done.set_result(run(chunk))
                 in_flight.append(done)
-            while len(in_flight) > 2 * workers:
+            while len(in_flight) > (2 * workers if pool else 0):
                 consume(in_flight.popleft().result())
         while in_flight:
             consume(in_flight.popleft().result())

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from rankzero.config import PackingConfig
 from rankzero.data.input_files import compression_of, line_ranges, lines_before, text_bytes
+from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
@@ -48,7 +49,7 @@ from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format
 from rankzero.data.specs import Source
 from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
-from rankzero.data.stage import Stage, StageSpec
+from rankzero.data.stage import Stage, StageSpec, known_lines, remember_lines
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
 
@@ -224,11 +225,16 @@ class TaskRunner:
         # The task's chunks run in source order: a text an earlier one kept is a repeat (stage.py drops it unsigned),
         # and so is a text an earlier task staged.
         earlier = EarlierTexts(self.work, task.index) if job.stage.drop_repeats else None
+        # The quality verdicts of the task's lines so far: a line byte for byte like one is not judged again. (Its
+        # kept lines are not skipped unparsed: which copy is kept is the driver's decision.)
+        verdicts = LineVerdicts() if job.stage.quality is not None else None
         for chunk in chunks:
             try:
-                result = self.stage(chunk, earlier.seen if earlier is not None else None)
+                result = self.stage(chunk, earlier.seen if earlier is not None else None, known_lines(verdicts, chunk))
                 if earlier is not None:
                     earlier.keep(result.hashes)
+                if verdicts is not None:
+                    remember_lines(verdicts, result)
             except RankzeroError:
                 if task.start > 0:  # say where in the file, not where in the task's range
                     chunk.first_line += lines_before(task.path, task.start)

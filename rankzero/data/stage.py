@@ -3,11 +3,16 @@
     spec = StageSpec.of(plan, engine.name)                   # once per build: what every worker needs
     stage = Stage(spec, plan.tokenizer, engine, quality_filter)   # in the builder's process
     stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray worker
-    result = stage(chunk)                                    # a ChunkResult: ids, lengths, drops
+    result = stage(chunk, seen, known_lines(verdicts, chunk))   # a ChunkResult: ids, lengths, drops
 
 A worker builds its own tokenizer, engine and Kiwi from the spec (paths and names, never a pickled
 tokenizer): nothing with a thread pool crosses a fork (a forked Kiwi pool hangs, and so does
 fastokens' Rayon pool), and a Ray worker on another machine has nothing to inherit anyway.
+
+The engine may hand a JSONL chunk what earlier chunks learnt of its raw lines (`known_lines`, a
+dedup/exact.LineVerdicts looked up by xxh3-64 of each line's bytes): a line like a kept document's is dropped before
+it is parsed, and a line whose quality verdict is known takes it without being judged again (`remember_lines` puts
+back what the chunk's result says).
 
 With `--dedup exact` or a validation split every document that survives the filter carries a 64-bit hash
 of its text: the engine removes exact duplicates across chunks (dedup/exact.py, first one wins) and picks
@@ -57,10 +62,13 @@ class ChunkResult:
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)
     path: str = ""  # the chunk's file (or dataset)
     lines: np.ndarray | None = None  # each kept document's line (record number) in `path` (--dedup near)
-    # With `skip_kept_lines`: each kept document's raw line (xxh3-64 of its bytes), and whether a later line byte for
-    # byte the same may be dropped unparsed (dedup/exact.KeptLines): nothing in this document was counted on its way.
+    # Given the chunk's `known` lines, with `skip_kept_lines`: each kept document's raw line (xxh3-64 of its bytes),
+    # and whether a later line byte for byte the same may be dropped unparsed (dedup/exact.LineVerdicts): nothing in
+    # this document was counted on its way. With the quality filter: (line keys, verdict codes) of the documents it
+    # judged here, for the table.
     line_keys: np.ndarray | None = None
     line_stands_in: np.ndarray | None = None
+    judged_lines: tuple[np.ndarray, np.ndarray] | None = None
 
 
 # What sizes (or switches off) the tokenizers' Rust thread pools, each read once, when its pool starts:
@@ -95,6 +103,32 @@ def rust_threads(threads: int) -> Iterator[dict[str, str]]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+# What dedup/exact.LineVerdicts holds of a raw JSONL line (0: nothing): a kept document that stands in for its repeats
+# (each dropped unparsed as an exact duplicate, `skip_kept_lines`), or the quality filter's verdict on its text: kept,
+# or FIRST_RULE + the index in quality.REASONS of the rule that dropped it (the first copy's verdict is every copy's).
+STANDS_IN, KEPT, FIRST_RULE = 1, 2, 3
+
+
+def known_lines(verdicts, chunk) -> tuple[np.ndarray, np.ndarray] | None:
+    """A JSONL chunk's `known` for the stage: each raw line's key (xxh3-64 of its bytes) and what `verdicts`
+    (dedup/exact.LineVerdicts) holds of it. None without a table, or for other formats."""
+    if verdicts is None or chunk.fmt != "jsonl":
+        return None
+    keys = np.fromiter(map(xxhash.xxh3_64_intdigest, chunk.payload.split(b"\n")), dtype=np.uint64,
+                       count=chunk.payload.count(b"\n") + 1)
+    return keys, verdicts.look_up(keys)
+
+
+def remember_lines(verdicts, result: ChunkResult, kept: np.ndarray | None = None) -> None:
+    """Put in `verdicts` what the chunk's stage learnt of its lines, in source order: the quality verdicts it reached,
+    and, where `kept` (the engine's decision: each of the stage's documents trained on or held out), the documents
+    that stand in for their repeats."""
+    if result.judged_lines is not None:
+        verdicts.add(*result.judged_lines)
+    if kept is not None and result.line_keys is not None:
+        verdicts.add(result.line_keys[kept & result.line_stands_in], STANDS_IN)
 
 
 def text_hash(text: str) -> int:
@@ -139,10 +173,17 @@ class StageSpec:
         drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
         # A line byte for byte like a kept document's gives the same record, text and verdicts, so it can be dropped
         # before it is parsed, where nothing on its way would have been counted: not where its bytes may be replaced
-        # (--on_decode_error replace counts replaced lines) nor with the quality filter (it counts repairs).
-        skip_kept_lines = drop_repeats and plan.quality is None and plan.stage.on_decode_error == "error"
+        # (--on_decode_error replace counts replaced lines), nor for a document whose mojibake the filter repaired or
+        # in which the screen counted something (the stage leaves those out: `line_stands_in`).
+        skip_kept_lines = drop_repeats and plan.stage.on_decode_error == "error"
         return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
                    drop_repeats, skip_kept_lines, eval_overlap)
+
+    @property
+    def keys_lines(self) -> bool:
+        """Whether the engine keeps a dedup/exact.LineVerdicts and gives each chunk its `known` lines: to skip the
+        repeats of kept lines, or to judge each line once (the quality filter)."""
+        return self.skip_kept_lines or self.quality is not None
 
 
 class Stage:
@@ -173,18 +214,18 @@ class Stage:
             quality_filter = QualityFilter(spec.quality, threads=threads)
         return cls(spec, tokenizer, build_engine(spec.engine, tokenizer), quality_filter)
 
-    def __call__(self, chunk, seen=None, kept_lines=None) -> ChunkResult:
+    def __call__(self, chunk, seen=None, known=None) -> ChunkResult:
         """Process one chunk. `seen(hashes)`: which texts an earlier chunk (in source order) already had, for
-        `drop_repeats`; only the chunk's own repeats are dropped without it. `kept_lines` (dedup/exact.KeptLines):
-        the raw lines of documents earlier chunks kept, for `skip_kept_lines`."""
+        `drop_repeats`; only the chunk's own repeats are dropped without it. `known` (`known_lines`): each raw line's
+        key and what earlier chunks left of it: a line that stands in for its repeats is dropped unparsed, a line
+        whose quality verdict is known is not judged again."""
         spec = self.spec
         config = spec.config
         started = time.perf_counter()
-        line_keys = skip_lines = None
-        if spec.skip_kept_lines and kept_lines is not None and chunk.fmt == "jsonl":
-            line_keys = np.fromiter(map(xxhash.xxh3_64_intdigest, chunk.payload.split(b"\n")), dtype=np.uint64,
-                                    count=chunk.payload.count(b"\n") + 1)
-            skip_lines = kept_lines.seen(line_keys)
+        line_keys = line_codes = skip_lines = None
+        if known is not None:
+            line_keys, line_codes = known
+            skip_lines = line_codes == STANDS_IN
         parsed = chunk_documents(chunk, config.text_column, self.renderer, with_masks=config.with_labels,
                                  skip_bad_records=config.skip_bad_records, on_decode_error=config.on_decode_error,
                                  skip_lines=skip_lines)
@@ -196,8 +237,10 @@ class Stage:
         samples, numbers = [], parsed.numbers
         texts = ["".join(t for t, _ in segments) for segments in documents] if (
             self.quality_filter is not None or spec.hashes or spec.signatures or self.screen) else None
+        counted = None  # per document: something in it was counted on its way (a repair, the screen's findings)
+        judged_lines = None
         if self.quality_filter is not None:
-            verdicts, fixed = self.quality_filter.judge_and_repair(texts)
+            verdicts, fixed, judged_lines = self._judge(texts, parsed.numbers, chunk.first_line, line_keys, line_codes)
             dropped.update(reason for reason in verdicts if reason)
             samples = self.sample_taker.take(chunk, parsed.numbers, texts, verdicts)
             if samples and self.screen is not None and self.screen.masker is not None:
@@ -208,13 +251,13 @@ class Stage:
             dropped["mojibake_repaired (kept)"] = sum(f is not t for _, t, f in kept)
             documents = [d if f is t else self.quality_filter.repaired_segments(d, f) for d, t, f in kept]
             texts = [f for _, _, f in kept]
+            counted = np.array([f is not t for _, t, f in kept], dtype=bool)
         filtered = time.perf_counter()
         report = None
-        counted = None  # per document: the screen counted something in it
         if self.screen is not None:
             keep, documents, report = self.screen(documents, texts, self._count_tokens, chunk.source_index)
             dropped.update(report.pop("dropped"))
-            counted = report.pop("counted")
+            counted = report.pop("counted") | (False if counted is None else counted[keep])
             # Dedup and the split decide from the text as read: masking never changes which copy is kept.
             texts = [text for text, kept in zip(texts, keep.tolist()) if kept]
             numbers = [number for number, kept in zip(numbers, keep.tolist()) if kept]
@@ -252,14 +295,32 @@ class Stage:
                                                                             lines))
         done = time.perf_counter()
         stands_in = None
-        if line_keys is not None:  # no labels here (drop_repeats): no sample was dropped after the screen
+        if line_keys is not None and spec.skip_kept_lines:  # no labels (drop_repeats): none dropped after the screen
             line_keys = line_keys[np.asarray(numbers, dtype=np.int64) - chunk.first_line]
             stands_in = ~counted if counted is not None else np.ones(len(line_keys), dtype=bool)
+        else:
+            line_keys = None
         return ChunkResult(chunk.source_index, docs_in, chunk.nbytes, ids, lengths, labels, hashes, signatures,
                            shingles, truncated, +dropped, report, parsed.replaced_lines,
                            {"convert": converted - started, "quality": filtered - converted,
                             "screen": screened - filtered, "minhash": signed - screened, "tokenize": done - signed},
-                           samples, chunk.path, lines, line_keys, stands_in)
+                           samples, chunk.path, lines, line_keys, stands_in, judged_lines)
+
+    def _judge(self, texts: list[str], numbers: list[int], first_line: int, line_keys, line_codes):
+        """The quality filter's verdicts and repaired texts, each line's known verdict taken as it is; and the (line
+        keys, codes) of the documents judged here (None without `known`)."""
+        from rankzero.data.quality import REASONS, UNJUDGED
+
+        if line_keys is None:
+            return *self.quality_filter.judge_and_repair(texts), None
+        offsets = np.asarray(numbers, dtype=np.int64) - first_line
+        codes = line_codes[offsets].tolist()
+        meaning = [UNJUDGED, None, None, *REASONS]  # by code: nothing known, STANDS_IN and KEPT (kept), each rule
+        verdicts, fixed = self.quality_filter.judge_and_repair(texts, [meaning[code] for code in codes])
+        judged = np.array([code == 0 for code in codes], dtype=bool)
+        rule = {reason: FIRST_RULE + index for index, reason in enumerate(REASONS)}
+        new_codes = np.array([KEPT if verdict is None else rule[verdict] for verdict in verdicts], dtype=np.uint8)
+        return verdicts, fixed, (line_keys[offsets][judged], new_codes[judged])
 
     def _count_tokens(self, documents: list) -> list[int]:
         _, lengths, _ = self.encoder.encode(documents, self.spec.config.with_labels)

@@ -113,34 +113,37 @@ class ExactDuplicates:
         runs.append(SortedRun(hashes))
 
 
-class KeptLines:
-    """The raw lines (xxh3-64 of their bytes) of recently kept documents, so that a later line byte for byte the
-    same is dropped as an exact duplicate before it is parsed, screened and hashed: on a crawl's copies that work
-    was most of the prepare's cost above the tokenizer (bench/RESULTS.md). The stage decides which kept documents
-    may stand in for their repeats this way (`StageSpec.skip_kept_lines`): only where the repeat's own pass through
-    the stage would have counted nothing, so every count and output is as without it.
+class LineVerdicts:
+    """What is known of recently seen raw lines (xxh3-64 of their bytes): a small code per line, whose meaning the
+    stage gives (stage.py, `STANDS_IN` and the quality verdicts), 0 for a line not known. A line byte for byte like
+    one of them is then not judged again by the quality filter (its verdict is the first copy's), or, where a kept
+    document stands in for its repeats, dropped as an exact duplicate before it is parsed, screened and hashed. On a
+    crawl's copies that work was most of the prepare's cost (bench/RESULTS.md).
 
-    A direct-mapped table of `slots` keys and their filled flags (9 MiB by default), not a set: a key evicted by
-    another only costs a repeat its shortcut (it goes through the stage and is dropped there), so memory stays
-    bounded whatever the corpus. A line is taken for another only if their 64-bit hashes are equal, the same odds
-    `ExactDuplicates` takes. Hand-written: a fixed-size, lossy uint64 cache is a few numpy operations, and no
-    library keeps one."""
+    A direct-mapped table of `slots` keys and their codes (9 MiB by default), not a dict: a key evicted by another
+    only costs a repeat its shortcut (it goes through the stage as if new), so memory stays bounded whatever the
+    corpus. A line is taken for another only if their 64-bit hashes are equal, the same odds `ExactDuplicates`
+    takes. Written from one thread (the builder's, or a Ray task's) and read from others only while it holds a single
+    code: `add` writes a slot's key before its code, so a reader racing it could pair a key with the code of the key
+    it replaces. Hand-written: a fixed-size, lossy uint64 map is a few numpy operations, and no library keeps one."""
 
     def __init__(self, slots: int = 1 << 20):
         if slots & (slots - 1):
-            raise ValueError(f"KeptLines: slots must be a power of two, got {slots}")
-        self.table = np.zeros(slots, dtype=np.uint64)
-        self.filled = np.zeros(slots, dtype=bool)
+            raise ValueError(f"LineVerdicts: slots must be a power of two, got {slots}")
+        self.keys = np.zeros(slots, dtype=np.uint64)
+        self.codes = np.zeros(slots, dtype=np.uint8)  # 0: empty
         self.mask = np.uint64(slots - 1)
 
-    def seen(self, keys: np.ndarray) -> np.ndarray:
-        """True for each key that an added one still holds in the table. Safe beside an `add` in another thread
-        (numpy lets go of the GIL while it indexes): a slot only ever holds 0 or an added key, `add` writes the key
-        before its flag and this reads the flag first, so a race can only answer no, which costs a shortcut."""
+    def look_up(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's code while the table still holds it, else 0."""
         slots = keys & self.mask
-        return self.filled[slots] & (self.table[slots] == keys)
+        return np.where(self.keys[slots] == keys, self.codes[slots], np.uint8(0))
 
-    def add(self, keys: np.ndarray) -> None:
-        slots = keys & self.mask
-        self.table[slots] = keys
-        self.filled[slots] = True
+    def add(self, keys: np.ndarray, codes) -> None:
+        """Remember `codes` (one per key, or one for all; never 0) for `keys`; a key already here takes the new code."""
+        codes = np.broadcast_to(np.asarray(codes, dtype=np.uint8), keys.shape)
+        # One write per slot: numpy leaves unspecified which of several writes to one place wins, and a slot's key
+        # and code must come from the same line.
+        slots, first = np.unique(keys & self.mask, return_index=True)
+        self.keys[slots] = keys[first]
+        self.codes[slots] = codes[first]

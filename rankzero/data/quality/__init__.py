@@ -16,6 +16,6 @@ config.py holds every threshold; filter.py runs the families. docs/quality.md gi
 """
 
 from rankzero.data.quality.config import QualityConfig
-from rankzero.data.quality.filter import REASONS, QualityFilter
+from rankzero.data.quality.filter import REASONS, UNJUDGED, QualityFilter
 
-__all__ = ["REASONS", "QualityConfig", "QualityFilter"]
+__all__ = ["REASONS", "UNJUDGED", "QualityConfig", "QualityFilter"]

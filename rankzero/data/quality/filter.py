@@ -51,6 +51,7 @@ REASONS: tuple[str, ...] = (
 # Families every document meets, cheapest first: each has statistics(text, config) and reason(stats, config).
 _FAMILIES = (words, characters, repetition, solicitation)
 _NEEDS_KIWI = "needs Kiwi"  # a sentinel, never returned
+UNJUDGED = object()  # in judge_and_repair's `known`: no verdict yet
 
 
 def length_reason(text: str, config: QualityConfig) -> str | None:
@@ -106,9 +107,13 @@ class QualityFilter:
         # Kiwi does not pickle; a spawned worker rebuilds the filter from its config instead.
         return (QualityFilter, (self.config, self.threads))
 
-    def judge_and_repair(self, texts: list[str]) -> tuple[list[str | None], list[str]]:
+    def judge_and_repair(self, texts: list[str], known: list | None = None) -> tuple[list[str | None], list[str]]:
         """For each text: None (keep) or the name (from REASONS) of the first rule it failed; and the
         text to keep — the same object unless its mojibake was repaired.
+
+        A verdict is a function of the text alone, so a text is judged once: a copy of an earlier text in `texts`
+        takes its verdict and repair, and `known` (per text: a verdict the same text got before, or UNJUDGED) gives a
+        text its verdict outright; a kept one is still repaired.
 
         The cheap rules run first on each document. A Korean survivor whose surface is clear prose
         (korean.surface_keeps) is kept there; Kiwi reads a sample of every other one (korean.kiwi_sample). A sample decides only when it keeps the document with every statistic
@@ -118,13 +123,26 @@ class QualityFilter:
         config = self.config
         verdicts: list[str | None] = [None] * len(texts)
         kept_texts: list[str] = list(texts)
+        first: dict[str, int] = {}  # each text's first index
+        copies: list[tuple[int, int]] = []
 
         def korean_survivors():
             # A generator: Kiwi's pool pulls from it, so the cheap rules of the next documents run on
             # this thread while the pool analyses the previous ones.
             for index, text in enumerate(texts):
+                verdict = UNJUDGED if known is None else known[index]
+                if verdict is UNJUDGED:
+                    earlier = first.setdefault(text, index)
+                    if earlier != index:
+                        copies.append((index, earlier))
+                        continue
+                elif verdict is not None:
+                    verdicts[index] = verdict
+                    continue
                 text, reason = mojibake.repair(text, config.repair_mojibake)
                 kept_texts[index] = text
+                if verdict is None:
+                    continue
                 stripped = text.strip()
                 reason = reason or self._reason_before_kiwi(stripped)
                 if reason is not _NEEDS_KIWI:
@@ -139,6 +157,10 @@ class QualityFilter:
                 recheck.append((index, text))
         for index, _, stats in self._kiwi_statistics(recheck, config.kiwi_recheck_max_chars):
             verdicts[index] = korean.kiwi_reason(stats, config)
+        for index, earlier in copies:
+            verdicts[index] = verdicts[earlier]
+            if kept_texts[earlier] is not texts[earlier]:  # repaired; else the copy stays its own object (not repaired)
+                kept_texts[index] = kept_texts[earlier]
         return verdicts, kept_texts
 
     def _kiwi_statistics(self, items, max_chars: int):
