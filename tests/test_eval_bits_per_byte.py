@@ -175,3 +175,17 @@ def test_validation_rows_hold_one_source_each_and_lose_no_token(tmp_path, tokeni
     tail = manifest["validation"]["tail_tokens_dropped"]
     assert sum(tokens.values()) + tail == sum(held)
     assert all(0 <= held[source] - tokens[source] < 64 for source in (0, 1))  # each source's own tail left out
+
+
+def test_batches_without_sources_give_no_per_source_figure():
+    """A trainer whose eval rows lost document_sources (e.g. --remove_unused_columns dropped it) must not report the
+    whole set as its first source's."""
+    from rankzero.train.evaluation import EvalScores
+
+    scores = EvalScores(np.ones(8, dtype=np.int64), ["news", "dialogue"])
+    logits, labels = torch.randn(2, 5, 8), torch.randint(0, 8, (2, 5))
+    scores.add(scores.row_sums(logits, labels, torch.tensor([[0] * 5, [1] * 5])))
+    assert {"eval_news_bits_per_byte", "eval_dialogue_bits_per_byte"} <= set(scores.metrics("eval"))
+    scores.reset()
+    scores.add(scores.row_sums(logits, labels, None))
+    assert set(scores.metrics("eval")) == {"eval_bits_per_byte"}

@@ -91,6 +91,7 @@ class EvalScores:
 
     def reset(self) -> None:
         self.sums = torch.zeros(self.sources, self.CHANNELS, dtype=torch.float64)
+        self.unsourced = False  # a batch came without token_sources: no per-source figure can be right
 
     def row_sums(self, logits: torch.Tensor, labels: torch.Tensor, token_sources: torch.Tensor | None) -> torch.Tensor:
         """(rows, sources, CHANNELS) for one batch: a row apiece, so that accelerate's gather_for_metrics can drop
@@ -104,6 +105,7 @@ class EvalScores:
         text_bytes = self.token_bytes.to(labels.device)[targets] * scored
         text = text_bytes > 0
         channels = torch.stack([nats, scored.double(), nats * text, text_bytes.double()], dim=-1)
+        self.unsourced |= token_sources is None
         sources = (token_sources[:, 1:].to(labels.device).clamp(0, self.sources - 1) if token_sources is not None
                    and self.names else torch.zeros_like(labels))
         rows = torch.zeros(len(labels), self.sources, self.CHANNELS, dtype=torch.float64, device=labels.device)
@@ -118,7 +120,7 @@ class EvalScores:
             return round(float(sums[2] / math.log(2) / sums[3]), 6) if sums[3] > 0 else None
 
         metrics = {f"{prefix}_bits_per_byte": bits(self.sums.sum(dim=0))}
-        for name, sums in zip(self.names or (), self.sums):
+        for name, sums in zip(() if self.unsourced else self.names or (), self.sums):
             if sums[1] > 0:
                 metrics[f"{prefix}_{name}_loss"] = round(float(sums[0] / sums[1]), 6)
                 metrics[f"{prefix}_{name}_bits_per_byte"] = bits(sums)
