@@ -141,10 +141,14 @@ class RankzeroTrainer(Trainer):
         token_sources = inputs.pop("token_sources", None)
         if self.scores is None:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
-        loss, logits, labels = super().prediction_step(model, inputs, False, ignore_keys)
+        # Without labels the model computes no loss: the token losses below are computed once, and give it.
+        labels = inputs.pop("labels")
+        _, logits, _ = super().prediction_step(model, inputs, False, ignore_keys)
+        rows = self.scores.row_sums(logits, labels.to(logits.device), token_sources)
+        loss = (rows[..., 0].sum() / rows[..., 1].sum().clamp(min=1)).float()  # the model's: mean nats per label
         # Every rank, every batch: gather_for_metrics is a collective, and drops the rows repeated to even out the
         # last batch across ranks, as it does for the losses.
-        self.scores.add(self.accelerator.gather_for_metrics(self.scores.row_sums(logits, labels, token_sources)))
+        self.scores.add(self.accelerator.gather_for_metrics(rows))
         return (loss, None, None) if prediction_loss_only else (loss, logits, labels)
 
     def _raise_data_problem(self, inputs) -> None:
