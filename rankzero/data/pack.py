@@ -283,8 +283,8 @@ class SourcePacker:
         self._make = make_packer
         self._packers: dict[int, Packer | BinPacker] = {}
 
-    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None = None,
-            sources: np.ndarray | None = None) -> Blocks | None:
+    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None,
+            sources: np.ndarray) -> Blocks | None:
         """Feed documents and the source of each; return the rows completed, if any."""
         if len(lengths) == 0:
             return None

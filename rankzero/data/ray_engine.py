@@ -325,8 +325,8 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
         with np.load(task_file(work, task.index, f"{prefix}tail.npz")) as tail:
             if len(tail["ids"]):
                 labels = tail["labels"] if "labels" in tail else None
-                blocks = packer.add(tail["ids"], tail["lengths"], labels, *(
-                    [np.full(len(tail["lengths"]), task.source_index)] if validation else []))
+                sources = [np.full(len(tail["lengths"]), task.source_index)] if validation else []
+                blocks = packer.add(tail["ids"], tail["lengths"], labels, *sources)
                 if blocks is not None:
                     batches.append(blocks.to_record_batch())
     blocks = packer.flush()
