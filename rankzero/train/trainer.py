@@ -139,7 +139,7 @@ class RankzeroTrainer(Trainer):
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         token_sources = inputs.pop("token_sources", None)
-        if self.scores is None:
+        if self.scores is None or inputs.get("labels") is None:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
         # Without labels the model computes no loss: the token losses below are computed once, and give it.
         labels = inputs.pop("labels")
