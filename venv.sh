@@ -33,6 +33,16 @@ die() { say "error: $*"; exit 1; }
 # -qq: errors only. pip's warnings (an unreachable extra index in pip.conf, deprecations of other
 # packages' builds) are not the user's to act on, and would bury the demo's output.
 venv_pip() { "$VENV/bin/python" -m pip -qq --disable-pip-version-check --no-input "$@"; }
+# An install names what it fetches and installs as it goes (a first set-up takes minutes, and -qq kept
+# every one of them silent), and shows nothing else of pip's output but its errors. The names go to fd 3,
+# the script's stderr, also where a call hides pip's errors.
+exec 3>&2
+venv_pip_install() {
+  "$VENV/bin/python" -m pip --disable-pip-version-check --no-input install --progress-bar off "$@" \
+    2> >(grep -v -E '^(WARNING|DEPRECATION):' >&2) \
+    | { grep --line-buffered -E '^ *(Collecting|Downloading|Processing|Installing collected packages)' || true; } \
+    | sed -u 's/^ */venv.sh:   /' >&3
+}
 
 if [[ -n "${TORCH_BUILD:-}" ]]; then
   [[ "$TORCH_BUILD" == cpu || "$TORCH_BUILD" == cuda ]] || die "TORCH_BUILD=$TORCH_BUILD: use cpu or cuda"
@@ -75,8 +85,8 @@ if [[ "$(cat "$VENV/.rankzero-torch" 2>/dev/null)" != "$torch_key" ]]; then
   venv_pip uninstall --yes torch  # another build or version; a no-op in a new .venv
   # First the build pip finds by itself (a wheelhouse in PIP_FIND_LINKS or pip.conf, a mirror), so that
   # an index it cannot reach is never asked; then the index.
-  if ! { [[ "$spec" == *+cpu ]] && venv_pip install "$spec" 2>/dev/null; }; then
-    venv_pip install "$spec" ${index:+--extra-index-url "$index"} \
+  if ! { [[ "$spec" == *+cpu ]] && venv_pip_install "$spec" 2>/dev/null; }; then
+    venv_pip_install "$spec" ${index:+--extra-index-url "$index"} \
       || die "could not install $spec${index:+ from $index}: set TORCH_INDEX_URL to an index that has it, or TORCH_VERSION"
   fi
   got=$("$VENV/bin/python" -W ignore -c 'import torch; print(torch.__version__, "cuda" if torch.version.cuda else "cpu")')
@@ -92,7 +102,7 @@ if [[ "$(cat "$VENV/.rankzero-project" 2>/dev/null)" != "$project_key" ]]; then
   say "installing rankzero (editable) and its extras [$EXTRAS]"
   rm -f "$VENV/.rankzero-project"
   # Constrained to the torch above: a dependency asking for another would otherwise fetch PyPI's build.
-  venv_pip install --constraint <(echo "$spec") -e "$HERE[$EXTRAS]"
+  venv_pip_install --constraint <(echo "$spec") -e "$HERE[$EXTRAS]"
   echo "$project_key" >"$VENV/.rankzero-project"
   changed=1
 fi

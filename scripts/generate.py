@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 
-REPLACEMENT = "\ufffd"
-
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -39,22 +37,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def whole_characters(tokenizer, ids: list[int]) -> str:
-    """The generated ids as text, without the U+FFFD of byte sequences left unfinished: the last tokens are
-    dropped until the text ends on a whole character (a UTF-8 character is at most 4 bytes), and a stray
-    sequence in the middle is left out."""
-    for end in range(len(ids), max(len(ids) - 4, 0) - 1, -1):
-        text = tokenizer.decode(ids[:end], skip_special_tokens=True)
-        if not text.endswith(REPLACEMENT):
-            break
-    return text.replace(REPLACEMENT, "")
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rankzero.train.evaluation import whole_characters  # the evaluations' samples are shown the same way
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir).eval()

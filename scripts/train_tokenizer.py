@@ -8,8 +8,8 @@
 
 Sources are read as a stream (one pass, records→text as in train.py), capped by --max_documents or
 --max_bytes; a deterministic 1/--heldout_fraction of documents is never trained on and gives the
-chars-per-token figure printed at the end. Progress goes to stderr; the last stdout line is
-`saved: <output_dir>`. The choices behind the tokenizer are documented in rankzero/tokenizer_trainer.py.
+chars-per-token figure printed at the end (with --base_tokenizer, the base's on the same text beside it).
+Progress goes to stderr; the last stdout line is `saved: <output_dir>`. The choices behind the tokenizer are documented in rankzero/tokenizer_trainer.py.
 """
 
 from __future__ import annotations
@@ -95,11 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     heldout = documents.heldout
     if heldout:
         korean = [text for text in heldout if hangul_share(text) >= 0.4]
-        line = (f"held-out chars/token: {chars_per_token(tokenizer, heldout):.3f} "
-                f"({len(heldout):,} docs, {sum(map(len, heldout)):,} chars)")
-        if korean:
-            line += f"; Korean docs: {chars_per_token(tokenizer, korean):.3f} ({len(korean):,} docs)"
-        print(line, flush=True)
+
+        def figures(encoder) -> str:
+            line = (f"{chars_per_token(encoder, heldout):.3f} ({len(heldout):,} docs, "
+                    f"{sum(map(len, heldout)):,} chars)")
+            return line + (f"; Korean docs: {chars_per_token(encoder, korean):.3f} ({len(korean):,} docs)"
+                           if korean else "")
+
+        print(f"held-out chars/token: {figures(tokenizer)}", flush=True)
+        if args.base_tokenizer:  # what the extension gained, on the same text
+            from transformers import AutoTokenizer
+
+            print(f"  the base {args.base_tokenizer} on the same text: "
+                  f"{figures(AutoTokenizer.from_pretrained(args.base_tokenizer))}", flush=True)
     else:
         print(f"held-out chars/token: n/a (no document held out at --heldout_fraction {args.heldout_fraction} "
               f"of {documents.documents:,} docs)", flush=True)

@@ -70,12 +70,9 @@ def test_a_missing_report_to_backend_fails_before_the_prepare(tmp_path, tokenize
 
 
 def test_samples_never_show_a_character_cut_in_half(tokenizer_dir):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from generate import whole_characters
-    finally:
-        sys.path.pop(0)
     from transformers import AutoTokenizer
+
+    from rankzero.train.evaluation import whole_characters  # scripts/generate.py's and each evaluation's samples
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     text = "한국어 문장은 여러 바이트로 된 글자로 이루어진다. 🙂 끝"

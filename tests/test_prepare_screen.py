@@ -35,18 +35,36 @@ def test_mixing_that_subsamples_or_repeats_says_so_per_source(tmp_path, tokenize
     assert "  mixing " not in plain.stderr
 
 
+# The hub's offline switches, as offline clusters set them; "0" turns each off whatever the caller's environment says.
+OFFLINE = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
 def test_a_hub_name_without_network_fails_at_once_in_one_line(tmp_path, tokenizer_dir):
     from helpers import free_port
 
     # A hub that refuses connections stands for no network (the same on a machine that has one).
     endpoint = f"http://127.0.0.1:{free_port()}"
+    online = {"HF_ENDPOINT": endpoint, **dict.fromkeys(OFFLINE, "0")}
     result = prepare_cli("--dataset", "someorg/news_ko", "--tokenizer_path", tokenizer_dir,
-                         "--cache_dir", tmp_path / "cache", env={"HF_ENDPOINT": endpoint}, check=False)
+                         "--cache_dir", tmp_path / "cache", env=online, check=False)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"error: --dataset someorg/news_ko: names a hub dataset, and {endpoint} cannot be reached from here "
         f"(ConnectError: [Errno 111] Connection refused); give a local file or directory (no someorg/news_ko here), a "
         "dataset saved with save_to_disk, or set HF_HUB_OFFLINE=1 to read a copy cached earlier"], result.stderr
+
+
+def test_a_hub_name_offline_with_no_cached_copy_fails_at_once_in_one_line(tmp_path, tokenizer_dir, corpus):
+    cache = tmp_path / "hf"
+    result = prepare_cli("--eval_dataset", "someorg/news_ko", "--dataset", corpus, "--tokenizer_path", tokenizer_dir,
+                         "--cache_dir", tmp_path / "cache", env={"HF_HOME": str(cache), **dict.fromkeys(OFFLINE, "1")},
+                         check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "error: --eval_dataset someorg/news_ko: names a hub dataset, and the hub is off (HF_HUB_OFFLINE or "
+        f"HF_DATASETS_OFFLINE is set) with no copy of 'someorg/news_ko' cached in {cache / 'datasets'}; give a local "
+        "file or directory (no someorg/news_ko here), a dataset saved with save_to_disk, or fetch it once where the "
+        "hub can be reached (HF_HOME names the cache)"], result.stderr
 
 
 def test_a_hub_client_warning_is_printed_once():

@@ -309,19 +309,26 @@ def test_ray_holds_out_an_eval_dataset_and_packs_it_as_the_local_engine(tmp_path
     from rankzero.data.published import validation_dir
 
     texts = korean_documents(600, seed=13)
-    evaluation = write_jsonl(tmp_path / "eval.jsonl", [{"text": t} for t in texts[:100]])
+    evaluation = [write_jsonl(tmp_path / f"eval_{part}.jsonl", [{"text": t} for t in texts[start:start + 50]])
+                  for part, start in (("a", 0), ("b", 50))]
     corpus = write_jsonl(tmp_path / "ko.jsonl", [{"text": t} for t in texts[100:] + texts[:5]])
     local, ray_built, local_manifest, ray_manifest = _both_engines(
-        tmp_path, tokenizer_dir, corpus, eval_dataset=[evaluation], dedup="none", max_seq_length=64)
+        tmp_path, tokenizer_dir, corpus, eval_dataset=evaluation, dedup="none", max_seq_length=64)
     assert ray_manifest["dropped"] == local_manifest["dropped"] == {"in_eval_dataset": 5}
     import datasets
 
     for split in (lambda out: out, validation_dir):
         local_rows, ray_rows = (datasets.load_from_disk(str(split(out))) for out in (local, ray_built))
         assert len(local_rows) == len(ray_rows) and set(map(len, ray_rows["input_ids"])) == {64}
-        # The same tokens less each engine's final partial row (< one row).
-        assert sum((_tokens(local_rows) - _tokens(ray_rows)).values()) < 64
-        assert sum((_tokens(ray_rows) - _tokens(local_rows)).values()) < 64
+        # The same tokens less each engine's final partial row (< one row; in the validation split, one per source).
+        assert sum((_tokens(local_rows) - _tokens(ray_rows)).values()) < 64 * 2
+        assert sum((_tokens(ray_rows) - _tokens(local_rows)).values()) < 64 * 2
+    # Validation rows of one eval source each, the same share of each source's tokens in both engines.
+    for source in (0, 1):
+        shares = [sum(len(row["input_ids"]) for row in datasets.load_from_disk(str(validation_dir(out)))
+                      if set(row["document_sources"]) == {source}) for out in (local, ray_built)]
+        held = local_manifest["sources"][source]["validation_tokens"]
+        assert shares[0] == shares[1] and 0 <= held - shares[0] < 64
     assert ray_manifest["validation"]["documents"] == local_manifest["validation"]["documents"] == 100
 
 

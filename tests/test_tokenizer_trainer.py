@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -283,8 +284,15 @@ def test_cli_extends_a_base(corpus_jsonl, english_base, tmp_path):
 
     out = tmp_path / "extended"
     result = run_cli("--dataset", str(corpus_jsonl), "--vocab_size", "900", "--output_dir", str(out),
-                     "--base_tokenizer", str(english_base))
+                     "--base_tokenizer", str(english_base), "--heldout_fraction", "0.05")
     assert result.returncode == 0, result.stderr
+    # The base's chars/token on the same held-out text, beside the new one's: the extension's gain, on Korean.
+    new_line, base_line = result.stdout.splitlines()[:2]
+    figures = [re.search(r": ([\d.]+) \((\d+) docs.*Korean docs: ([\d.]+)", line).groups()
+               for line in (new_line, base_line)]
+    assert new_line.startswith("held-out chars/token: ")
+    assert base_line.startswith(f"  the base {english_base} on the same text: ")
+    assert figures[0][1] == figures[1][1] and float(figures[1][2]) < float(figures[0][2])
     base, new = AutoTokenizer.from_pretrained(str(english_base)), AutoTokenizer.from_pretrained(str(out))
     assert len(new) == 900
     assert all(new.convert_tokens_to_ids(token) == index for token, index in base.get_vocab().items())

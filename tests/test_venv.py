@@ -25,9 +25,15 @@ import json, os, shutil, sys
 from pathlib import Path
 
 site = Path(__file__).resolve().parents[1]
-args = [a for a in sys.argv[1:] if a not in ("-qq", "--disable-pip-version-check", "--no-input")]
+options = ("-qq", "--disable-pip-version-check", "--no-input", "--progress-bar", "off")
+args = [a for a in sys.argv[1:] if a not in options]
 with open(os.environ["FAKE_PIP_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
+if args and args[0] == "install" and "-qq" not in sys.argv:  # what pip says at its usual verbosity
+    print("Looking in indexes: https://pypi.org/simple")
+    print("Collecting " + " ".join(a for a in args[1:] if not a.startswith("-")))
+    print("  Downloading some_wheel-1.0-py3-none-any.whl (12 kB)")
+    print("WARNING: an unreachable extra index", file=sys.stderr)
 if args and args[0] == "uninstall":
     shutil.rmtree(site / "torch", ignore_errors=True)
     sys.exit(0)
@@ -91,6 +97,9 @@ def test_set_up_once_then_only_what_its_changed_inputs_need(checkout):
     (extras,) = re.findall(r"^EXTRAS=(\S+)", (REPO / "venv.sh").read_text(), re.MULTILINE)
     assert project_installs(calls) == [["install", "--constraint", calls[-1][2], "-e", f"{checkout}[{extras}]"]]
     assert result.stdout.strip() == str(venv)  # the command ran inside .venv
+    # What is being installed is named as pip goes, and nothing else of pip's output but its errors.
+    assert "venv.sh:   Collecting torch==2.13.0+cpu\nvenv.sh:   Downloading some_wheel-1.0-py3-none-any.whl" in result.stderr
+    assert "Looking in indexes" not in result.stderr and "WARNING" not in result.stderr
 
     result, calls = setup(checkout, *PREFIX)
     assert calls == [] and result.stderr == "" and result.stdout.strip() == str(venv)

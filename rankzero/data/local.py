@@ -22,9 +22,9 @@ C. *Shuffle*. Each bucket (~16 MB) is loaded, permuted and appended to the outpu
    so the dataset is a uniform seeded shuffle of the blocks while memory stays at one bucket,
    whatever the corpus size.
 
-The validation split is packed and shuffled the same way into `out_dir/validation/` (its own packer,
-buckets and seeded random stream, so a split leaves the training rows' randomness as it was), after
-the training rows. Weighted mixing applies to training documents only: each held-out document is
+The validation split is packed and shuffled the same way into `out_dir/validation/` (its own packers, one
+per source, buckets and seeded random stream, so a split leaves the training rows' randomness as it was),
+after the training rows. Weighted mixing applies to training documents only: each held-out document is
 taken once.
 """
 
@@ -47,7 +47,7 @@ from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.ledger import NearLedger
-from rankzero.data.pack import make_packer, select_documents
+from rankzero.data.pack import SourcePacker, make_packer, select_documents
 from rankzero.data.plan import Plan
 from rankzero.data.readers import iter_chunks
 from rankzero.data.report import SourceStats
@@ -109,10 +109,14 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", plan.with_labels))
                        for i in range(len(plan.sources))]
             sinks = [writer.write for writer in writers]
-        held_out = None
+        held_out, held_sources = None, []  # the held-out documents, and (source, documents) per batch of them
         if plan.has_validation:
             staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
+
+        def hold(source: int, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
+            held_sources.append((source, len(lengths)))
+            held_out.write(ids, lengths, labels)
         staging.mkdir(parents=True, exist_ok=True)
         overlap = write_evaluation(plan, staging / "evaluation.jsonl")
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
@@ -120,7 +124,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan, engine.engine, tally, sinks, held_out.write if held_out else None, seconds, overlap)
+            _encode_sources(plan, engine.engine, tally, sinks, hold if held_out else None, seconds, overlap)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -157,8 +161,9 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     data_files = name_data_files(out_dir, names)
     write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
     t_write = time.perf_counter()
-    validation = _write_validation(plan, staging / "validation.arrow", sum(s.validation_tokens for s in stats),
-                                   out_dir, ledger.validation_keep() if ledger else None) if held_out else None
+    validation = _write_validation(plan, staging / "validation.arrow", held_sources,
+                                   sum(s.validation_tokens for s in stats), out_dir,
+                                   ledger.validation_keep() if ledger else None) if held_out else None
     shutil.rmtree(staging, ignore_errors=True)
     t_validation = time.perf_counter()
 
@@ -177,25 +182,28 @@ def _kiwi_processes(plan: Plan) -> int:
     return processes if plan.quality is not None and processes > 1 else 0
 
 
-def _write_validation(plan: Plan, staged: Path, tokens: int, out_dir: Path, keep: np.ndarray | None) -> dict:
-    """The held-out documents (`tokens` in all, less the near-copies `keep` leaves out), packed as the training rows
-    are, shuffled into `out_dir/validation/`; returns the rows' sequences, shards and tail tokens left out."""
+def _write_validation(plan: Plan, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
+                      keep: np.ndarray | None) -> dict:
+    """The held-out documents (`tokens` in all, less the near-copies `keep` leaves out; `held_sources`: (source,
+    documents) per batch staged), packed as the training rows are but each source on its own, shuffled into
+    `out_dir/validation/`; returns the rows' sequences, shards and tail tokens left out."""
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
     rng = np.random.default_rng([plan.seed, 5])
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
-    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    packer = SourcePacker(lambda: make_packer(plan.packing, whole_samples=plan.with_labels))
+    sources = np.repeat(*np.array(held_sources, dtype=np.int64).reshape(-1, 2).T)
     with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
-        for ids, lengths, labels in _kept_documents(read_staged(staged), keep):
-            scatter.add(ids, lengths, labels)
+        for ids, lengths, labels, document_sources in _kept_documents(read_staged(staged), keep, sources):
+            scatter.add(ids, lengths, labels, document_sources)
         tail_tokens = scatter.finish()
     sequences = int(scatter.counts.sum())
     require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=True)
     target.mkdir()
-    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, plan.columns,
+    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, plan.validation_columns,
                                   plan.workers.dataset_writer_batch_size)
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(target, names)
-    write_dataset_metadata(target, plan.columns, data_files, f"{plan.fingerprint}-validation")
+    write_dataset_metadata(target, plan.validation_columns, data_files, f"{plan.fingerprint}-validation")
     return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}
 
 
@@ -278,8 +286,8 @@ def _start_pool(plan: Plan, spec: StageSpec, engine, workers: int):
 def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
                     seconds: Counter, overlap: dict | None) -> None:
     """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
-    the held-out ones to `held_out_sink`; counted, decided (exact dedup, the split) and, with near dedup, their
-    signatures given to the ledger in the tally, in source order."""
+    the held-out ones to `held_out_sink(source_index, ids, lengths, labels)`; counted, decided (exact dedup, the
+    split) and, with near dedup, their signatures given to the ledger in the tally, in source order."""
     workers = plan.workers.dataset_num_proc
     spec = StageSpec.of(plan, engine.name, overlap)
     pool, stage = _start_pool(plan, spec, engine, workers)
@@ -294,7 +302,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
         held_documents = held_tokens = 0
         if decision.validation.any():
             held = _select(result, decision.validation)
-            held_out_sink(*held)
+            held_out_sink(result.source_index, *held)
             held_documents, held_tokens = len(held[1]), len(held[0])
         truncated = result.truncated if result.truncated is not None else np.zeros(len(result.lengths), dtype=bool)
         kept, tokens = len(lengths) + held_documents, len(ids) + held_tokens
@@ -380,19 +388,21 @@ def _feed_staged(scatter: BlockScatter, staged: list[Path], stats: list[SourceSt
         source_keep = ledger.training_keep(index) if ledger is not None else None
         sink = _counting_sink(scatter, stat)
         for share in passes(stat.ratio):
-            for ids, lengths, labels in _kept_documents(read_staged(path), source_keep):
+            for ids, lengths, labels, _ in _kept_documents(read_staged(path), source_keep):
                 sink(*subsample(ids, lengths, labels, share, rng))
             pa.default_memory_pool().release_unused()
 
 
-def _kept_documents(batches, keep: np.ndarray | None):
-    """(ids, lengths, labels) batches of staged documents less those `keep` (a bool per document, over all the
-    batches in order: the ledger's training_keep or validation_keep) leaves out; everything when `keep` is None."""
+def _kept_documents(batches, keep: np.ndarray | None, sources: np.ndarray | None = None):
+    """(ids, lengths, labels, sources) batches of staged documents less those `keep` (a bool per document, over all
+    the batches in order: the ledger's training_keep or validation_keep) leaves out; everything when `keep` is None.
+    `sources`: a source per document, in the same order (None: None in every batch)."""
     offset = 0
     for ids, lengths, labels in batches:
-        if keep is not None:
-            mine = keep[offset:offset + len(lengths)]
-            offset += len(lengths)
-            if not mine.all():
-                ids, lengths, labels = select_documents(ids, lengths, labels, mine)
-        yield ids, lengths, labels
+        mine = slice(offset, offset + len(lengths))
+        offset += len(lengths)
+        batch_sources = sources[mine] if sources is not None else None
+        if keep is not None and not keep[mine].all():
+            ids, lengths, labels = select_documents(ids, lengths, labels, keep[mine])
+            batch_sources = batch_sources[keep[mine]] if sources is not None else None
+        yield ids, lengths, labels, batch_sources

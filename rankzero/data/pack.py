@@ -3,6 +3,7 @@
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)   # Packer, or BinPacker in SFT
     rows = packer.add(ids, lengths, labels)      # Blocks completed by these documents, or None
     rows = packer.flush()                        # end of stream: rows it still completes (bin packing)
+    rows = SourcePacker(lambda: make_packer(...)).add(ids, lengths, labels, sources)   # rows of one source each
     tail = packer.finish()                       # tokens left out
     ids, lengths, labels = packer.remainder()    # what is carried, not yet in a row (a Ray task's tail)
 
@@ -22,6 +23,10 @@ stream order (the window is a count of samples, so the rows do not depend on how
 rows are at most `max_seq_length` long and the collator pads each batch. A sample longer than a row was
 cut at its end before it gets here (`truncate_documents`, in the stage).
 
+The validation split is packed by `SourcePacker`: a packer per source, so that every row holds one source's
+text and its `document_sources` say which (training scores the held-out text per source, train/evaluation.py);
+each source's final partial block is left out on its own.
+
 Without packing each document becomes its own row, split into pieces of at most `max_seq_length`
 (never silently truncated; SFT samples are truncated first, so each is one row).
 """
@@ -29,6 +34,8 @@ Without packing each document becomes its own row, split into pieces of at most 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 
@@ -50,6 +57,7 @@ class Blocks:
     input_ids: pa.ListArray
     document_lengths: pa.ListArray
     labels: pa.ListArray | None = None
+    document_sources: pa.ListArray | None = None  # the source of each document piece (the validation split)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -58,7 +66,24 @@ class Blocks:
         columns = {"input_ids": self.input_ids, "document_lengths": self.document_lengths}
         if self.labels is not None:
             columns["labels"] = self.labels
+        if self.document_sources is not None:
+            columns["document_sources"] = self.document_sources
         return pa.RecordBatch.from_pydict(columns)
+
+    def from_source(self, source: int) -> Blocks:
+        """These rows with every document piece marked as `source`'s."""
+        offsets = numpy_view(self.document_lengths.offsets)
+        pieces = np.full(int(offsets[-1] - offsets[0]), source, dtype=np.int32)
+        return dataclasses.replace(self, document_sources=list_array(offsets - offsets[0], pieces))
+
+
+def concat_blocks(parts: list[Blocks]) -> Blocks | None:
+    """The rows of `parts` in order, as one Blocks (None for none)."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    return Blocks(*(None if getattr(parts[0], field.name) is None
+                    else pa.concat_arrays([getattr(part, field.name) for part in parts])
+                    for field in dataclasses.fields(Blocks)))
 
 
 def arrow_array(values: np.ndarray) -> pa.Array:
@@ -248,6 +273,41 @@ class BinPacker:
             document_lengths=list_array(sample_offsets, samples.astype(np.int32)),
             labels=list_array(row_offsets, labels[gather]) if labels is not None else None,
         )
+
+
+class SourcePacker:
+    """Rows of one source each, their `document_sources` saying which: the validation split, scored per source.
+    A packer of its own per source (`make_packer()` makes one), so each source's tail is left out on its own."""
+
+    def __init__(self, make_packer: Callable[[], Packer | BinPacker]):
+        self._make = make_packer
+        self._packers: dict[int, Packer | BinPacker] = {}
+
+    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None,
+            sources: np.ndarray) -> Blocks | None:
+        """Feed documents and the source of each; return the rows completed, if any."""
+        if len(lengths) == 0:
+            return None
+        starts = np.flatnonzero(np.diff(sources)) + 1  # runs of documents of one source
+        firsts, lasts = np.concatenate([[0], starts]), np.concatenate([starts, [len(lengths)]])
+        ends = np.concatenate([[0], np.cumsum(lengths)])
+        parts = []
+        for first, last in zip(firsts.tolist(), lasts.tolist()):
+            source = int(sources[first])
+            packer = self._packers.setdefault(source, self._make())
+            tokens = slice(int(ends[first]), int(ends[last]))
+            blocks = packer.add(ids[tokens], lengths[first:last], labels[tokens] if labels is not None else None)
+            if blocks is not None:
+                parts.append(blocks.from_source(source))
+        return concat_blocks(parts)
+
+    def flush(self) -> Blocks | None:
+        parts = [(source, packer.flush()) for source, packer in sorted(self._packers.items())]
+        return concat_blocks([blocks.from_source(source) for source, blocks in parts if blocks is not None])
+
+    def finish(self) -> int:
+        """The tokens left out: every source's final partial block."""
+        return sum(packer.finish() for packer in self._packers.values())
 
 
 def best_fit_decreasing(sizes: list[int], capacity: int) -> list[list[int]]:

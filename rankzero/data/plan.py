@@ -32,8 +32,8 @@ from rankzero.errors import RankzeroError
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
 # of whole samples, the validation split; 5: input_ids stored as uint16 when the vocabulary fits; 6: --dedup near,
 # the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained; 8: --pii
-# mask, the default).
-FORMAT_VERSION = 8
+# mask, the default; 9: validation rows of one source each, with document_sources).
+FORMAT_VERSION = 9
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,12 @@ class Plan:
         and nanoGPT's habit: half the disk and page cache of int32); labels keep int32 for their -100."""
         columns = {"input_ids": token_dtype(self.tokenizer.max_token_id), "document_lengths": "int32"}
         return columns | ({"labels": "int32"} if self.with_labels else {})
+
+    @property
+    def validation_columns(self) -> dict[str, str]:
+        """The validation split's: the same, and each document piece's source (its index in the manifest's
+        `sources`), by which training reports the eval loss per source."""
+        return self.columns | {"document_sources": "int32"}
 
     def choose_engine(self) -> EngineChoice:
         sample = corpus_sample(self)

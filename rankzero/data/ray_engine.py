@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
-from rankzero.data.pack import arrow_array, make_packer
+from rankzero.data.pack import SourcePacker, arrow_array, make_packer
 from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.ray_work import task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import Progress, SourceStats
@@ -317,11 +317,16 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
             names.append(name)
             sequences += meta[rows]
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    if validation:  # each source's tails packed on their own: a validation row holds one source
+        packer = SourcePacker(lambda: make_packer(plan.packing, whole_samples=plan.with_labels))
+    columns = plan.validation_columns if validation else plan.columns
     batches = []
     for task in tasks:
         with np.load(task_file(work, task.index, f"{prefix}tail.npz")) as tail:
             if len(tail["ids"]):
-                blocks = packer.add(tail["ids"], tail["lengths"], tail["labels"] if "labels" in tail else None)
+                labels = tail["labels"] if "labels" in tail else None
+                sources = [np.full(len(tail["lengths"]), task.source_index)] if validation else []
+                blocks = packer.add(tail["ids"], tail["lengths"], labels, *sources)
                 if blocks is not None:
                     batches.append(blocks.to_record_batch())
     blocks = packer.flush()
@@ -329,7 +334,7 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
         batches.append(blocks.to_record_batch())
     tail_tokens = packer.finish()
     if batches:
-        schema = output_schema(plan.columns)
+        schema = output_schema(columns)
         table = pa.Table.from_batches(batches)
         rng = np.random.default_rng([plan.seed, 6 if validation else 4])
         table = conform(table.take(arrow_array(rng.permutation(len(table)))), schema)
@@ -340,6 +345,6 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
     require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)
     order = np.random.default_rng([plan.seed, 7 if validation else 3]).permutation(len(names))
     data_files = name_data_files(out_dir, [names[i] for i in order])
-    write_dataset_metadata(out_dir, plan.columns, data_files, f"{plan.fingerprint}-validation" if validation
+    write_dataset_metadata(out_dir, columns, data_files, f"{plan.fingerprint}-validation" if validation
                            else plan.fingerprint)
     return len(data_files), sequences, tail_tokens

@@ -18,7 +18,8 @@ ray_engine.py):
     pack     staged documents − duplicates, × the mixing ratio → pack → shard + tail
 
 With a validation split every task packs its held-out documents too, into a `validation-shard.arrow` and
-a `validation-tail.npz` of their own (taken once: mixing is for training documents). In one pass the
+a `validation-tail.npz` of their own (taken once: mixing is for training documents; a task reads one source, and
+its validation rows carry that source in `document_sources`). In one pass the
 task picks them by the hash rule itself (split.py: it depends on the text alone); in two passes the
 driver decides, in task order, with the `--eval_dataset` sources first, and writes `split.npz`.
 
@@ -105,6 +106,7 @@ class Job:
     writer_batch_size: int
     seed: int
     columns: dict  # output column → Arrow value type (Plan.columns)
+    validation_columns: dict  # the validation split's (Plan.validation_columns)
     validation: bool  # a validation split is made
     held_out_below: int | None  # "single": the hash threshold of --validation_split_percentage
     max_document_bytes: int  # --max_document_mb
@@ -115,7 +117,7 @@ class Job:
         return cls(stage=stage, threads=threads, work=str(work), phase=phase,
                    batch_size=plan.workers.dataset_batch_size, txt_sample_by=plan.source_config.txt_sample_by,
                    packing=plan.packing, writer_batch_size=plan.workers.dataset_writer_batch_size, seed=plan.seed,
-                   columns=plan.columns, validation=plan.has_validation,
+                   columns=plan.columns, validation_columns=plan.validation_columns, validation=plan.has_validation,
                    held_out_below=threshold(plan.source_config.validation_split_percentage),
                    max_document_bytes=plan.max_document_bytes)
 
@@ -331,8 +333,8 @@ class TaskRunner:
             documents_out += len(lengths)
             blocks = packer.add(ids, lengths, labels)
             if blocks is not None:
-                batches.append(blocks.to_record_batch())
-        schema = output_schema(self.job.columns)
+                batches.append((blocks.from_source(task.source_index) if prefix else blocks).to_record_batch())
+        schema = output_schema(self.job.validation_columns if prefix else self.job.columns)
         rows = sum(len(b) for b in batches)
         if rows:
             table = pa.Table.from_batches(batches)

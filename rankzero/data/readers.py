@@ -275,12 +275,19 @@ def check_hub_sources(sources: list[Source]) -> None:
 def _iter_hub_records(source: Source) -> Iterator[dict]:
     import datasets
 
+    flag = "--eval_dataset" if source.evaluation else "--dataset"
     try:
         stream = datasets.load_dataset(
             source.location, source.hub_config, split="train", streaming=True, revision=source.hub_revision
         )
     except Exception as error:  # the hub client raises many types; name the source in one message
-        raise RankzeroError(f"--dataset {source.spec}: could not open hub dataset '{source.location}': {error}") from error
+        if datasets.config.HF_HUB_OFFLINE:  # offline clusters set it: the cache is all there is
+            raise RankzeroError(
+                f"{flag} {source.spec}: names a hub dataset, and the hub is off (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE "
+                f"is set) with no copy of '{source.location}' cached in {datasets.config.HF_DATASETS_CACHE}; give a "
+                f"local file or directory (no {source.location} here), a dataset saved with save_to_disk, or fetch it "
+                "once where the hub can be reached (HF_HOME names the cache)") from None
+        raise RankzeroError(f"{flag} {source.spec}: could not open hub dataset '{source.location}': {error}") from error
     yield from stream
 
 

@@ -109,8 +109,10 @@ class BlockScatter:
         self.writers: list = [None] * buckets
         self.counts = np.zeros(buckets, dtype=np.int64)
 
-    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
-        blocks = self.packer.add(ids, lengths, labels)
+    def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, sources=None) -> None:
+        """Pack documents; `sources` (a source per document) only for a pack.SourcePacker."""
+        blocks = self.packer.add(ids, lengths, labels) if sources is None else self.packer.add(ids, lengths, labels,
+                                                                                               sources)
         if blocks is not None:
             self._scatter(blocks)
 

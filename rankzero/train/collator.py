@@ -18,6 +18,9 @@
 - Unpacked rows are padded to the batch's longest row, rounded up to `pad_to_multiple_of`; padding
   gets attention mask 0 and label -100.
 - SFT rows carry `labels` (prompt tokens already -100); pretraining learns every token.
+- Validation rows carry `document_sources` (each document piece's source): the batch gets `token_sources`,
+  the source of each token laid out like `labels` (padding: 0, never scored), which the trainer pops to score
+  the evaluation per source (evaluation.py).
 - Each batch reports `num_tokens` (real tokens, no padding) as a plain int for the throughput
   meter; the trainer pops it before the forward pass.
 - With `vocab_size`, an id outside the tokenizer's range (a byte of a published shard changed on disk)
@@ -67,9 +70,23 @@ class BlockCollator:
         else:
             batch = self._padded(ids, labels)
         batch["num_tokens"] = num_tokens
+        if "document_sources" in rows[0]:
+            batch["token_sources"] = self._token_sources(rows, ids, batch["labels"].shape)
         if problem:
             batch["data_problem"] = problem
         return batch
+
+    @staticmethod
+    def _token_sources(rows, ids, shape) -> torch.Tensor:
+        spread = [np.repeat(np.asarray(row["document_sources"], dtype=np.int64),
+                            np.asarray(row.get("document_lengths", [len(row_ids)]), dtype=np.int64))
+                  for row, row_ids in zip(rows, ids)]
+        if shape[0] != len(rows):  # flattened: every row one after the other
+            return torch.from_numpy(np.concatenate(spread)).reshape(shape)
+        sources = np.zeros(shape, dtype=np.int64)
+        for i, row_sources in enumerate(spread):
+            sources[i, :len(row_sources)] = row_sources
+        return torch.from_numpy(sources)
 
     def _id_problem(self, ids: list[np.ndarray]) -> str | None:
         if self.vocab_size is None or not any(len(x) for x in ids):

@@ -129,7 +129,8 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
     trained = next((entry for entry in reversed(history) if "loss" in entry), None)
     losses = [f"last train loss {trained['loss']:.4f} (step {trained.get('step')})"] if trained else []
     if last("eval_loss") is not None:
-        losses.append(f"eval loss {last('eval_loss'):.4f} (perplexity {last('eval_perplexity'):,.2f})")
+        bits = f", {last('eval_bits_per_byte'):.4f} bits/byte" if last("eval_bits_per_byte") is not None else ""
+        losses.append(f"eval loss {last('eval_loss'):.4f} (perplexity {last('eval_perplexity'):,.2f}{bits})")
     if losses:
         lines.append("  " + ", ".join(losses))
     if saved:

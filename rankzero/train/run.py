@@ -8,7 +8,8 @@ rank holds the prepared data. The output dir ends up with the model, tokenizer a
 (`AutoModelForCausalLM` / `AutoTokenizer` load it), `trainer_state.json`, `run_config.json` (the
 resolved configuration and the run's id), `recipe.yaml` (the effective run, rankzero/recipe.py: replayed by
 pretrain_cont.sh)
-and `data_manifest.json` (the prepared data's manifest).
+and `data_manifest.json` (the prepared data's manifest), with the prepare's `*_samples.jsonl` (what its quality
+filter, dedup and PII masking did) and, with held-out data, `eval_samples.jsonl` (evaluation.py).
 
 A run whose gradients stop being finite (divergence.py) stops, saves no model and ends with an error
 naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
@@ -48,6 +49,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
+    from rankzero.train.evaluation import evaluation_parts
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.throughput import ThroughputCallback, full_numel
@@ -94,13 +96,16 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     first_new_row = stage_start(args.model, tokenizer, extension)
     parameters = sum(full_numel(p) for p in model.parameters())
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
-                                           parameters=parameters, has_eval=eval_dataset is not None)
+                                           parameters=parameters, has_eval=eval_dataset is not None,
+                                           resuming=resume is not None)
     training, sharding = fsdp_defaults(training, model)
     training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
                                                                                               runtime))
     # ours (checks.py: data_defaults) with the Trainer's, printed together
     defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
-    notes += more_notes
+    scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,
+                                                   sharded=bool(training.fsdp) or zero3(training))
+    notes += more_notes + eval_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     if args.model.train_new_embeddings_steps and first_new_row is None:
@@ -131,6 +136,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         preemption=preemption,
         data_record=data,
         guard=guard,
+        scores=scores,
+        sampler=sampler,
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
@@ -144,6 +151,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
             setup["vocabulary"] = extension.describe(f"--pretrained_model {args.model.pretrained_model}")
         config = resolved_config(args, training, runtime, defaults, notes, prepared_dir, model, setup, run_id)
         write_run_files(output_dir, config, args, training)
+        copy_data_samples(prepared_dir, output_dir)
         print_config(config, defaults)
     try:
         # Installed before train() forks the DataLoader workers, so they inherit it (preemption.py says why).
@@ -217,6 +225,13 @@ def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
         print(f"model saved: {output_dir}", flush=True)
 
 
+def copy_data_samples(prepared_dir: Path, output_dir: Path) -> None:
+    """What the prepare shows of its decisions (quality_samples.jsonl, dedup_samples.jsonl, pii_samples.jsonl: the
+    documents each rule dropped or masked) beside the run, whose cache dir may be shared, cleaned or elsewhere."""
+    for path in sorted(prepared_dir.glob("*_samples.jsonl")):
+        shutil.copyfile(path, output_dir / path.name)
+
+
 def resume_hint(preemption, trainer, output_dir: Path) -> str:
     """The line a preempted run prints. Under torchrun (pretrain.sh, pretrain_cont.sh — which makes a new dir
     unless RESUME=1 — or the user's own) the launcher's resume; ranks a scheduler started themselves are
@@ -264,7 +279,8 @@ def load_validation(prepared_dir: Path, mode: str):
     if len(dataset) == 0:
         raise ValueError(f"{directory}: the validation split holds no full row: raise --validation_split_percentage, "
                          "or give a larger --eval_dataset")
-    columns = ["input_ids"] + [c for c in ("document_lengths", "labels") if c in dataset.column_names]
+    columns = ["input_ids"] + [c for c in ("document_lengths", "labels", "document_sources")
+                               if c in dataset.column_names]
     return dataset.with_format("numpy", columns=columns)
 
 

@@ -192,6 +192,13 @@ class ThroughputCallback(TrainerCallback):
             parts = [f"eval step {state.global_step}/{state.max_steps}", f"eval_loss {logs['eval_loss']:.4f}"]
             if "eval_perplexity" in logs:
                 parts.append(f"perplexity {logs['eval_perplexity']:,.2f}")
+            if "eval_bits_per_byte" in logs:
+                parts.append(f"bits/byte {logs['eval_bits_per_byte']:.4f}")
+            sources = [key[len("eval_"):-len("_bits_per_byte")] for key in logs
+                       if key.endswith("_bits_per_byte") and key != "eval_bits_per_byte"]
+            if sources:
+                parts.append("per source bits/byte " + ", ".join(
+                    f"{name} {logs[f'eval_{name}_bits_per_byte']:.4f}" for name in sources))
             tqdm.write(" | ".join(parts), file=sys.stdout)
             sys.stdout.flush()
             return

@@ -8,6 +8,10 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   its `data_problem` (an id no tokenizer made: a published shard changed on disk) as one error line;
 - `_get_grad_norm` hands each step's gradient norm to the divergence guard (divergence.py), and
   `_maybe_log_save_evaluate` zeroes the loss sum after a log (the Trainer's own reset keeps a NaN);
+- `prediction_step` and `evaluation_loop` score each evaluation batch by source and in bits per UTF-8 byte
+  (evaluation.py: one pass, the sums gathered as the Trainer gathers its losses), and `evaluate` keeps every
+  random stream as it was (an evaluation, the one before the first step included, changes no training step) and
+  writes the fixed prompt's sample;
 - `log` merges the meter's metrics into each training log, and `eval_perplexity` into each evaluation log,
   *before* the Trainer stores it, so they land in `trainer_state.json`'s log_history and every
   `--report_to` integration (a callback's `on_log` runs after the history is written and cannot add to it);
@@ -45,6 +49,7 @@ from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         write_data_record)
 from rankzero.train.divergence import DivergenceGuard
+from rankzero.train.evaluation import EvalScores, FixedPromptSample, kept_rng_state
 from rankzero.train.preemption import PreemptionCallback
 from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
@@ -66,8 +71,10 @@ class QuietProgressCallback(ProgressCallback):
 
 class RankzeroTrainer(Trainer):
     def __init__(self, *args, meter: ThroughputCallback, preemption: PreemptionCallback | None = None,
-                 data_record: dict | None = None, guard: DivergenceGuard | None = None, **kwargs):
+                 data_record: dict | None = None, guard: DivergenceGuard | None = None,
+                 scores: EvalScores | None = None, sampler: FixedPromptSample | None = None, **kwargs):
         self._staging = False
+        self.scores, self.sampler = scores, sampler
         self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
         super().__init__(*args, **kwargs)
         self.meter = meter
@@ -113,6 +120,36 @@ class RankzeroTrainer(Trainer):
         inputs.pop("num_tokens", None)  # evaluation batches: the model takes no such argument
         self._raise_data_problem(inputs)
         return inputs
+
+    def evaluate(self, *args, **kwargs):
+        with kept_rng_state():
+            metrics = super().evaluate(*args, **kwargs)
+            if self.sampler is not None and self.is_world_process_zero():
+                with self.autocast_smart_context_manager():
+                    self.sampler.write(self.accelerator.unwrap_model(self.model), self.state.global_step)
+        return metrics
+
+    def evaluation_loop(self, *args, **kwargs):
+        if self.scores is not None:
+            self.scores.reset()
+        output = super().evaluation_loop(*args, **kwargs)
+        if self.scores is not None:
+            output.metrics.update(self.scores.metrics(kwargs.get("metric_key_prefix", "eval")))
+        return output
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        token_sources = inputs.pop("token_sources", None)
+        if self.scores is None or inputs.get("labels") is None:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+        # Without labels the model computes no loss: the token losses below are computed once, and give it.
+        labels = inputs.pop("labels")
+        _, logits, _ = super().prediction_step(model, inputs, False, ignore_keys)
+        rows = self.scores.row_sums(logits, labels.to(logits.device), token_sources)
+        loss = (rows[..., 0].sum() / rows[..., 1].sum().clamp(min=1)).float()  # the model's: mean nats per label
+        # Every rank, every batch: gather_for_metrics is a collective, and drops the rows repeated to even out the
+        # last batch across ranks, as it does for the losses.
+        self.scores.add(self.accelerator.gather_for_metrics(rows))
+        return (loss, None, None) if prediction_loss_only else (loss, logits, labels)
 
     def _raise_data_problem(self, inputs) -> None:
         """The collator's report of a batch no tokenizer could have made (collator.py), raised on this process."""

@@ -252,7 +252,7 @@ def learning_rate_for(parameters: int) -> float:
 
 
 def learning_defaults(training: TrainingArguments, given: frozenset[str], *, from_scratch: bool, parameters: int,
-                      has_eval: bool) -> tuple[TrainingArguments, dict[str, str]]:
+                      has_eval: bool, resuming: bool = False) -> tuple[TrainingArguments, dict[str, str]]:
     """What a run needs to learn and to be watched, for flags the user (or a recipe) did not set:
 
     - from scratch, a pretraining schedule instead of Hugging Face's fine-tuning defaults (lr 5e-5, no
@@ -262,7 +262,9 @@ def learning_defaults(training: TrainingArguments, given: frozenset[str], *, fro
     - continuing a checkpoint, a continued-pretraining schedule: the same warm-up, betas and weight decay,
       a fifth of that rate as the peak and cosine decay to a tenth of it (CONTINUED_RATE_SHARE says why);
     - with held-out data, evaluation every --eval_steps (HF: --logging_steps) on the loss only (the
-      Trainer would otherwise gather every logit: batch × length × vocabulary floats per step);
+      Trainer would otherwise gather every logit: batch × length × vocabulary floats per step), and, continuing
+      a model (not resuming a run), one before the first step: the model's own figures, which every later
+      evaluation is read against (a new tokenizer moves the loss per token; bits per byte compare);
     - on a log file rather than a terminal, no progress bar (its carriage-return redraws interleave with
       the step lines); on a terminal the bar stays below them.
     Returns (new args, {flag: "value (why)"})."""
@@ -300,6 +302,8 @@ def learning_defaults(training: TrainingArguments, given: frozenset[str], *, fro
         if strategy == "no":
             default("eval_strategy", "steps", "held-out data given: evaluate every --eval_steps and at the end")
         default("prediction_loss_only", True, "evaluation needs the loss only, not every logit")
+        if not from_scratch and not resuming:
+            default("eval_on_start", True, "continuing a model: its evaluation at step 0, the baseline")
     if training.disable_tqdm is None or "disable_tqdm" not in given:
         default("disable_tqdm", not sys.stdout.isatty(), "a progress bar only on a terminal; one line per "
                                                          "logging step either way")
