@@ -5,12 +5,13 @@
     alive = running_here(beat)                        # a waiter: True, False, or None (cannot tell from here)
 
 The heartbeat file (FP.heartbeat.JOB) is rewritten about once a second, with a counter and the builder's
-latest progress, by a small child process: `python -m rankzero.data.heartbeat PATH`. Not by a thread: a
+latest progress, by a small child process of the builder. Not by a thread: a
 thread writes only when it gets the GIL, and a C call that keeps the GIL (Kiwi's first analysis held a
 Python thread for 4.0 s at load 4.5) stalled it long enough for waiters to declare a live builder dead.
 The child has an interpreter of its own. It takes the progress from the builder through a pipe (dropped,
 never waited for, when the pipe is full), stops when told to, when the pipe closes, and when its parent is
 no longer the builder (a builder killed with SIGKILL: its forked workers may still hold the pipe open).
+`python -m rankzero.data.heartbeat PATH BUILDER_PID` is that child; nothing else runs it.
 
 The file also names the builder's process: machine (boot id), pid namespace, pid and start time. A waiter on
 the same machine and in the same pid namespace asks the kernel whether that process still runs
@@ -82,7 +83,7 @@ class Heartbeat:
         _write(self.path, self.state)  # the first beat before this returns: a waiter may look at once
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-        self._child = subprocess.Popen([sys.executable, "-m", "rankzero.data.heartbeat", str(self.path)],
+        self._child = subprocess.Popen([sys.executable, "-m", "rankzero.data.heartbeat", str(self.path), str(os.getpid())],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         os.set_blocking(self._child.stdin.fileno(), False)
         self._send(self.state)
@@ -126,10 +127,9 @@ def _write(path: Path, state: dict) -> None:
         pass
 
 
-def _beat_while_the_builder_lives(path: Path) -> None:
+def _beat_while_the_builder_lives(path: Path, builder: int) -> None:
     """The child: beat every HEARTBEAT_EVERY_S with the latest state the builder sent, until it says stop, its
-    pipe closes, or this process is re-parented (the builder died)."""
-    builder = os.getppid()
+    pipe closes, or this process is re-parented (the builder died, maybe before this process got here)."""
     # A stop signal sent to the whole process group (Ctrl-C, a scheduler) is the builder's to handle: it cleans
     # up and then stops this child, whose beats meanwhile say it is still alive.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
@@ -158,4 +158,4 @@ def _beat_while_the_builder_lives(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    _beat_while_the_builder_lives(Path(sys.argv[1]))
+    _beat_while_the_builder_lives(Path(sys.argv[1]), int(sys.argv[2]))
