@@ -1,13 +1,13 @@
 """The builder's heartbeat, and what a waiting rank may conclude from it.
 
-    with Heartbeat(path, runtime) as heartbeat:      # the builder, for the whole build
-        heartbeat.progress(snapshot)                  # the latest progress, for the waiters to print
-    alive = running_here(beat)                        # a waiter: True, False, or None (cannot tell from here)
+    with Heartbeat(path, runtime, run_id) as heartbeat:   # the builder, for the whole build
+        heartbeat.progress(snapshot)                       # the latest progress, for the waiters to print
+    alive = running_here(beat)                             # a waiter: True, False, or None (cannot tell here)
 
 The heartbeat file (FP.heartbeat.JOB) is rewritten about once a second, with a counter and the builder's
-latest progress, by a small child process of the builder. Not by a thread: a
-thread writes only when it gets the GIL, and a C call that keeps the GIL (Kiwi's first analysis held a
-Python thread for 4.0 s at load 4.5) stalled it long enough for waiters to declare a live builder dead.
+latest progress, by a small child process of the builder. Not by a thread: a thread writes only when it
+gets the GIL, and a C call that keeps the GIL (Kiwi's first analysis held a Python thread for 4.0 s at load
+4.5) stalled it long enough for waiters to declare a live builder dead.
 The child has an interpreter of its own. It takes the progress from the builder through a pipe (dropped,
 never waited for, when the pipe is full), stops when told to, when the pipe closes, and when its parent is
 no longer the builder (a builder killed with SIGKILL: its forked workers may still hold the pipe open).
@@ -90,6 +90,7 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc) -> None:
+        os.set_blocking(self._child.stdin.fileno(), True)  # the stop is never dropped: the child reads it at once
         self._send(STOP)
         try:
             self._child.stdin.close()
