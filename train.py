@@ -52,8 +52,11 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, args.seed)
             prepared = prepare_or_wait(plan, args.cache, runtime)
-        print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
-        print(f"prepared: {prepared}", flush=True)
+        # --tokenize_only: every rank says where the data is (a scheduler's script may read any rank's stdout);
+        # a training launch says it once, as it prints the rest of its set-up.
+        if args.tokenize_only or runtime.is_main:
+            print(f"[prepare] data ready in {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
+            print(f"prepared: {prepared}", flush=True)
         if args.tokenize_only:
             return 0
 

@@ -19,7 +19,7 @@ LAYERS = [  # lowest first
     ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
                                       "data.dedup.*", "data.split", "data.mixing", "data.report", "data.tally"]),
     ("data: engines", ["data.space", "data.local", "data.ray_work", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
-    ("data: the handoff", ["data.handoff"]),
+    ("data: the handoff", ["data.heartbeat", "data.handoff"]),
     ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
 ]

@@ -413,7 +413,7 @@ def test_torchrun_builds_once_with_ray_then_trains(tmp_path, tokenizer_dir, ray_
     result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
                   REPO / "train.py", *flags], timeout=400)
     prepared = [line for line in result.stdout.splitlines() if line.startswith("prepared: ")]
-    assert len(prepared) == 2 and len(set(prepared)) == 1
+    assert len(prepared) == 1  # a training launch says it on rank 0 only (--tokenize_only: on every rank)
     assert result.stderr.count("[prepare] published") == 1
     assert json.loads((out / "data_manifest.json").read_text())["prep_engine"]["name"] == "ray"
     assert 10 in losses(out)

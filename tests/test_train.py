@@ -16,6 +16,7 @@ def test_torchrun_two_processes_learn_and_save_a_loadable_model(tmp_path, train_
     result = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
                   REPO / "train.py", *flags])
     assert result.stdout.count("resolved configuration:") == 1  # rank 0 only
+    assert result.stdout.count("prepared: ") == 1 and result.stderr.count("data ready in") == 1  # so is the data's
     assert "data_parallel = DDP over 2 process(es), find_unused_parameters=False" in result.stdout
     assert "find_unused_parameters=True" not in result.stderr  # DDP's warning about the extra autograd traversal
     assert "step 30/30 | loss" in result.stdout

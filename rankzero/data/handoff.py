@@ -9,7 +9,9 @@ Files in the cache dir, for fingerprint FP (a hash of every input that changes t
     FP.tmp-HOST-PID-RANDOM/   a build in progress (mode 0700 until published); only the holder of
                               FP.lock writes it
     FP.lock                   flock'ed by the builder for the whole build
-    FP.heartbeat.JOB          the builder's pulse (a counter and its progress), ~1 s
+    FP.heartbeat.JOB          the builder's pulse (a counter and its progress), ~1 s, written by a child
+                              process of the builder (data/heartbeat.py), so a C call that keeps the GIL
+                              cannot stop it
     FP.failed                 written by a builder that raised: rank, host, error, traceback
 
 The cache dir may be shared by users who do not trust each other's names: every file is written
@@ -24,12 +26,16 @@ says how to rebuild it exactly. A dir whose manifest was built from other inputs
 not rankzero's to use or remove: an error names it.
 
 No collective is used while waiting (a process group does not exist yet): waiters poll the
-directory about once a second, print the builder's progress every ~30 s, and fail within seconds
-when the builder wrote FP.failed or its heartbeat stopped (killed). A waiter judges the heartbeat by
-its own monotonic clock only: the builder is alive once the waiter has seen its heartbeat change, dead
-when it has not changed for HEARTBEAT_STALE_S since; no timestamp written by another process (another
-machine, another clock) is compared with this one's, so a rank that starts late or a node whose clock
-is skewed waits like any other. The next run removes dead tmp dirs under the lock and builds again.
+directory about once a second, and one waiting rank a node (local rank 0; on the builder's node the
+builder prints its own progress) prints the builder's progress every ~30 s. A waiter fails within
+seconds when the builder wrote FP.failed or died. Whether it died is the kernel's word where it can be
+asked: the heartbeat names the builder's process (boot id, pid namespace, pid, start time), and a waiter
+on the same machine in the same pid namespace checks that process itself, at every poll. Anywhere else
+(another node, another container) the heartbeat's changes tell: the builder is alive once the waiter has
+seen its heartbeat change, dead when it has not changed for HEARTBEAT_STALE_S since, judged by the
+waiter's own monotonic clock only; no timestamp written by another process (another machine, another
+clock) is compared with this one's, so a rank that starts late or a node whose clock is skewed waits like
+any other. The next run removes dead tmp dirs under the lock and builds again.
 
 SIGTERM and SIGUSR1 (Slurm's early warning, `--signal=USR1@90`) stop a prepare cleanly: the builder
 removes its build dir, writes FP.failed naming the signal and exits with 128 + the signal's number; any
@@ -56,6 +62,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.config import CacheConfig
+from rankzero.data.heartbeat import Heartbeat, running_here
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
 from rankzero.data.report import print_summary
@@ -70,8 +77,7 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 1.0
 REPORT_EVERY_S = 30.0
-HEARTBEAT_EVERY_S = 1.0
-HEARTBEAT_STALE_S = 5.0
+HEARTBEAT_STALE_S = 10.0  # only where the kernel cannot be asked: another node, another pid namespace
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -110,43 +116,6 @@ def is_builder(runtime: Runtime, scope: str) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # The builder side
-
-
-class Heartbeat:
-    """A thread that rewrites FP.heartbeat.JOB every second with a counter and the latest progress."""
-
-    def __init__(self, path: Path, runtime: Runtime, run_id: str):
-        self.path = path
-        # "started_at" is for people reading the file; waiters never compare it with their own clock.
-        self.state = {"run_id": run_id, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
-                      "started_at": time.time(), "beat": 0, "progress": {"stage": "starting"}}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rankzero-heartbeat", daemon=True)
-
-    def __enter__(self) -> "Heartbeat":
-        self._beat()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.path.unlink(missing_ok=True)
-
-    def progress(self, snapshot: dict) -> None:
-        self.state["progress"] = snapshot
-
-    def _beat(self) -> None:
-        self.state["beat"] += 1
-        self.state["time"] = time.time()
-        try:
-            write_json_atomic(self.path, self.state)
-        except OSError:  # a full or flaky disk must not kill the build; waiters will time out instead
-            pass
-
-    def _run(self) -> None:
-        while not self._stop.wait(HEARTBEAT_EVERY_S):
-            self._beat()
 
 
 class _Terminated(BaseException):
@@ -250,7 +219,7 @@ def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: H
     files = file_table(tmp)
     manifest.setdefault("timings", {})["checksum_s"] = round(time.perf_counter() - checksum_started, 3)
     manifest.update({"built_by_rank": runtime.rank, "built_by_host": runtime.hostname, "built_at": started,
-                     "build_id": heartbeat.state["run_id"], "fingerprint_inputs": plan.inputs, "files": files})
+                     "build_id": heartbeat.run_id, "fingerprint_inputs": plan.inputs, "files": files})
     # The build dir is 0700 while it is written (nobody can plant a link inside); published, it gets the
     # umask's modes, with group read/write in a team's cache dir whatever the umask (docs/design.md).
     file_mode = set_publish_modes(tmp, final.parent)
@@ -283,7 +252,15 @@ def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, finger
     started = last_report = time.monotonic()
     earlier_failure = read_json(failed_marker)
     pulse = _pulse(read_json(heartbeat_path))
-    changed_at, alive_runs, gone_at = started, set(), None
+    changed_at, alive_runs, alive_beat, gone_at, told_running = started, set(), None, None, False
+
+    def check_failed() -> dict | None:
+        failure = read_json(failed_marker)
+        if failure and failure.get("job") == job and (failure != earlier_failure or failure.get("run_id") in alive_runs):
+            raise BuilderFailed(f"rank {failure.get('rank')} failed (host {failure.get('host')}, pid {failure.get('pid')}) "
+                                f"while preparing the data: {failure.get('error')}")
+        return failure
+
     while True:
         if usable(final, inputs, rejected):
             return final
@@ -294,32 +271,48 @@ def wait_for_builder(timeout_s: float, runtime: Runtime, cache_dir: Path, finger
             during = f"while {builder} was preparing the data" if alive_runs else f"while this rank waited for {builder}"
             raise BuilderFailed(f"the cache dir {cache_dir} was removed {during}; nothing was published: run again "
                                 "(and keep the cache dir while a job uses it)")
-        failure = read_json(failed_marker)
-        if failure and failure.get("job") == job and (failure != earlier_failure or failure.get("run_id") in alive_runs):
-            raise BuilderFailed(f"rank {failure.get('rank')} failed (host {failure.get('host')}, pid {failure.get('pid')}) "
-                                f"while preparing the data: {failure.get('error')}")
+        failure = check_failed()
         beat = read_json(heartbeat_path)
         if _pulse(beat) != pulse:
             pulse, changed_at = _pulse(beat), now
             if pulse is not None:
                 alive_runs.add(pulse[0])
+                alive_beat = beat
         gone_at = (gone_at or now) if alive_runs and pulse is None else None
-        if gone_at is not None:  # the builder removed its heartbeat: it has just published or failed
+        running = running_here(alive_beat)  # the kernel's word where it can be asked; then the beats are progress only
+        if running is False:
+            if usable(final, inputs, rejected):  # it published, or failed, and exited since the checks above
+                return final
+            check_failed()
+            raise BuilderFailed(f"{builder} died while preparing the data: its process (pid {alive_beat['pid']} on this "
+                                "machine) has ended without publishing it or writing a failure marker (a signal it cannot "
+                                "catch, e.g. SIGKILL or the out-of-memory killer, or a crash): look at its log; the next "
+                                "run cleans up and builds again")
+        if running and now - changed_at > HEARTBEAT_STALE_S and not told_running:
+            told_running = True
+            logger.warning("%s's heartbeat has not changed for %.0f s, but its process (pid %s) is running: still "
+                           "waiting", builder, now - changed_at, alive_beat["pid"])
+        elif running is None and gone_at is not None:  # the builder removed its heartbeat: it has just published or failed
             if now - gone_at > HEARTBEAT_STALE_S:
                 raise BuilderFailed(f"{builder} stopped preparing the data without publishing it or writing "
                                     f"{failed_marker.name} (its heartbeat file was removed); look at its log")
-        elif alive_runs and now - changed_at > HEARTBEAT_STALE_S:
-            raise BuilderFailed(f"{builder} died while preparing the data (its heartbeat has not changed for "
-                                f"{now - changed_at:.0f} s, nothing published, no failure marker — killed?); "
-                                "the next run cleans up and builds again")
+        elif running is None and alive_runs and now - changed_at > HEARTBEAT_STALE_S:
+            raise BuilderFailed(
+                f"{builder} shows no sign of life: its heartbeat (host {alive_beat.get('host')}, pid "
+                f"{alive_beat.get('pid')}, rewritten every second by a process of its own) has not changed for "
+                f"{now - changed_at:.0f} s, nothing was published and no failure marker written. From this rank that "
+                f"means its process or its node is gone, or it can no longer write to {cache_dir}: look at its log; "
+                "the next run cleans up and builds again")
         elif not alive_runs and now - started > grace_s:
             raise BuilderFailed(_never_started(builder, grace_s, cache_dir, beat, failure if failure and failure.get("job") == job else None))
         if now - started > timeout_s:
             raise BuilderFailed(f"gave up waiting for {builder} after --prep_timeout_s {timeout_s:.0f}")
-        if now - last_report >= REPORT_EVERY_S:
+        # One rank a node tells how the build goes: local rank 0 (on the builder's node that is the builder, which
+        # prints its own progress), not every waiting rank every 30 s.
+        if runtime.local_rank == 0 and now - last_report >= REPORT_EVERY_S:
             last_report = now
-            progress = (beat or {}).get("progress", {})
-            logger.warning("waiting for %s to prepare %s: %s", builder, fingerprint, _describe(progress))
+            print(f"[prepare] waiting for {builder} to prepare {fingerprint}: "
+                  f"{_describe((beat or {}).get('progress', {}))}", file=sys.stderr, flush=True)
         time.sleep(POLL_S)
 
 
