@@ -305,8 +305,34 @@ def free_bytes(directory: str | os.PathLike) -> int | None:
         return None
 
 
+def save_failure(error: BaseException) -> bool:
+    """Whether `error` is a save's failure to report: any Exception, or DCP's CheckpointException, which is a
+    BaseException (`except Exception` lets a full disk in an FSDP save through as a traceback)."""
+    from torch.distributed.checkpoint import CheckpointException
+
+    return isinstance(error, (Exception, CheckpointException))
+
+
+def rank_failures(error: BaseException) -> list[BaseException]:
+    """The exceptions DCP's CheckpointException holds, one per failed rank ([error] for any other)."""
+    failures = getattr(error, "failures", None)
+    if not isinstance(failures, dict):
+        return [error]
+    held = [failure[0] for failure in failures.values()
+            if isinstance(failure, tuple) and failure and isinstance(failure[0], BaseException)]
+    return held or [error]
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line: the first rank's exception for a CheckpointException (whose own text is a traceback)."""
+    first = rank_failures(error)[0]
+    return f"{type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}"
+
+
 def no_space_left(error: BaseException, directory: str | os.PathLike) -> bool:
     """Whether `error`, raised while writing into `directory`, came from a full disk or quota."""
+    if any(out_of_space(failure) for failure in rank_failures(error)):
+        return True
     seen = error
     while seen is not None:  # safetensors raises its own type, with the OS error only in the text
         if any(text in str(seen) for text in NO_SPACE_TEXTS):
@@ -335,8 +361,8 @@ def no_space_message(directory, what: str, free_at_start: int | None, needed: st
 
 def checkpoint_size_text(output_dir: str | os.PathLike, model=None) -> str:
     """What a checkpoint takes: the newest complete one's size, else an estimate from the model."""
-    for path in checkpoints_in(output_dir):
-        size = sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+    for path in checkpoints_in(output_dir):  # FSDP's shards and DeepSpeed's lie in folders of their own
+        size = sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
         return f"{path.name} takes {size_text(size)}"
     if model is not None:
         weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
@@ -350,8 +376,8 @@ def full_disk_reported(directory: str | os.PathLike, what: str, removed: str):
     free = free_bytes(directory)
     try:
         yield
-    except Exception as error:
-        if no_space_left(error, directory):
+    except BaseException as error:
+        if save_failure(error) and no_space_left(error, directory):
             raise RankzeroError(no_space_message(directory, what, free, checkpoint_size_text(directory),
                                                  removed)) from None
         raise
@@ -364,7 +390,7 @@ def failures_on_every_rank(error: BaseException | None, directory: str | os.Path
     raised at once would leave the others waiting in that barrier for it."""
     import torch.distributed as distributed
 
-    mine = None if error is None else (no_space_left(error, directory), f"{type(error).__name__}: {error}")
+    mine = None if error is None else (no_space_left(error, directory), describe_failure(error))
     if not (distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1):
         return [] if mine is None else [(0, *mine)]
     gathered: list = [None] * distributed.get_world_size()

@@ -13,6 +13,12 @@ checked as for the other formats, without loading a tensor: `.metadata` is there
 every file it names holds the bytes it says (offset + length). The `.bin` files are torch zips
 (checkpoints.py's check).
 
+**`.metadata` is a pickle**, and torch (2.13) reads it with plain `pickle.load`: a planted file would run
+code from the checks themselves. rankzero reads it with an unpickler that builds only what DCP metadata
+holds (its dataclasses, torch.Size, dtypes and layouts, paths) and calls anything else damaged, not run;
+the export loads through the same reader. A resume verifies the checkpoint this way before accelerate's
+own `dcp.load` reads the file.
+
 The finished run is one plain HF directory (safetensors, config, tokenizer) that
 `AutoModelForCausalLM.from_pretrained` loads: the shards are gathered once, at the end, onto rank 0 (in
 host memory, one parameter at a time on the device) and saved with `save_pretrained`, which writes
@@ -22,10 +28,76 @@ tied weights once. A checkpoint's shards are exported the same way by one proces
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 FSDP_MODEL = "pytorch_model_fsdp"
 DCP_METADATA = ".metadata"
+# What torch's FileSystemWriter pickles into .metadata (2.13: found by recording find_class over real saves).
+METADATA_CLASSES = {
+    "torch.distributed.checkpoint.metadata": {"Metadata", "TensorStorageMetadata", "ChunkStorageMetadata",
+                                              "BytesStorageMetadata", "TensorProperties", "MetadataIndex",
+                                              "StorageMeta", "_MEM_FORMAT_ENCODING"},
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch": {"Size"},
+    "torch.serialization": {"_get_layout"},  # a layout by its name, from torch's own table
+    "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath"},  # StorageMeta.checkpoint_id
+    "collections": {"OrderedDict"},
+}
+
+
+class DamagedMetadata(ValueError):
+    """A .metadata that is not DCP metadata: cut short, overwritten, or planted."""
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        import torch
+
+        if name in METADATA_CLASSES.get(module, ()) or module == "torch" and isinstance(getattr(torch, name, None),
+                                                                                         torch.dtype):
+            return super().find_class(module, name)
+        raise DamagedMetadata(f"it asks for {module}.{name}, which DCP metadata never holds (not loaded: damaged, or "
+                              "planted to run code)")
+
+
+def read_dcp_metadata(directory: str | os.PathLike):
+    """The DCP folder's Metadata, unpickled without running anything else (module docstring); DamagedMetadata
+    (one line: what is wrong) for a file that is cut short or holds anything but DCP metadata."""
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    path = Path(directory, DCP_METADATA)
+    try:
+        with open(path, "rb") as handle:
+            metadata = _MetadataUnpickler(handle).load()
+    except DamagedMetadata:
+        raise
+    except (EOFError, pickle.UnpicklingError) as error:
+        if isinstance(error, EOFError) or "truncated" in str(error):
+            raise DamagedMetadata("it ends before the pickle does: cut short") from None
+        raise DamagedMetadata(f"it does not unpickle ({error}): damaged") from None
+    except Exception as error:  # a broken pickle raises UnpicklingError, ValueError, TypeError, …
+        raise DamagedMetadata(f"it does not unpickle ({type(error).__name__}: {error}): damaged") from None
+    if not isinstance(metadata, Metadata) or not isinstance(metadata.state_dict_metadata, dict) \
+            or not isinstance(metadata.storage_data, dict):
+        raise DamagedMetadata(f"it holds a {type(metadata).__name__}, not DCP's Metadata with its storage table: "
+                              "damaged")
+    return metadata
+
+
+def metadata_reader(directory: str | os.PathLike):
+    """torch's FileSystemReader for a DCP folder, reading its .metadata with read_dcp_metadata."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class SafeReader(FileSystemReader):
+        def read_metadata(self, *args, **kwargs):
+            metadata = read_dcp_metadata(self.path)
+            metadata.storage_meta = metadata.storage_meta or StorageMeta()
+            metadata.storage_meta.load_id = self.load_id  # as FileSystemReader.read_metadata does
+            return metadata
+
+    return SafeReader(str(directory))
 
 
 def is_fsdp_checkpoint(names: set[str]) -> bool:
@@ -49,17 +121,20 @@ def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
 
 def dcp_problems(directory: Path) -> list[str]:
     """A DCP folder: its metadata reads, and every file it names holds the bytes the metadata places there."""
-    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
 
     if not (directory / DCP_METADATA).is_file():
         return [f"{directory.name}/{DCP_METADATA} is missing (written last, once every rank has saved its shard: "
                 "the save did not finish)"]
     try:
-        metadata = FileSystemReader(str(directory)).read_metadata()
-    except Exception as error:  # a cut pickle raises EOFError, UnpicklingError, ValueError, …
-        return [f"{directory.name}/{DCP_METADATA} does not load ({type(error).__name__}: {error}): cut short"]
+        metadata = read_dcp_metadata(directory)
+    except (DamagedMetadata, OSError) as error:
+        return [f"{directory.name}/{DCP_METADATA} does not load: {error}"]
     ends: dict[str, int] = {}
-    for info in (metadata.storage_data or {}).values():
+    for info in metadata.storage_data.values():
+        if not isinstance(info, _StorageInfo) or not isinstance(info.relative_path, str) or os.sep in info.relative_path:
+            return [f"{directory.name}/{DCP_METADATA}: its storage table names no shard file where a shard should be: "
+                    "damaged"]
         ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
     problems = []
     for name, end in sorted(ends.items()):
@@ -128,7 +203,7 @@ def _model_from_shards(checkpoint: Path, shards: Path):
         raise RankzeroError(f"{checkpoint}: no config.json beside {shards.name}/ (saved by an older rankzero or "
                             "another tool): copy the run's config.json into it")
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint), dtype=torch.float32)
-    reader = dcp.FileSystemReader(str(shards))
+    reader = metadata_reader(shards)
     stored = set(reader.read_metadata().state_dict_metadata)
     wanted = model.state_dict()
     present = {name: tensor for name, tensor in wanted.items() if f"model.{name}" in stored}

@@ -43,7 +43,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
-                                        write_data_record)
+                                        save_failure, write_data_record)
 from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.preemption import PreemptionCallback
 from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
@@ -170,7 +170,9 @@ class RankzeroTrainer(Trainer):
                 write_data_record(staged, self.data_record)
             if self.args.should_save and self.is_fsdp_enabled:
                 save_model_files(staged, self.model, self.processing_class)
-        except Exception as caught:  # told to every rank below, so that none waits for it in a barrier
+        except BaseException as caught:  # told to every rank below, so that none waits for it in a barrier
+            if not save_failure(caught):  # Ctrl-C, SystemExit
+                raise
             error = caught
         finally:
             self._staging = False

@@ -1,0 +1,177 @@
+"""Checkpoints a user can trust beyond whole files: a planted DCP `.metadata` runs nothing, a full disk inside
+an FSDP (DCP) save is reported and cleaned up like any other, and the export of FSDP shards refuses a config
+they do not fit.
+
+The FSDP checkpoints here are built in the test, as accelerate lays them out (`pytorch_model_fsdp_0/` and
+`optimizer_0/`, DCP folders whose keys start with "model." and "optimizer."), by one process with `no_dist`;
+the training runs that write real ones are in test_sharding.py."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import REPO, TINY, quiet_env, train_flags
+from rankzero.errors import RankzeroError
+from rankzero.train.checkpoints import checkpoint_size_text, resolve_resume, verify_checkpoint
+
+
+def fsdp_checkpoint(directory: Path, **config_changes) -> Path:
+    """checkpoint-2 of a run of the tiny model (seed 0) in FSDP's layout: DCP folders for the weights and
+    AdamW's state, config.json, trainer_state.json."""
+    import torch.distributed.checkpoint as dcp
+    from transformers import AutoModelForCausalLM, TrainerState
+
+    from rankzero.train.model import load_config
+
+    config = load_config(TINY)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(input_ids=torch.arange(1, 9)[None], labels=torch.arange(1, 9)[None]).loss.backward()
+    optimizer.step()
+    directory.mkdir(parents=True)
+    with warnings.catch_warnings():  # "assuming the intent is to save in a single process": it is
+        warnings.simplefilter("ignore")
+        dcp.save({"model": model.state_dict()}, checkpoint_id=directory / "pytorch_model_fsdp_0", no_dist=True)
+        dcp.save({"optimizer": optimizer.state_dict()}, checkpoint_id=directory / "optimizer_0", no_dist=True)
+    model.config.save_pretrained(directory)
+    TrainerState(global_step=2, max_steps=4).save_to_json(str(directory / "trainer_state.json"))
+    return directory
+
+
+def error_line(result: subprocess.CompletedProcess, code: int) -> str:
+    """The one `error:` line of a run that exited with `code`, without a traceback (argparse's starts with the
+    script's name, after its usage line)."""
+    assert result.returncode == code and "Traceback" not in result.stderr, result.stderr[-3000:]
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:") or ": error: " in line]
+    return line[line.index("error:"):]
+
+
+def export(checkpoint: Path, output_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "export_checkpoint.py"), str(checkpoint),
+                           str(output_dir)], capture_output=True, text=True, timeout=300, env=quiet_env(), cwd=REPO)
+
+
+# ------------------------------------------------------------------ a planted .metadata
+
+
+class RunsCode:
+    """A pickle that, loaded with plain pickle.load, creates `marker` (any code could stand there)."""
+
+    def __init__(self, call, marker: Path):
+        self.call, self.marker = call, marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",)) if self.call == "os.system" else (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("call", ["os.system", "pathlib.Path.touch"])
+def test_a_planted_metadata_runs_nothing_and_is_called_damaged(tmp_path, call):
+    """A .metadata whose unpickling would create a file: verifying the checkpoint (resume by name and `auto`)
+    and exporting it create nothing; the checkpoint is damaged, named by its file. Path.touch: a class DCP's
+    metadata does hold (pathlib.Path) does not open its methods."""
+    run_dir = tmp_path / "run"
+    genuine = fsdp_checkpoint(run_dir / "checkpoint-2")
+    assert verify_checkpoint(genuine) == []
+    marker = tmp_path / "code-ran"
+    (genuine / "optimizer_0" / ".metadata").write_bytes(pickle.dumps(RunsCode(call, marker)))
+
+    problems = verify_checkpoint(genuine)
+    assert not marker.exists()
+    assert problems == [f"optimizer_0/.metadata does not load: it asks for {'posix.system' if call == 'os.system' else 'pathlib.Path.touch'}, "
+                        "which DCP metadata never holds (not loaded: damaged, or planted to run code)"], problems
+    with pytest.raises(RankzeroError, match=r"checkpoint-2 is damaged: optimizer_0/\.metadata does not load"):
+        resolve_resume(str(genuine), str(run_dir))
+    with pytest.raises(RankzeroError, match="every checkpoint in .* is damaged"):
+        resolve_resume("auto", str(run_dir))
+    line = error_line(export(genuine, tmp_path / "exported"), 2)
+    assert "cannot be exported: optimizer_0/.metadata does not load: it asks for" in line
+    assert not marker.exists() and not (tmp_path / "exported").exists()
+
+
+def test_a_metadata_of_the_wrong_kind_is_damaged_and_a_cut_one_cut_short(tmp_path):
+    checkpoint = fsdp_checkpoint(tmp_path / "checkpoint-2")
+    metadata = checkpoint / "pytorch_model_fsdp_0" / ".metadata"
+    whole = metadata.read_bytes()
+    metadata.write_bytes(pickle.dumps({"state_dict_metadata": {}}))
+    assert verify_checkpoint(checkpoint) == ["pytorch_model_fsdp_0/.metadata does not load: it holds a dict, not "
+                                             "DCP's Metadata with its storage table: damaged"]
+    metadata.write_bytes(whole[: len(whole) // 2])
+    assert verify_checkpoint(checkpoint) == ["pytorch_model_fsdp_0/.metadata does not load: it ends before the "
+                                             "pickle does: cut short"]
+
+
+# ------------------------------------------------------------------ a full disk inside a DCP save
+
+
+FULL_DISK_RANK = """
+import errno, sys
+sys.path.insert(0, {repo!r})
+import torch.distributed.checkpoint.filesystem as filesystem
+
+def full(*args, **kwargs):  # each shard's write fails as on a full disk; DCP wraps it in its CheckpointException
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+filesystem._write_item = full
+import train
+from rankzero.errors import run_cli
+sys.exit(run_cli(train.main))
+"""
+
+
+def test_a_full_disk_inside_a_sharded_save_is_one_line_and_leaves_no_staging(tmp_path, train_corpus, tokenizer_dir):
+    """torch's CheckpointException is a BaseException: `except Exception` let it through as a traceback and left
+    .checkpoint-staging/checkpoint-2 behind."""
+    script = tmp_path / "full_disk_rank.py"
+    script.write_text(FULL_DISK_RANK.format(repo=str(REPO)))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(script), *train_flags(
+        train_corpus, tokenizer_dir, tmp_path / "cache", out, fsdp="full_shard", max_steps=4, save_strategy="steps",
+        save_steps=2)], capture_output=True, text=True, timeout=600, env=quiet_env(), cwd=REPO)
+    line = error_line(result, 1)
+    assert line.startswith(f"error: --output_dir {out}: no space left on the device while saving checkpoint-2 ("), line
+    assert "a checkpoint takes about" in line and "the partial checkpoint was removed" in line
+    assert not (out / ".checkpoint-staging").exists() and not (out / "checkpoint-2").exists()
+
+
+def test_a_checkpoints_size_counts_the_files_in_its_folders(tmp_path):
+    """FSDP's shards lie in folders: the size said after a full disk counts them (3.7 MB was said as 0.2 MB)."""
+    checkpoint = tmp_path / "checkpoint-2"
+    (checkpoint / "pytorch_model_fsdp_0").mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_bytes(b"x" * 200_000)
+    (checkpoint / "pytorch_model_fsdp_0" / "__0_0.distcp").write_bytes(b"x" * 3_500_000)
+    assert checkpoint_size_text(tmp_path) == "checkpoint-2 takes 3.7 MB"
+
+
+def test_no_space_is_found_inside_dcps_exception(tmp_path, monkeypatch):
+    """The decision itself, on the exception a real DCP save raises: a full disk on a rank, and not another fault."""
+    import torch.distributed.checkpoint as dcp
+    import torch.distributed.checkpoint.filesystem as filesystem
+    from torch.distributed.checkpoint import CheckpointException
+
+    from rankzero.train import checkpoints
+
+    monkeypatch.setattr(checkpoints, "disk_full", lambda directory: False)  # this disk has room: the error says it
+    for fault, full in ((OSError(errno.ENOSPC, "No space left on device"), True), (KeyError("x"), False)):
+        def fail(*args, **kwargs):
+            raise fault
+        monkeypatch.setattr(filesystem, "_write_item", fail)
+        with warnings.catch_warnings(), pytest.raises(CheckpointException) as raised:
+            warnings.simplefilter("ignore")
+            dcp.save({"w": torch.zeros(3)}, checkpoint_id=tmp_path / type(fault).__name__, no_dist=True)
+        assert checkpoints.save_failure(raised.value) and not isinstance(raised.value, Exception)
+        assert checkpoints.no_space_left(raised.value, tmp_path) is full
+        assert checkpoints.describe_failure(raised.value) == ("OSError: [Errno 28] No space left on device" if full
+                                                              else "KeyError: 'x'")
