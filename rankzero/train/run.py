@@ -34,7 +34,7 @@ import torch
 import yaml
 
 from rankzero.config import CONFIGS, Args
-from rankzero.errors import RankzeroError
+from rankzero.errors import ConfigError, RankzeroError
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
-    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -93,8 +93,12 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=parameters, has_eval=eval_dataset is not None)
     training, sharding = fsdp_defaults(training, model)
-    training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
-                                                                                              runtime))
+    epoch_steps = steps_per_epoch(dataset, training, runtime)
+    training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
+    if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
+        problems = stage_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
+        if problems:
+            raise ConfigError(problems)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
     defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
     notes += more_notes

@@ -2,6 +2,7 @@
 
     problems = fsdp_checkpoint_problems(path, names)   # checkpoints.verify_checkpoint, for FSDP's own files
     state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
+    with optimizer_as_saved(model, optimizer, checkpoint): …  # trainer.py: a resume's optimizer, as it was saved
     save_model_files(checkpoint_dir, model, tokenizer)   # rank 0: config and tokenizer beside the shards
     export_checkpoint(checkpoint_dir, output_dir)        # scripts/export_checkpoint.py: DCP shards → HF dir
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from contextlib import contextmanager
 from pathlib import Path
 
 FSDP_MODEL = "pytorch_model_fsdp"
@@ -145,6 +147,53 @@ def dcp_problems(directory: Path) -> list[str]:
             problems.append(f"{directory.name}/{name} is {file.stat().st_size:,} bytes, its tensors end at {end:,} "
                             "(cut short)")
     return problems
+
+
+@contextmanager
+def optimizer_as_saved(model, optimizer, checkpoint: str | os.PathLike):
+    """Around accelerate's load of an FSDP optimizer from `checkpoint` (every rank, a fresh optimizer): the
+    parameters the checkpoint holds a state for get one to load into, the others none.
+
+    accelerate asks torch's get_optimizer_state_dict which keys to load, and that first steps a stateless
+    optimizer once with zero gradients (lr 0) so that every parameter has a state; then set_optimizer_state_dict
+    refuses a parameter that requires a gradient and has no state in the checkpoint. A checkpoint saved inside
+    --train_new_embeddings_steps holds none for the parameters that had not trained yet (vocabulary.py: they
+    start fresh when the stage ends), so the resume stopped at "Missing key in checkpoint state_dict:
+    optimizer.state.….step". Here the optimizer is stepped the same way with zero gradients on the checkpoint's
+    parameters only, and the others are marked as needing no gradient while it loads: it asks for the
+    checkpoint's keys and no others, the rest start fresh when they first train, as in the run that saved it,
+    and the resume is exact."""
+    import torch
+
+    folder = Path(checkpoint, "optimizer_0")
+    optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper steps only on a sync step
+    stateless = []
+    if not optimizer.state and (folder / DCP_METADATA).is_file():
+        prefix = "optimizer.state."
+        held = {key[len(prefix):].rpartition(".")[0] for key in read_dcp_metadata(folder).state_dict_metadata
+                if key.startswith(prefix)}
+        names: dict[int, list[str]] = {}
+        for name, parameter in model.named_parameters(remove_duplicate=False):  # a tied weight has two names
+            names.setdefault(id(parameter), []).append(name)
+        trained = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+        stateless = [parameter for parameter in trained if not any(name in held for name in names.get(id(parameter), ()))]
+    if stateless:
+        for parameter in trained:
+            parameter.grad = None if any(parameter is other for other in stateless) else torch.zeros_like(parameter)
+        rates = [group["lr"] for group in optimizer.param_groups]
+        for group in optimizer.param_groups:
+            group["lr"] = torch.tensor(0.0) if isinstance(group["lr"], torch.Tensor) else 0.0
+        optimizer.step()
+        for group, rate in zip(optimizer.param_groups, rates):
+            group["lr"] = rate
+        optimizer.zero_grad(set_to_none=True)
+    for parameter in stateless:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter in stateless:
+            parameter.requires_grad_(True)
 
 
 def gathered_state_dict(model) -> dict:

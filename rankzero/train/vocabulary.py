@@ -251,14 +251,24 @@ def _zero_rows(grad: torch.Tensor, rows: int) -> None:
     grad.to_local()[:max(0, rows - start)].zero_()  # the local shard itself, in place
 
 
-def stage_problems(steps: int, training) -> list[str]:
-    """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work)."""
+def stage_problems(steps: int, training, steps_per_epoch: int | None = None) -> list[str]:
+    """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work; run.py again
+    with the data's steps_per_epoch, which a run of --num_train_epochs ends by)."""
+    import math
+
     if not steps:
         return []
     problems = []
     if 0 < training.max_steps <= steps:
         problems.append(f"--train_new_embeddings_steps {steps}: the run ends at --max_steps {training.max_steps}, so "
                         "the whole model would never train; give more --max_steps or fewer stage steps")
+    elif training.max_steps <= 0 and steps_per_epoch is not None:
+        total = math.ceil(training.num_train_epochs * steps_per_epoch)  # as the Trainer counts the run's steps
+        if total <= steps:
+            problems.append(f"--train_new_embeddings_steps {steps}: the run ends after {total} optimizer steps "
+                            f"(--num_train_epochs {training.num_train_epochs:g} of {steps_per_epoch} step(s) each), so "
+                            "the whole model would never train; give fewer stage steps, more --num_train_epochs, or "
+                            "--max_steps")
     if training.deepspeed:
         # ZeRO keeps flat partitions of many parameters per rank: the old rows have no place of their own there.
         problems.append(f"--train_new_embeddings_steps {steps}: not supported with --deepspeed; use --fsdp full_shard "
