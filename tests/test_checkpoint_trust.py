@@ -175,3 +175,56 @@ def test_no_space_is_found_inside_dcps_exception(tmp_path, monkeypatch):
         assert checkpoints.no_space_left(raised.value, tmp_path) is full
         assert checkpoints.describe_failure(raised.value) == ("OSError: [Errno 28] No space left on device" if full
                                                               else "KeyError: 'x'")
+
+
+# ------------------------------------------------------------------ another batch on resume
+
+
+def test_a_resume_with_other_samples_per_step_is_refused_and_the_same_in_another_layout_is_exact(
+        tmp_path, train_corpus, tokenizer_dir):
+    """Batch 4 per step, checkpoint-2: a resume with --per_device_train_batch_size 2 would skip 2 batches of 2
+    (4 samples, not 8) and run another schedule, silently: it is refused, one line saying how to go on. 2 × 2
+    accumulation steps take the same 4 samples per step: it resumes, to the uninterrupted run's losses."""
+    from helpers import losses, run
+
+    def command(**more):
+        return [sys.executable, REPO / "train.py", *train_flags(
+            train_corpus, tokenizer_dir, tmp_path / "cache", tmp_path / "run", max_steps=4, save_strategy="steps",
+            save_steps=2, logging_steps=1, lr_scheduler_type="constant", **more)]
+
+    run(command())
+    uninterrupted = losses(tmp_path / "run")
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    record = json.loads((checkpoint / "data_fingerprint.json").read_text())
+    assert record["batch"] == {"world_size": 1, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
+
+    refused = run(command(resume_from_checkpoint=checkpoint, per_device_train_batch_size=2), check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    [line] = [line for line in refused.stderr.splitlines() if line.startswith("  - ")]
+    assert line == (f"  - --resume_from_checkpoint {checkpoint}: saved by 1 process(es) × --per_device_train_batch_size "
+                    "4 × --gradient_accumulation_steps 1 = 4 samples per step; this run takes 2 (1 process(es) × "
+                    "--per_device_train_batch_size 2 × --gradient_accumulation_steps 1), and the Trainer resumes by "
+                    "skipping batches, not samples, so it would continue elsewhere in the data. Resume with 4 samples "
+                    f"per step, or start a new run from its weights (--pretrained_model {checkpoint}; an FSDP checkpoint "
+                    "exported first with scripts/export_checkpoint.py)")
+
+    run(command(resume_from_checkpoint=checkpoint, per_device_train_batch_size=2, gradient_accumulation_steps=2))
+    resumed = losses(tmp_path / "run")
+    for step in (3, 4):
+        assert resumed[step] == pytest.approx(uninterrupted[step], rel=1e-4), (step, resumed, uninterrupted)
+
+
+@pytest.mark.parametrize("saved,now,refused", [
+    ((2, 4, 1), (1, 4, 1), True), ((1, 4, 1), (2, 4, 1), True), ((2, 4, 1), (1, 4, 2), False),
+    ((2, 4, 1), (1, 8, 1), False), ((1, 8, 1), (1, 8, 2), True)])
+def test_the_batch_decision_across_world_sizes(tmp_path, saved, now, refused):
+    from rankzero.train.checkpoint_records import batch_problem
+
+    def layout(values):
+        return dict(zip(("world_size", "per_device_train_batch_size", "gradient_accumulation_steps"), values))
+
+    problem = batch_problem(tmp_path, layout(saved), layout(now))
+    assert (problem is not None) is refused, problem
+    if refused:
+        assert f"= {saved[0] * saved[1] * saved[2]} samples per step; this run takes {now[0] * now[1] * now[2]} (" \
+               f"{now[0]} process(es)" in problem

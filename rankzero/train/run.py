@@ -44,7 +44,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints import data_record, resolve_resume
+    from rankzero.train.checkpoints import batch_layout, data_record, resolve_resume
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
@@ -67,8 +67,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
-    data = data_record(prepared_dir)
-    # Before the model is built: a damaged checkpoint or other data stops the run at once.
+    # The samples each step takes, recorded with the data: a resume must take as many (checkpoint_records.py).
+    data = {**data_record(prepared_dir), "batch": batch_layout(args.training, runtime.world_size)}
+    # Before the model is built: a damaged checkpoint, other data or another batch stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
                             args.model.allow_data_change, report=runtime.is_main, max_steps=args.training.max_steps)
     # A resume continues the dir's run; a start from scratch is a new one (only rank 0's id is ever written).
