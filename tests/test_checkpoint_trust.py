@@ -228,3 +228,51 @@ def test_the_batch_decision_across_world_sizes(tmp_path, saved, now, refused):
     if refused:
         assert f"= {saved[0] * saved[1] * saved[2]} samples per step; this run takes {now[0] * now[1] * now[2]} (" \
                f"{now[0]} process(es)" in problem
+
+
+# ------------------------------------------------------------------ exporting FSDP shards
+
+
+EDITS = [({"num_hidden_layers": 1}, r"pytorch_model_fsdp_0/ holds \d+ tensor\(s\) its model has no place for "
+                                    r"\(model\.layers\.1\."),
+         ({"num_hidden_layers": 3}, r"pytorch_model_fsdp_0/ holds no model\.layers\.2\."),
+         ({"hidden_size": 96}, r"pytorch_model_fsdp_0/ holds tensors of other shapes: "),
+         ({"vocab_size": 4096}, r"holds tensors of other shapes: .*model\.embed_tokens\.weight \[2048, 64\] "
+                                r"there, \[4096, 64\] in the config's model")]
+
+
+@pytest.mark.parametrize("edit,expected", EDITS, ids=[next(iter(edit)) + str(next(iter(edit.values())))
+                                                      for edit, _ in EDITS])
+def test_an_export_with_an_edited_config_is_refused_naming_what_differs(tmp_path, edit, expected):
+    """One layer fewer in config.json was exported silently without the last layer; other sizes crashed in
+    dcp.load with a traceback. Each is one line, exit 2, nothing written; the untouched checkpoint exports."""
+    import re
+
+    checkpoint = fsdp_checkpoint(tmp_path / "checkpoint-2")
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, **edit}))
+    line = error_line(export(checkpoint, tmp_path / "exported"), 2)
+    assert re.search(expected, line) and "config.json is not the config of this checkpoint's model" in line, line
+    assert not (tmp_path / "exported").exists()
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    assert export(checkpoint, tmp_path / "exported").returncode == 0
+    assert (tmp_path / "exported" / "model.safetensors").is_file()
+
+
+def test_continuing_from_an_fsdp_checkpoint_says_how(tmp_path, tokenizer_dir, train_corpus):
+    """`./pretrain_cont.sh RUN/checkpoint-N` passes the checkpoint as --pretrained_model, which from_pretrained
+    cannot read from DCP shards (a traceback after the prepare): an argument error pointing to RESUME=1 and to the
+    export, and no -cont dir made."""
+    checkpoint = fsdp_checkpoint(tmp_path / "run" / "checkpoint-2")
+    result = subprocess.run([str(REPO / "pretrain_cont.sh"), str(checkpoint), "--dataset", str(train_corpus),
+                             "--tokenizer_path", str(tokenizer_dir)], capture_output=True, text=True, timeout=300,
+                            env=quiet_env(), cwd=REPO)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "error: invalid arguments:" in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
+    assert line == (f"  - --pretrained_model {checkpoint}: an FSDP checkpoint (the weights are DCP shards in "
+                    "pytorch_model_fsdp_0/, no model.safetensors). To go on with its run exactly: RESUME=1 "
+                    f"./pretrain_cont.sh {checkpoint}; to start a new run from its weights, export them first: python "
+                    f"scripts/export_checkpoint.py {checkpoint} {tmp_path / 'run'}-export, then --pretrained_model "
+                    f"{tmp_path / 'run'}-export")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint-2"]

@@ -133,12 +133,58 @@ def test_a_resume_finds_the_stages_first_row_again(tmp_path, tokenizer_dir, exte
     from rankzero.train.vocabulary import stage_start
 
     tokenizer = AutoTokenizer.from_pretrained(extended_dir)
-    with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)))
-    without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)))
+    with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)),
+                                 train_new_embeddings_steps=2)
+    without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)),
+                          train_new_embeddings_steps=2)
     assert stage_start(with_tokenizer, tokenizer, None) == BASE_SIZE
     assert stage_start(without, tokenizer, None) == CHECKPOINT_ROWS
     assert stage_start(with_tokenizer, AutoTokenizer.from_pretrained(tokenizer_dir), None) is None
     assert stage_start(ModelConfig(), tokenizer, None) is None
+
+
+def test_a_resume_reads_the_stages_first_row_from_its_checkpoint(tmp_path, tokenizer_dir, extended_dir):
+    """The row is recorded in each checkpoint, so a resume needs --pretrained_model only for an older checkpoint,
+    and says so when that dir is gone; without the stage it never reads --pretrained_model at all."""
+    from transformers import AutoTokenizer
+
+    from rankzero.config import ModelConfig
+    from rankzero.errors import RankzeroError
+    from rankzero.train.vocabulary import stage_start
+
+    tokenizer = AutoTokenizer.from_pretrained(extended_dir)
+    gone = ModelConfig(pretrained_model=str(tmp_path / "gone"), train_new_embeddings_steps=2)
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f", "new_rows_from": 1000}')
+    assert stage_start(gone, tokenizer, None, str(checkpoint)) == BASE_SIZE
+    assert stage_start(ModelConfig(pretrained_model=str(tmp_path / "gone")), tokenizer, None, str(checkpoint)) is None
+    (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f"}')  # an older rankzero's
+    with pytest.raises(RankzeroError, match=r"--train_new_embeddings_steps 2: .*checkpoint-2 does not record which "
+                                            r"embedding rows are new .* --pretrained_model .*gone, where they would be "
+                                            r"found again, is gone: restore it"):
+        stage_start(gone, tokenizer, None, str(checkpoint))
+
+
+def test_a_continued_run_resumes_after_its_pretrained_model_dir_is_gone(tmp_path, tokenizer_dir, extended_dir,
+                                                                       train_corpus):
+    """Its recipe names --pretrained_model, which a resume does not read (the model comes from the checkpoint, the
+    stage's rows from its record): the dir deleted, the resume (with --tokenizer_path) runs on from checkpoint-2."""
+    import sys
+
+    from helpers import REPO, flag_argv, losses, run
+
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+    out = tmp_path / "run"
+    flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+             "cache_dir": tmp_path / "cache", "output_dir": out, "max_seq_length": 64, "per_device_train_batch_size": 4,
+             "max_steps": 5, "train_new_embeddings_steps": 3, "save_strategy": "steps", "save_steps": 2,
+             "logging_steps": 1, "report_to": "none", "dataloader_num_workers": 0}
+    run([sys.executable, REPO / "train.py", *flag_argv(flags)])
+    shutil.rmtree(checkpoint)
+    result = run([sys.executable, REPO / "train.py", *flag_argv({**flags, "resume_from_checkpoint": out / "checkpoint-2"})])
+    assert "step 3/5" in result.stdout and set(losses(out)) == {1, 2, 3, 4, 5}
+    assert "new embedding rows trained alone for 3 step(s)" in result.stderr  # the stage ends inside the resume
 
 
 def test_a_tokenizer_that_is_no_extension_is_named(tmp_path, tokenizer_dir):

@@ -89,7 +89,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         set_up_devices(training, runtime)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
-    first_new_row = stage_start(args.model, tokenizer, extension)
+    first_new_row = stage_start(args.model, tokenizer, extension, resume)
+    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the stage's rows again (vocabulary.py)
     parameters = sum(full_numel(p) for p in model.parameters())
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=parameters, has_eval=eval_dataset is not None)

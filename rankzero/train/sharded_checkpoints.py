@@ -4,6 +4,7 @@
     state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
     with optimizer_as_saved(model, optimizer, checkpoint): …  # trainer.py: a resume's optimizer, as it was saved
     save_model_files(checkpoint_dir, model, tokenizer)   # rank 0: config and tokenizer beside the shards
+    problems = export_problems(checkpoint_dir)           # config.json against the shards' names and shapes
     export_checkpoint(checkpoint_dir, output_dir)        # scripts/export_checkpoint.py: DCP shards → HF dir
 
 Under FSDP a checkpoint holds the model and the optimizer as DCP folders (`pytorch_model_fsdp_0/`,
@@ -121,6 +122,20 @@ def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
     return problems
 
 
+def pretrained_weights_problems(directory: str | os.PathLike) -> list[str]:
+    """--pretrained_model naming an FSDP checkpoint: its weights are DCP shards, which from_pretrained cannot read
+    (checks.py, at argument time; `./pretrain_cont.sh RUN/checkpoint-N` passes it so)."""
+    directory = Path(directory)
+    names = set(os.listdir(directory)) if directory.is_dir() else set()
+    if not is_fsdp_checkpoint(names) or any(name.startswith(("model.safetensors", "pytorch_model.bin")) for name in names):
+        return []
+    run = directory.parent if directory.name.startswith("checkpoint-") else directory
+    return [f"--pretrained_model {directory}: an FSDP checkpoint (the weights are DCP shards in {FSDP_MODEL}_0/, no "
+            f"model.safetensors). To go on with its run exactly: RESUME=1 ./pretrain_cont.sh {directory}; to start a "
+            f"new run from its weights, export them first: python scripts/export_checkpoint.py {directory} "
+            f"{run}-export, then --pretrained_model {run}-export"]
+
+
 def dcp_problems(directory: Path) -> list[str]:
     """A DCP folder: its metadata reads, and every file it names holds the bytes the metadata places there."""
     from torch.distributed.checkpoint.filesystem import _StorageInfo
@@ -172,11 +187,17 @@ def optimizer_as_saved(model, optimizer, checkpoint: str | os.PathLike):
         prefix = "optimizer.state."
         held = {key[len(prefix):].rpartition(".")[0] for key in read_dcp_metadata(folder).state_dict_metadata
                 if key.startswith(prefix)}
-        names: dict[int, list[str]] = {}
-        for name, parameter in model.named_parameters(remove_duplicate=False):  # a tied weight has two names
-            names.setdefault(id(parameter), []).append(name)
+        # The checkpoint's names are torch's canonical ones (_get_fqns: no activation-checkpointing or compile
+        # wrapper in them), which named_parameters keeps; a tied weight has two names.
+        from torch.distributed.checkpoint.state_dict import _get_fqns
+
+        names: dict[int, set[str]] = {}
+        for name, parameter in model.named_parameters(remove_duplicate=False):
+            names.setdefault(id(parameter), set()).update(_get_fqns(model, name))
         trained = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-        stateless = [parameter for parameter in trained if not any(name in held for name in names.get(id(parameter), ()))]
+        stateless = [parameter for parameter in trained if not names.get(id(parameter), set()) & held]
+        if len(stateless) == len(trained):
+            stateless = []  # names that match nothing: leave the load to torch, which names what it misses
     if stateless:
         for parameter in trained:
             parameter.grad = None if any(parameter is other for other in stateless) else torch.zeros_like(parameter)
@@ -240,6 +261,51 @@ def export_checkpoint(checkpoint: str | os.PathLike, output_dir: str | os.PathLi
     return output_dir
 
 
+def export_problems(checkpoint: str | os.PathLike) -> list[str]:
+    """Whether the model config.json describes is the one whose weights the checkpoint's DCP shards hold: every
+    tensor there has a place of its shape, and every weight of the model is there (a config edited after the
+    run: a layer fewer would drop one silently). Reads the metadata only; [] for a checkpoint of HF weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    checkpoint = Path(checkpoint)
+    shards = checkpoint / f"{FSDP_MODEL}_0"
+    if not shards.is_dir():
+        return []
+    if not (checkpoint / "config.json").is_file():
+        return [f"no config.json beside {shards.name}/ (saved by an older rankzero or another tool): copy the run's "
+                "config.json into it"]
+    try:
+        config = AutoConfig.from_pretrained(checkpoint)
+        with torch.device("meta"):  # names and shapes, no memory
+            model = AutoModelForCausalLM.from_config(config)
+        stored = {name.removeprefix("model."): tuple(entry.size)
+                  for name, entry in read_dcp_metadata(shards).state_dict_metadata.items()
+                  if name.startswith("model.") and hasattr(entry, "size")}
+    except DamagedMetadata as error:
+        return [f"{shards.name}/{DCP_METADATA} does not load: {error}"]
+    except (OSError, ValueError, KeyError) as error:
+        return [f"config.json does not describe a model transformers builds ({error})"]
+    wanted = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    aliases = {}  # a tied weight is saved under its first name only
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        aliases.setdefault(id(parameter), []).append(name)
+    missing = sorted(name for names in aliases.values() if not any(name in stored for name in names) for name in names[:1])
+    extra = sorted(set(stored) - set(wanted))
+    shapes = [f"{name} {list(stored[name])} there, {list(wanted[name])} in the config's model"
+              for name in sorted(set(stored) & set(wanted)) if stored[name] != wanted[name]]
+    problems = [f"{shards.name}/ holds {what}: config.json is not the config of this checkpoint's model (edited "
+                "after the run?); put the run's config.json back"
+                for what in (f"{len(extra)} tensor(s) its model has no place for ({_first(extra)})" if extra else None,
+                             f"no {_first(missing)} of its model" if missing else None,
+                             f"tensors of other shapes: {_first(shapes)}" if shapes else None) if what]
+    return problems
+
+
+def _first(items: list[str], count: int = 3) -> str:
+    return ", ".join(items[:count]) + (f" and {len(items) - count} more" if len(items) > count else "")
+
+
 def _model_from_shards(checkpoint: Path, shards: Path):
     """The model of config.json with the weights of a DCP folder (accelerate saves them under "model.")."""
     import torch
@@ -248,22 +314,14 @@ def _model_from_shards(checkpoint: Path, shards: Path):
 
     from rankzero.errors import RankzeroError
 
-    if not (checkpoint / "config.json").is_file():
-        raise RankzeroError(f"{checkpoint}: no config.json beside {shards.name}/ (saved by an older rankzero or "
-                            "another tool): copy the run's config.json into it")
+    problems = export_problems(checkpoint)  # every weight is in the shards, of its shape, and nothing else is
+    if problems:
+        raise RankzeroError(f"{checkpoint}: {'; '.join(problems)}")
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint), dtype=torch.float32)
     reader = metadata_reader(shards)
     stored = set(reader.read_metadata().state_dict_metadata)
-    wanted = model.state_dict()
-    present = {name: tensor for name, tensor in wanted.items() if f"model.{name}" in stored}
+    present = {name: tensor for name, tensor in model.state_dict().items() if f"model.{name}" in stored}
     dcp.load({"model": present}, storage_reader=reader, no_dist=True)
     model.load_state_dict(present, strict=False)
-    model.tie_weights()
-    # A name the shards lack must be a tied weight (one tensor under two names), never a weight left at its init.
-    loaded = {tensor.data_ptr() for tensor in present.values()}
-    untied = sorted(name for name, tensor in model.state_dict().items()
-                    if name not in present and tensor.data_ptr() not in loaded)
-    if untied:
-        raise RankzeroError(f"{shards}: holds no {', '.join(untied[:5])}{' …' if len(untied) > 5 else ''}: not a "
-                            "checkpoint of this config's model")
+    model.tie_weights()  # the tied copy, saved under its first name only
     return model
