@@ -1,6 +1,7 @@
 """FSDP checkpoints: verified before a resume like the others, and exported as one plain HF directory.
 
     problems = fsdp_checkpoint_problems(path, names)   # checkpoints.verify_checkpoint, for FSDP's own files
+    problems = pretrained_weights_problems(directory)   # checks.py: --pretrained_model naming an FSDP checkpoint
     state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
     with optimizer_as_saved(model, optimizer, checkpoint): …  # trainer.py: a resume's optimizer, as it was saved
     save_model_files(checkpoint_dir, model, tokenizer)   # rank 0: config and tokenizer beside the shards
