@@ -22,6 +22,7 @@ from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
 from rankzero.train.checkpoints import checkpoints_in, resume_problems
 from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
+from rankzero.train.sharded_checkpoints import pretrained_weights_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 from rankzero.train.vocabulary import stage_problems
@@ -76,13 +77,18 @@ def silenced_problems(args: Args, training) -> list[str]:
 
 
 def model_config_problems(model, training) -> list[str]:
-    """A --model_config that does not exist, unless a resume takes the architecture from its checkpoint."""
-    if not model.model_config or Path(model.model_config).exists():
-        return []
+    """A --model_config or --pretrained_model that does not exist (or holds no weights to start from), unless a
+    resume takes the model from its checkpoint."""
     resume = training.resume_from_checkpoint
     if (resume == "auto" and checkpoints_in(training.output_dir)) or (resume and resume != "auto"):
         return []  # a checkpoint given by name that does not exist is resume_problems' to report
-    return [f"--model_config {model.model_config}: does not exist"]
+    if model.model_config and not Path(model.model_config).exists():
+        return [f"--model_config {model.model_config}: does not exist"]
+    if model.pretrained_model and not Path(model.pretrained_model).exists():
+        return [f"--pretrained_model {model.pretrained_model}: does not exist"]
+    if model.pretrained_model:
+        return pretrained_weights_problems(model.pretrained_model)
+    return []
 
 
 # The pip package of each --report_to backend whose name is not its package's.

@@ -314,9 +314,8 @@ class ModelConfig(_Config):
         elif self.train_new_embeddings_steps and not self.pretrained_model:
             problems.append(f"--train_new_embeddings_steps {self.train_new_embeddings_steps}: needs --pretrained_model "
                             "(the rows it trains first are those a checkpoint lacks for the tokenizer)")
-        # A missing --model_config is checked with the resume (checks.py): a resume takes the checkpoint's.
-        if self.pretrained_model and not Path(self.pretrained_model).exists():
-            problems.append(f"--pretrained_model {self.pretrained_model}: does not exist")
+        # A missing --model_config or --pretrained_model is checked with the resume (checks.py): a resume takes the
+        # checkpoint's model.
         if self.model_config and self.pretrained_model:
             problems.append("--model_config and --pretrained_model: give only one")
         if self.pad_to_multiple_of < 1:

@@ -5,7 +5,8 @@
 
 For FSDP runs, whose checkpoints hold the weights as DCP shards (one file per rank) that only a run of
 the same job can resume from; any other checkpoint is re-saved as it is. The checkpoint is verified first
-(as `--resume_from_checkpoint` does); one process, no GPU, the whole model in host memory (fp32: 4 bytes
+(as `--resume_from_checkpoint` does), and its config.json must describe the model its shards hold (every
+tensor's name and shape); one process, no GPU, the whole model in host memory (fp32: 4 bytes
 per parameter). Tied embeddings are written once. A finished run's --output_dir is already such a dir.
 """
 
@@ -26,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{output_dir} exists and is not an empty dir: choose a new output_dir")
 
     from rankzero.train.checkpoints import verify_checkpoint
-    from rankzero.train.sharded_checkpoints import export_checkpoint
+    from rankzero.train.sharded_checkpoints import export_checkpoint, export_problems
 
     problems = verify_checkpoint(checkpoint)
+    problems = problems or export_problems(checkpoint)  # config.json against the shards' tensors
     if problems:
         parser.error(f"{checkpoint} cannot be exported: {'; '.join(problems)}")
     export_checkpoint(checkpoint, output_dir)

@@ -38,6 +38,15 @@ def test_fsdp_flags_are_checked_with_the_arguments(tokenizer_dir, tmp_path):
                                str(tmp_path / "missing.json")))
 
 
+def test_fsdp_offload_on_cpu_is_an_argument_error(tokenizer_dir, tmp_path):
+    """`--fsdp "full_shard offload"` on CPU crashed inside fully_shard (pinned memory needs an accelerator)."""
+    with pytest.raises(ConfigError) as error:
+        parse_args(train_flags(tokenizer_dir, tmp_path, "--fsdp", "full_shard offload", "--use_cpu", "true"))
+    assert error.value.problems == ["--fsdp offload (fsdp_config cpu_offload): keeps each shard in pinned host memory "
+                                    "between uses of a GPU; this run is on the CPU, where the shards are in host "
+                                    "memory already: drop 'offload'"]
+
+
 # A rank of train.py that also records, at its first step, what each parameter of the model it trains is.
 RECORDING_RANK = """
 import json, os, sys

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -132,12 +133,58 @@ def test_a_resume_finds_the_stages_first_row_again(tmp_path, tokenizer_dir, exte
     from rankzero.train.vocabulary import stage_start
 
     tokenizer = AutoTokenizer.from_pretrained(extended_dir)
-    with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)))
-    without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)))
+    with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)),
+                                 train_new_embeddings_steps=2)
+    without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)),
+                          train_new_embeddings_steps=2)
     assert stage_start(with_tokenizer, tokenizer, None) == BASE_SIZE
     assert stage_start(without, tokenizer, None) == CHECKPOINT_ROWS
     assert stage_start(with_tokenizer, AutoTokenizer.from_pretrained(tokenizer_dir), None) is None
     assert stage_start(ModelConfig(), tokenizer, None) is None
+
+
+def test_a_resume_reads_the_stages_first_row_from_its_checkpoint(tmp_path, tokenizer_dir, extended_dir):
+    """The row is recorded in each checkpoint, so a resume needs --pretrained_model only for an older checkpoint,
+    and says so when that dir is gone; without the stage it never reads --pretrained_model at all."""
+    from transformers import AutoTokenizer
+
+    from rankzero.config import ModelConfig
+    from rankzero.errors import RankzeroError
+    from rankzero.train.vocabulary import stage_start
+
+    tokenizer = AutoTokenizer.from_pretrained(extended_dir)
+    gone = ModelConfig(pretrained_model=str(tmp_path / "gone"), train_new_embeddings_steps=2)
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f", "new_rows_from": 1000}')
+    assert stage_start(gone, tokenizer, None, str(checkpoint)) == BASE_SIZE
+    assert stage_start(ModelConfig(pretrained_model=str(tmp_path / "gone")), tokenizer, None, str(checkpoint)) is None
+    (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f"}')  # an older rankzero's
+    with pytest.raises(RankzeroError, match=r"--train_new_embeddings_steps 2: .*checkpoint-2 does not record which "
+                                            r"embedding rows are new .* --pretrained_model .*gone, where they would be "
+                                            r"found again, is gone: restore it"):
+        stage_start(gone, tokenizer, None, str(checkpoint))
+
+
+def test_a_continued_run_resumes_after_its_pretrained_model_dir_is_gone(tmp_path, tokenizer_dir, extended_dir,
+                                                                       train_corpus):
+    """Its recipe names --pretrained_model, which a resume does not read (the model comes from the checkpoint, the
+    stage's rows from its record): the dir deleted, the resume (with --tokenizer_path) runs on from checkpoint-2."""
+    import sys
+
+    from helpers import REPO, flag_argv, losses, run
+
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+    out = tmp_path / "run"
+    flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+             "cache_dir": tmp_path / "cache", "output_dir": out, "max_seq_length": 64, "per_device_train_batch_size": 4,
+             "max_steps": 5, "train_new_embeddings_steps": 3, "save_strategy": "steps", "save_steps": 2,
+             "logging_steps": 1, "report_to": "none", "dataloader_num_workers": 0}
+    run([sys.executable, REPO / "train.py", *flag_argv(flags)])
+    shutil.rmtree(checkpoint)
+    result = run([sys.executable, REPO / "train.py", *flag_argv({**flags, "resume_from_checkpoint": out / "checkpoint-2"})])
+    assert "step 3/5" in result.stdout and set(losses(out)) == {1, 2, 3, 4, 5}
+    assert "new embedding rows trained alone for 3 step(s)" in result.stderr  # the stage ends inside the resume
 
 
 def test_a_tokenizer_that_is_no_extension_is_named(tmp_path, tokenizer_dir):
@@ -316,3 +363,69 @@ def test_a_new_tokens_pieces_are_the_old_split_of_its_text_not_of_its_byte_alpha
     before = model.get_input_embeddings().weight.detach().clone()
     extend_embeddings(model, new, old, 448)
     assert torch.equal(model.get_input_embeddings().weight[token], before[text_ids].double().mean(0).float())
+
+
+def test_a_checkpoint_inside_the_stage_under_fsdp_resumes_exactly_after_sigterm(tmp_path, tokenizer_dir,
+                                                                                  extended_dir, train_corpus):
+    """SIGTERM to torchrun (2 gloo ranks, FSDP) inside --train_new_embeddings_steps: the checkpoint holds AdamW's
+    state for the new rows only, and `auto` resumes from it (it stopped at "Missing key in checkpoint state_dict:
+    optimizer.state.….step") to the uninterrupted run's losses, through the stage's end, where the other
+    parameters start their optimizer state."""
+    import signal
+    import sys
+
+    from helpers import REPO, flag_argv, free_port, losses, run
+    from test_train_preemption import finish, read_until, start
+
+    steps, stage = 12, 8
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+
+    def command(out, **more):
+        flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+                 "cache_dir": tmp_path / "cache", "output_dir": out, "max_seq_length": 64, "fsdp": "full_shard",
+                 "per_device_train_batch_size": 4, "max_steps": steps, "train_new_embeddings_steps": stage,
+                 "learning_rate": 1e-2, "lr_scheduler_type": "constant", "logging_steps": 1, "report_to": "none",
+                 "dataloader_num_workers": 0, **more}
+        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(),
+                REPO / "train.py", *flag_argv(flags)]
+
+    whole = tmp_path / "whole"
+    run(command(whole), timeout=600)
+    out = tmp_path / "preempted"
+    job = start(command(out))
+    read_until(job, f"step 2/{steps}")
+    job.send_signal(signal.SIGTERM)
+    printed = finish(job, timeout=120)
+    [saved] = [p for p in out.iterdir() if p.name.startswith("checkpoint-")]
+    stopped = int(saved.name.split("-")[1])
+    assert 2 <= stopped < stage, printed[-3000:]  # inside the stage
+    result = run(command(out, resume_from_checkpoint="auto"), timeout=600)
+    assert f"step {stopped + 1}/{steps}" in result.stdout
+    expected, got = losses(whole), losses(out)
+    assert set(range(stopped + 1, steps + 1)) <= set(got)
+    for step in range(stopped + 1, steps + 1):
+        assert got[step] == pytest.approx(expected[step], rel=1e-4), (step, got[step], expected[step])
+
+
+def test_a_stage_longer_than_a_run_of_epochs_is_refused(tmp_path, tokenizer_dir, extended_dir, train_corpus):
+    """--num_train_epochs, no --max_steps: the run's length is known once the data is; a stage as long stops the
+    run with the numbers (it trained only the new rows, to the end)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, flag_argv, quiet_env
+
+    checkpoint = save_checkpoint(tmp_path / "ckpt", tokenizer_dir)
+    flags = {"dataset": train_corpus, "tokenizer_path": extended_dir, "pretrained_model": checkpoint,
+             "cache_dir": tmp_path / "cache", "output_dir": tmp_path / "run", "max_seq_length": 64,
+             "per_device_train_batch_size": 4, "num_train_epochs": 1, "train_new_embeddings_steps": 500,
+             "report_to": "none", "dataloader_num_workers": 0}
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), *map(str, flag_argv(flags))], capture_output=True,
+                            text=True, timeout=600, env=quiet_env(), cwd=REPO)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "error: invalid arguments:" in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
+    assert re.fullmatch(r"  - --train_new_embeddings_steps 500: the run ends after (\d+) optimizer steps "
+                        r"\(--num_train_epochs 1 of \1 step\(s\) each\), so the whole model would never train; give "
+                        r"fewer stage steps, more --num_train_epochs, or --max_steps", line), line
+    assert not (tmp_path / "run" / "model.safetensors").exists()

@@ -1,7 +1,7 @@
 """Checkpoints a resume can trust: each one verified before it is chosen, tied to the data it was trained
 on, and a full disk during a save reported as one.
 
-    record = data_record(prepared_dir)                  # this run's data: fingerprint, dir, sources
+    record = {**data_record(prepared_dir), "batch": batch_layout(training, world_size)}  # this run's data
     resume = resolve_resume(value, output_dir, record, allow_data_change, report=runtime.is_main)
     problems = verify_checkpoint(path)                  # [] when every file of it is whole
     write_data_record(staged_checkpoint, record)        # trainer.py, into every checkpoint before it is renamed
@@ -22,7 +22,9 @@ changed in place inside a tensor (no tool writes a checksum of everything), Deep
 dir's fingerprint, path, sources and fingerprint inputs). On resume it is compared with this run's
 data: the Trainer finds its place by skipping as many batches as the old run consumed, which on other
 data is no place at all. A mismatch stops with both fingerprints and what differs, unless
-`--allow_data_change`.
+`--allow_data_change`. For the same reason the record holds the samples each step took (processes ×
+per-device batch × accumulation): a resume that would take another number per step is an argument error
+saying how to go on (checkpoint_records.batch_problem).
 
 **A full disk**: torch.save reports it as "basic_ios::clear: iostream error" with no errno, so after
 a failed save a 1 MiB probe write in the same dir (random bytes: a compressing filesystem stores
@@ -43,10 +45,10 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from rankzero.files import out_of_space, read_json, size_text
-from rankzero.train.checkpoint_records import (CHECKPOINT, DATA_RECORD, checkpoints_in, data_record_problems,  # noqa: F401 (re-exported)
-                                               not_resumable, step_of, torch_file_problems,
-                                               trainer_state_problems)
+from rankzero.files import out_of_space, size_text
+from rankzero.train.checkpoint_records import (CHECKPOINT, DATA_RECORD, batch_layout, check_data,  # noqa: F401 (re-exported)
+                                               checkpoints_in, data_record, data_record_problems, not_resumable, step_of,
+                                               torch_file_problems, trainer_state_problems, write_data_record)
 from rankzero.errors import RankzeroError
 from rankzero.train.sharded_checkpoints import fsdp_checkpoint_problems, is_fsdp_checkpoint
 
@@ -239,62 +241,6 @@ def _describe_skipped(skipped: list[tuple[Path, list[str]]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The data a checkpoint was trained on
-
-
-def data_record(prepared_dir: str | os.PathLike) -> dict:
-    """What identifies this run's prepared data, from its manifest."""
-    prepared_dir = Path(prepared_dir)
-    manifest = read_json(prepared_dir / "manifest.json") or {}
-    return {
-        "fingerprint": manifest.get("fingerprint", prepared_dir.name),
-        "prepared_dir": str(prepared_dir),
-        "sources": [source.get("spec") for source in manifest.get("sources", []) if isinstance(source, dict)],
-        "sequences": manifest.get("sequences"),
-        "tokens": manifest.get("tokens"),
-        "fingerprint_inputs": manifest.get("fingerprint_inputs"),
-    }
-
-
-def write_data_record(checkpoint_dir: str | os.PathLike, record: dict) -> None:
-    Path(checkpoint_dir, DATA_RECORD).write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def check_data(checkpoint: Path, data: dict, allow_data_change: bool, report: bool) -> None:
-    saved = read_json(checkpoint / DATA_RECORD)
-    if saved is None:
-        if report:
-            warnings.warn(f"{checkpoint} records no data fingerprint (saved by an older rankzero or another tool): "
-                          "cannot check that this run's data is the data it was trained on", stacklevel=3)
-        return
-    if saved.get("fingerprint") == data["fingerprint"]:
-        return
-    message = (f"{checkpoint} was trained on other data: data fingerprint {saved.get('fingerprint')} "
-               f"({_describe_data(saved)}); this run's is {data['fingerprint']} ({_describe_data(data)})"
-               f"{_differences(saved, data)}. The Trainer resumes by skipping the batches the earlier run consumed, "
-               "which on other data is no position at all")
-    if not allow_data_change:
-        raise RankzeroError(f"{message}. Give the same data (same sources, tokenizer, --max_seq_length, --seed, ...), "
-                            "or pass --allow_data_change to continue on this data (add --ignore_data_skip to start it "
-                            "from its first batch)")
-    if report:
-        warnings.warn(f"{message}; continuing, as --allow_data_change asks", stacklevel=3)
-
-
-def _describe_data(record: dict) -> str:
-    sources = ", ".join(str(source) for source in record.get("sources") or []) or "sources not recorded"
-    return f"{record.get('prepared_dir')}, from {sources}"
-
-
-def _differences(saved: dict, data: dict) -> str:
-    before, now = saved.get("fingerprint_inputs"), data.get("fingerprint_inputs")
-    if not isinstance(before, dict) or not isinstance(now, dict):
-        return ""
-    keys = sorted(key for key in before.keys() | now.keys() if before.get(key) != now.get(key))
-    return f"; they differ in {', '.join(keys)}" if keys else ""
-
-
-# ---------------------------------------------------------------------------------------------
 # A full disk
 
 
@@ -305,8 +251,34 @@ def free_bytes(directory: str | os.PathLike) -> int | None:
         return None
 
 
+def save_failure(error: BaseException) -> bool:
+    """Whether `error` is a save's failure to report: any Exception, or DCP's CheckpointException, which is a
+    BaseException (`except Exception` lets a full disk in an FSDP save through as a traceback)."""
+    from torch.distributed.checkpoint import CheckpointException
+
+    return isinstance(error, (Exception, CheckpointException))
+
+
+def rank_failures(error: BaseException) -> list[BaseException]:
+    """The exceptions DCP's CheckpointException holds, one per failed rank ([error] for any other)."""
+    failures = getattr(error, "failures", None)
+    if not isinstance(failures, dict):
+        return [error]
+    held = [failure[0] for failure in failures.values()
+            if isinstance(failure, tuple) and failure and isinstance(failure[0], BaseException)]
+    return held or [error]
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line: the first rank's exception for a CheckpointException (whose own text is a traceback)."""
+    first = rank_failures(error)[0]
+    return f"{type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}"
+
+
 def no_space_left(error: BaseException, directory: str | os.PathLike) -> bool:
     """Whether `error`, raised while writing into `directory`, came from a full disk or quota."""
+    if any(out_of_space(failure) for failure in rank_failures(error)):
+        return True
     seen = error
     while seen is not None:  # safetensors raises its own type, with the OS error only in the text
         if any(text in str(seen) for text in NO_SPACE_TEXTS):
@@ -335,8 +307,8 @@ def no_space_message(directory, what: str, free_at_start: int | None, needed: st
 
 def checkpoint_size_text(output_dir: str | os.PathLike, model=None) -> str:
     """What a checkpoint takes: the newest complete one's size, else an estimate from the model."""
-    for path in checkpoints_in(output_dir):
-        size = sum(entry.stat().st_size for entry in path.iterdir() if entry.is_file())
+    for path in checkpoints_in(output_dir):  # FSDP's shards and DeepSpeed's lie in folders of their own
+        size = sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
         return f"{path.name} takes {size_text(size)}"
     if model is not None:
         weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
@@ -350,8 +322,8 @@ def full_disk_reported(directory: str | os.PathLike, what: str, removed: str):
     free = free_bytes(directory)
     try:
         yield
-    except Exception as error:
-        if no_space_left(error, directory):
+    except BaseException as error:
+        if save_failure(error) and no_space_left(error, directory):
             raise RankzeroError(no_space_message(directory, what, free, checkpoint_size_text(directory),
                                                  removed)) from None
         raise
@@ -364,7 +336,7 @@ def failures_on_every_rank(error: BaseException | None, directory: str | os.Path
     raised at once would leave the others waiting in that barrier for it."""
     import torch.distributed as distributed
 
-    mine = None if error is None else (no_space_left(error, directory), f"{type(error).__name__}: {error}")
+    mine = None if error is None else (no_space_left(error, directory), describe_failure(error))
     if not (distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1):
         return [] if mine is None else [(0, *mine)]
     gathered: list = [None] * distributed.get_world_size()

@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from rankzero.config import CONFIGS, Args
-from rankzero.errors import RankzeroError
+from rankzero.errors import ConfigError, RankzeroError
 from rankzero.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints import data_record, resolve_resume
+    from rankzero.train.checkpoints import batch_layout, data_record, resolve_resume
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
@@ -57,7 +57,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
-    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_start
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -69,8 +69,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
-    data = data_record(prepared_dir)
-    # Before the model is built: a damaged checkpoint or other data stops the run at once.
+    # The samples each step takes, recorded with the data: a resume must take as many (checkpoint_records.py).
+    data = {**data_record(prepared_dir), "batch": batch_layout(args.training, runtime.world_size)}
+    # Before the model is built: a damaged checkpoint, other data or another batch stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
                             args.model.allow_data_change, report=runtime.is_main, max_steps=args.training.max_steps)
     if resume and runtime.is_main:
@@ -93,14 +94,19 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         set_up_devices(training, runtime)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
-    first_new_row = stage_start(args.model, tokenizer, extension)
+    first_new_row = stage_start(args.model, tokenizer, extension, resume)
+    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the stage's rows again (vocabulary.py)
     parameters = sum(full_numel(p) for p in model.parameters())
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=parameters, has_eval=eval_dataset is not None,
                                            resuming=resume is not None)
     training, sharding = fsdp_defaults(training, model)
-    training, logging = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch(dataset, training,
-                                                                                              runtime))
+    epoch_steps = steps_per_epoch(dataset, training, runtime)
+    training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
+    if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
+        problems = stage_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
+        if problems:
+            raise ConfigError(problems)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
     defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
     scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,

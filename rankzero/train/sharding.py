@@ -76,7 +76,17 @@ def fsdp_problems(training) -> list[str]:
     if int(config.get("version", 2)) != 2:
         return [f"--fsdp_config version {config['version']}: rankzero shards with FSDP2 only (FSDP1 is deprecated in "
                 "transformers and does not run on CPU); drop the key or set it to 2"]
+    if str(config.get("cpu_offload", False)).lower() in ("true", "1") and on_cpu(training):
+        # fully_shard pins each offloaded shard in host memory, which needs an accelerator: a traceback on CPU.
+        return ["--fsdp offload (fsdp_config cpu_offload): keeps each shard in pinned host memory between uses of a "
+                "GPU; this run is on the CPU, where the shards are in host memory already: drop 'offload'"]
     return []
+
+
+def on_cpu(training) -> bool:
+    import torch
+
+    return bool(training.use_cpu) or not torch.accelerator.is_available()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
   reduced in fp32 under bf16, and sharding on CPU too;
+- `_load_optimizer_and_scheduler` under FSDP loads the optimizer state of exactly the parameters the checkpoint
+  holds one for (sharded_checkpoints.optimizer_as_saved: a checkpoint saved inside --train_new_embeddings_steps);
 - `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
   never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
@@ -47,11 +49,11 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
-                                        write_data_record)
+                                        save_failure, write_data_record)
 from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.evaluation import EvalScores, FixedPromptSample, kept_rng_state
 from rankzero.train.preemption import PreemptionCallback
-from rankzero.train.sharded_checkpoints import gathered_state_dict, save_model_files
+from rankzero.train.sharded_checkpoints import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
@@ -207,7 +209,9 @@ class RankzeroTrainer(Trainer):
                 write_data_record(staged, self.data_record)
             if self.args.should_save and self.is_fsdp_enabled:
                 save_model_files(staged, self.model, self.processing_class)
-        except Exception as caught:  # told to every rank below, so that none waits for it in a barrier
+        except BaseException as caught:  # told to every rank below, so that none waits for it in a barrier
+            if not save_failure(caught):  # Ctrl-C, SystemExit
+                raise
             error = caught
         finally:
             self._staging = False
@@ -226,6 +230,12 @@ class RankzeroTrainer(Trainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
         self.accelerator.wait_for_everyone()
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        if checkpoint is None or not self.is_fsdp_enabled:
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        with optimizer_as_saved(self.model, self.optimizer, checkpoint):  # saved inside the new-embeddings stage
+            super()._load_optimizer_and_scheduler(checkpoint)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         if self.is_fsdp_enabled and not _internal_call:

@@ -58,16 +58,30 @@ class Extension:
                 f"({self.rows} rows in all)")
 
 
-def stage_start(model_args, tokenizer, extension: Extension | None) -> int | None:
-    """The first row --train_new_embeddings_steps trains: the extension's, or on a resume (the model rebuilt from
-    the run's checkpoint, its new rows made when the run started) the same row found again from
-    --pretrained_model; None without --pretrained_model or when it lacked no token."""
+def stage_start(model_args, tokenizer, extension: Extension | None, checkpoint: str | None = None) -> int | None:
+    """The first row --train_new_embeddings_steps trains: the extension's; on a resume (the model rebuilt from the
+    run's `checkpoint`, its new rows made when the run started) the row the checkpoint records (`new_rows_from` in
+    its data record), or for a checkpoint of an older rankzero the same row found again from --pretrained_model.
+    None without the flag, without --pretrained_model, or when it lacked no token. --pretrained_model is not read
+    otherwise on a resume: a continued run resumes after its starting dir is gone."""
     from transformers import AutoConfig
+
+    from rankzero.errors import RankzeroError
+    from rankzero.files import read_json
+    from rankzero.train.checkpoint_records import DATA_RECORD
 
     if extension is not None:
         return extension.first_new_row
-    if not model_args.pretrained_model:
+    if not model_args.pretrained_model or not model_args.train_new_embeddings_steps:
         return None
+    record = read_json(Path(checkpoint, DATA_RECORD)) if checkpoint else None
+    if isinstance(record, dict) and "new_rows_from" in record:
+        return record["new_rows_from"]
+    if not Path(model_args.pretrained_model).is_dir():
+        raise RankzeroError(f"--train_new_embeddings_steps {model_args.train_new_embeddings_steps}: {checkpoint} does "
+                            "not record which embedding rows are new (saved by an older rankzero), and --pretrained_model "
+                            f"{model_args.pretrained_model}, where they would be found again, is gone: restore it, or "
+                            "drop --train_new_embeddings_steps if the run is past the stage")
     rows = AutoConfig.from_pretrained(model_args.pretrained_model).get_text_config().vocab_size
     old = checkpoint_tokenizer(model_args.pretrained_model)
     first = rows if old is None else min(len(old), rows)
@@ -251,14 +265,24 @@ def _zero_rows(grad: torch.Tensor, rows: int) -> None:
     grad.to_local()[:max(0, rows - start)].zero_()  # the local shard itself, in place
 
 
-def stage_problems(steps: int, training) -> list[str]:
-    """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work)."""
+def stage_problems(steps: int, training, steps_per_epoch: int | None = None) -> list[str]:
+    """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work; run.py again
+    with the data's steps_per_epoch, which a run of --num_train_epochs ends by)."""
+    import math
+
     if not steps:
         return []
     problems = []
     if 0 < training.max_steps <= steps:
         problems.append(f"--train_new_embeddings_steps {steps}: the run ends at --max_steps {training.max_steps}, so "
                         "the whole model would never train; give more --max_steps or fewer stage steps")
+    elif training.max_steps <= 0 and steps_per_epoch is not None:
+        total = math.ceil(training.num_train_epochs * steps_per_epoch)  # as the Trainer counts the run's steps
+        if total <= steps:
+            problems.append(f"--train_new_embeddings_steps {steps}: the run ends after {total} optimizer steps "
+                            f"(--num_train_epochs {training.num_train_epochs:g} of {steps_per_epoch} step(s) each), so "
+                            "the whole model would never train; give fewer stage steps, more --num_train_epochs, or "
+                            "--max_steps")
     if training.deepspeed:
         # ZeRO keeps flat partitions of many parameters per rank: the old rows have no place of their own there.
         problems.append(f"--train_new_embeddings_steps {steps}: not supported with --deepspeed; use --fsdp full_shard "
