@@ -74,7 +74,9 @@ _REGISTRATION_BARE = re.compile(_NOT_BEFORE + r"\d{6}\s?\d{7}" + _NOT_AFTER)
 _CARD = re.compile(_NOT_BEFORE + r"(?:\d{4}(?:-\d{4}){3}|\d{4}(?:\s\d{4}){3}|3[47]\d\d(?:-\d{6}-|\s\d{6}\s)\d{5})"
                    + _NOT_AFTER)
 _CARD_BARE = re.compile(_NOT_BEFORE + r"\d{15,16}" + _NOT_AFTER)
-_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}([\-\s])\d{2,6}(?:\1\d{1,7}){0,2}|\d{10,14})" + _NOT_AFTER)
+# Groups apart by spaces are one account only where no digit group stands beside them (ISBN 978 89 6626 123 4 is none).
+_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|(?<!\d\s)\d{2,6}\s\d{2,6}(?:\s\d{1,7}){0,2}(?!\s\d)"
+                      r"|\d{10,14})" + _NOT_AFTER)
 _DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
 _BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
 _IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
@@ -84,6 +86,7 @@ _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.
 # icon@2x.png is a file; kim@naver.com.jsonl (a file named after an address) holds the address kim@naver.com.
 _FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "jsonl", "ndjson", "json", "txt",
                             "csv", "parquet", "arrow", "gz", "zst", "bz2", "xz"})
+_EMAIL_BEFORE, _EMAIL_AFTER = 96, 320  # characters around an at sign an address is looked for in
 _DIGIT = re.compile(r"\d")
 _SAMPLE_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+(?=@)")
 
@@ -234,7 +237,7 @@ class PiiMasker:
             # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
             ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
             passport = "여권" in text or "assport" in text
-            email = any(sign in text for sign in AT_SIGNS)
+            email = "@" in text or "\uff20" in text or "\ufe6b" in text  # hashing.AT_SIGNS, without a loop
         else:
             ipv6, passport, email = marks & COLONS, marks & PASSPORT, marks & AT_SIGN
         if not (clusters or ipv6 or passport or email):
@@ -249,13 +252,13 @@ class PiiMasker:
             elif reason:  # "": not a candidate of this detector at all
                 rejections.append((match.start(), match.end(), name, reason))
 
-        view = numbers_view(text, clusters, _FEW_DIGITS + 1)
-        for start, end, digits in view.clusters:
+        view = numbers_view(text, clusters, _FEW_DIGITS + 1) if clusters else None
+        for start, end, digits in view.clusters if view else ():
             # One character past the cluster lets a pattern's lookahead see what ends it.
             for pattern, check in _NUMBER_DETECTORS if digits > _FEW_DIGITS else _FEW_DIGIT_DETECTORS:
                 for match in pattern.finditer(view.text, start, end + 1):
                     judge(match, check, view.text)
-        if view.dropped:  # the spans in the text, with the characters read as nothing inside them
+        if view and view.dropped:  # the spans in the text, with the characters read as nothing inside them
             found = [(*view.span(start, end), *rest) for start, end, *rest in found]
             rejections = [(*view.span(start, end), *rest) for start, end, *rest in rejections]
         if ipv6:
@@ -275,21 +278,28 @@ class PiiMasker:
 
     @staticmethod
     def _emails(text: str, found: list, rejections: list) -> None:
-        view = address_view(text)  # ｋｉｍ＠ｎａｖｅｒ．ｃｏｍ, kim@na\u200bver.com: as an ASCII writer types them
-        at = view.text.find("@")
-        while at >= 0:
-            user = _EMAIL_USER.search(view.text, max(0, at - 64), at)
-            domain = _EMAIL_DOMAIN.match(view.text, at + 1)
-            if user and domain:
-                labels = domain.group().split(".")
-                while len(labels) > 2 and labels[-1].lower() in _FILE_SUFFIXES:
-                    labels.pop()
-                span = (*view.span(user.start(), at + 1 + len(".".join(labels))), "email")
-                if labels[-1].lower() in _FILE_SUFFIXES or not labels[-1].isalpha():
-                    rejections.append((*span, "file_name"))
-                else:
-                    found.append((*span, True))
-            at = view.text.find("@", at + 1)
+        for sign in AT_SIGNS:
+            at = text.find(sign)
+            while at >= 0:
+                # Around the sign only (a user part is at most 64 characters, a domain at most 255; the rest is
+                # room for invisible characters): the text read as an ASCII writer types an address
+                # (ｋｉｍ＠ｎａｖｅｒ．ｃｏｍ, kim@na\u200bver.com) costs a search of these few characters, not the page.
+                first = max(0, at - _EMAIL_BEFORE)
+                view = address_view(text[first:at + _EMAIL_AFTER])
+                sign_at = view.position(at - first)
+                user = _EMAIL_USER.search(view.text, max(0, sign_at - 64), sign_at)
+                domain = _EMAIL_DOMAIN.match(view.text, sign_at + 1)
+                if user and domain:
+                    labels = domain.group().split(".")
+                    while len(labels) > 2 and labels[-1].lower() in _FILE_SUFFIXES:
+                        labels.pop()
+                    start, end = view.span(user.start(), sign_at + 1 + len(".".join(labels)))
+                    span = (first + start, first + end, "email")
+                    if labels[-1].lower() in _FILE_SUFFIXES or not labels[-1].isalpha():
+                        rejections.append((*span, "file_name"))
+                    else:
+                        found.append((*span, True))
+                at = text.find(sign, at + 1)
 
     def mask(self, text: str, numbers: bool | tuple[int, int] = True) -> MaskResult:
         return self.apply(text, *self.find(text, numbers))

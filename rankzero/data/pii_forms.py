@@ -31,6 +31,7 @@ from rankzero.data.table_cache import cached
 
 MINUS_SIGNS = "\u2212\ufe63\uff0d"  # U+2212 is Sm, not Pd; the other two are Pd and listed for the reader
 HANGUL_DASH = "\u3161"  # ㅡ, the vowel a Korean keyboard types where a dash key is far
+_SPACED_DASH = re.compile(r"\s-|-\s")
 NUMBER_PUNCTUATION = ".()+\uff0e\uff08\uff09\uff0b"  # what else a number cluster holds: +82 (02) 010.2345, full-width
 
 
@@ -99,6 +100,9 @@ class View:
 
     def __init__(self, translated: str, dropped: list[tuple[int, int]]):
         self.dropped = dropped
+        if not dropped:  # almost every text
+            self.text = translated
+            return
         self.text = "".join(translated[last:start] for last, start in
                             zip([0] + [end for _, end in dropped], [start for start, _ in dropped] + [len(translated)]))
         self._starts, self._shifts, shift = [], [], 0  # where each dropped span sits in the view, and all dropped to it
@@ -133,13 +137,16 @@ def numbers_view(text: str, clusters: list[re.Match], least_digits: int) -> Numb
     twins = {ord(char): _twin(char) for cluster in clusters if not cluster.group().isascii()
              for char in cluster.group() if not char.isascii()}
     translated = text.translate(twins) if twins else text
-    dropped_pattern = _patterns()[0]
     digits = [sum(map(str.isdecimal, cluster.group())) for cluster in clusters]
+    dropped_pattern = _patterns()[0]
+    # An ASCII cluster drops only spaces beside a dash or a CRLF's CR: most (010-2345-6789, 2024. 3. 15.) need no search.
     dropped = [match.span() for cluster, count in zip(clusters, digits) if count >= least_digits
+               and not (cluster.group().isascii() and "\r" not in cluster.group()
+                        and not _SPACED_DASH.search(cluster.group()))
                for match in dropped_pattern.finditer(translated, cluster.start(), cluster.end())]
     view = NumbersView(translated, dropped)
-    view.clusters = [(view.position(cluster.start()), view.position(cluster.end()), count)
-                     for cluster, count in zip(clusters, digits)]
+    view.clusters = [(view.position(cluster.start()), view.position(cluster.end()), count) if dropped
+                     else (cluster.start(), cluster.end(), count) for cluster, count in zip(clusters, digits)]
     return view
 
 
