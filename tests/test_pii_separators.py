@@ -1,6 +1,6 @@
 """Personal data written with other separators (issue 47, rankzero/data/pii_forms.py): every Unicode dash, space and
 invisible format character between a number's digit groups, full-width and invisible characters in e-mail
-addresses; the look-alikes written the same ways stay."""
+addresses; the look-alikes written the same ways stay; file names are masked with the same masker."""
 
 import re
 import unicodedata
@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 from test_pii import LOOK_ALIKES
 
-from rankzero.data.pii import PLACEHOLDERS, PiiMasker
+from rankzero.data.pii import PLACEHOLDERS, PiiMasker, mask_name
 from rankzero.data.pii_forms import HANGUL_DASH, MINUS_SIGNS, cluster_separators, separator_codes
 
 MASKER = PiiMasker()
@@ -103,3 +103,12 @@ def test_a_span_with_a_dropped_character_covers_it_and_nothing_else():
     text = "가\u200b 010-23\u200b45-\n6789\u200b 나"
     assert MASKER.mask(text).text == f"가\u200b {PLACEHOLDERS['phone']}\u200b 나"
 
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("/data/연락처_010-2345-6789.jsonl", "/data/연락처_|||PHONE_NUMBER|||.jsonl"),
+    ("/data/주민_900101–1234568/part.jsonl", "/data/주민_|||RESIDENT_REGISTRATION_NUMBER|||/part.jsonl"),
+    ("/data/kim＠naver.com/a.jsonl", "/data/|||EMAIL_ADDRESS|||/a.jsonl"),
+    ("상담_kim.minsu@naver.com.jsonl.gz", "상담_|||EMAIL_ADDRESS|||.jsonl.gz"), ("icon@2x.png", "icon@2x.png"),
+    ("/data/2024-03-15/ko.jsonl", "/data/2024-03-15/ko.jsonl"), ("ko_wiki.jsonl:2", "ko_wiki.jsonl:2")])
+def test_file_names_are_masked_with_the_same_masker(name, expected):
+    assert mask_name(name) == expected

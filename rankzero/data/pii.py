@@ -3,7 +3,7 @@
     masker = PiiMasker()
     result = masker.mask("문의kim@naver.com, 010-1234-5678")     # "문의|||EMAIL_ADDRESS|||, |||PHONE_NUMBER|||"
     result.text, result.masked, result.public, result.rejected     # counts per detector / (detector, reason)
-    counts = PiiCounts(); counts.add(result, result.drop)          # what the manifest reports, per source (pii_counts.py)
+    mask_name("/data/연락처_010-2345-6789.jsonl")                 # "/data/연락처_|||PHONE_NUMBER|||.jsonl"
 
 What is masked and why is in docs/data.md. In short: the identifiers Korea's Personal Information
 Protection Act names or that reach one person — resident and foreigner registration numbers, phone
@@ -358,3 +358,39 @@ def _samples(masked_text: str, limit: int, width: int = 40) -> list[tuple[str, s
             out.append((name, blank(context.replace("\n", " "))))
     return out
 
+
+_NAME_MASKER = PiiMasker(samples_per_document=0)
+
+
+def mask_name(name: str) -> str:
+    """A source's spec or a file's path as the manifest, the sample files and the logs write it: masked like a
+    document's text (a file named after its subject's phone number holds that number as much as its lines do),
+    whatever --pii says (a name is no training text, and a manifest travels further than the data)."""
+    return _NAME_MASKER.mask(name).text
+
+
+class NameMasker:
+    """mask_name of each name given, the same for the same name, numbered where names differ only in what was masked
+    ("a_|||PHONE_NUMBER|||.jsonl", then "a_|||PHONE_NUMBER|||.jsonl #2"): the names key the manifest's entries."""
+
+    def __init__(self):
+        self._names: dict[str, str] = {}
+        self._seen: Counter = Counter()
+
+    def __call__(self, name: str) -> str:
+        if name not in self._names:
+            masked = mask_name(name)
+            self._seen[masked] += 1
+            self._names[name] = masked if self._seen[masked] == 1 else f"{masked} #{self._seen[masked]}"
+        return self._names[name]
+
+
+def masked_paths(value):
+    """A copy of JSON-like `value` with every "path" and "hub" string mask_name'd: the fingerprint's inputs as the
+    manifest records them (the fingerprint hashes them as they are, so which inputs make which dataset is unchanged)."""
+    if isinstance(value, dict):
+        return {key: mask_name(item) if key in ("path", "hub") and isinstance(item, str) else masked_paths(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [masked_paths(item) for item in value]
+    return value
