@@ -92,9 +92,10 @@ def test_a_prepare_writes_no_personal_number_behind_any_separator(tmp_path, toke
     write_jsonl(tmp_path / "상담_kim.minsu@naver.com.jsonl",
                 [{"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": part}]}
                  for text, part in zip(texts[2 * third:], planted_parts[2 * third:])])
+    held = write_jsonl(tmp_path / "평가_010-1111-2222.jsonl", [{"text": text} for text in korean_documents(5, seed=14)])
     command = [sys.executable, str(REPO / "train.py"), "--tokenize_only", "--dataset", str(source),
-               str(tmp_path / "상담_kim.minsu@naver.com.jsonl"), "--tokenizer_path", str(tokenizer_dir), "--cache_dir",
-               str(tmp_path / "cache"), "--max_seq_length", "2048", "--no_packing"]
+               str(tmp_path / "상담_kim.minsu@naver.com.jsonl"), "--eval_dataset", str(held), "--tokenizer_path",
+               str(tokenizer_dir), "--cache_dir", str(tmp_path / "cache"), "--max_seq_length", "2048", "--no_packing"]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     out = next(path for path in (tmp_path / "cache").iterdir() if path.is_dir())
@@ -104,11 +105,11 @@ def test_a_prepare_writes_no_personal_number_behind_any_separator(tmp_path, toke
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     rows = "\n".join(tokenizer.decode(row["input_ids"]) for row in datasets.load_from_disk(str(out)))
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["docs_in"] == len(texts) and manifest["docs_kept"] == len(texts)
+    assert manifest["docs_in"] == len(texts) + 5 and manifest["docs_kept"] == len(texts) + 5
     everything = "\n".join([rows, written_strings(out), result.stdout, result.stderr])
     for kind, value, _ in plants:
         assert not raw_pattern(value).search(everything), value
-    for name in ("9876\u20135432", "900101-1234568", "kim.minsu@naver", "kim.minsu", "ｌｅｅ", "park.ji", "hong@"):
+    for name in ("9876\u20135432", "900101-1234568", "1111-2222", "kim.minsu@naver", "kim.minsu", "ｌｅｅ", "park.ji", "hong@"):
         assert name not in everything, name
     masked = manifest["pii"]["total"]["spans_masked"]
     expected = {kind: sum(1 for plant in plants if plant[0] == kind) for kind in {plant[0] for plant in plants}}
@@ -119,9 +120,10 @@ def test_a_prepare_writes_no_personal_number_behind_any_separator(tmp_path, toke
     for look in looks.values():
         assert f"참고: {look}." in rows, look
     # The names, masked wherever the build wrote them; the fingerprint is of the inputs as given.
-    files = manifest["sources"][0]["files"]
+    files = manifest["sources"][1]["files"]  # --eval_dataset's sources come first
     assert f"{source}/연락처_{PLACEHOLDERS['phone']}.jsonl" in files
     assert f"{source}/주민_{PLACEHOLDERS['resident_registration']}.jsonl" in files
-    assert manifest["sources"][1]["spec"] == f"{tmp_path}/상담_{PLACEHOLDERS['email']}.jsonl"
+    assert manifest["sources"][2]["spec"] == f"{tmp_path}/상담_{PLACEHOLDERS['email']}.jsonl"
+    assert manifest["validation"]["eval_dataset"] == [f"{tmp_path}/평가_{PLACEHOLDERS['phone']}.jsonl"]
     again = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == result.stdout.splitlines()[-1], again.stderr

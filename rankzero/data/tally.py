@@ -80,7 +80,7 @@ class Tally:
         source_config = self.plan.source_config
         if validation is not None:
             validation = validation_manifest(self.stats, source_config.validation_split_percentage,
-                                             source_config.eval_dataset, **validation)
+                                             [stat.spec for stat in self.stats if stat.evaluation], **validation)
         extra = {**extra, **self.screened.finish(self.stats, out_dir),
                  **({"near_dedup": self.ledger.describe()} if self.ledger is not None else {})}
         return build_manifest(self.plan, self.stats, engine, sequences=sequences, shards=shards,
