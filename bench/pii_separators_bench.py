@@ -41,8 +41,8 @@ CLASSES = {  # name -> (members, how a member goes into a number: "separator" be
     "ASCII '-' (control)": (["-"], "separator"),
     "spaces (Zs but ' ' and U+3000)": ([c for c in _EVERY if unicodedata.category(c) == "Zs" and c not in " \u3000"],
                                        "separator"),
-    "line breaks (\\n, \\r\\n, \\v, \\f, U+0085, U+2028, U+2029)": (["\n", "\r\n", "\v", "\f", "\x85", "\u2028", "\u2029"],
-                                                                  "separator"),
+    "line breaks (\\n, \\r\\n, \\v, \\f, U+0085, U+2028, U+2029)": (
+        ["\n", "\r\n", "\v", "\f", "\x85", "\u2028", "\u2029"], "separator"),
     "dashes (Pd but '-' and U+FF0D)": ([c for c in _EVERY if unicodedata.category(c) == "Pd" and c not in "-\uff0d"],
                                        "separator"),
     "minus signs (U+2212, U+FE63)": (["\u2212", "\ufe63"], "separator"),
@@ -72,8 +72,9 @@ def number(kind: str, rng: random.Random) -> tuple[str, str]:
         prefix = rng.choice(["4", "51", "3528", "9410", "62"])
         card = luhn_complete(prefix + digits(rng, 15 - len(prefix)))
         return "-".join(card[i:i + 4] for i in range(0, 16, 4)), "결제 카드 {} 승인"
-    return (rng.choice([f"{digits(rng, 6)}-{digits(rng, 2)}-{digits(rng, 6)}", f"{digits(rng, 3)}-{digits(rng, 6)}-{digits(rng, 5)}"]),
-            rng.choice(["입금계좌 국민은행 {} 예금주 홍길동", "{} (신한은행)로 송금"]))
+    value = rng.choice([f"{digits(rng, 6)}-{digits(rng, 2)}-{digits(rng, 6)}",
+                        f"{digits(rng, 3)}-{digits(rng, 6)}-{digits(rng, 5)}"])
+    return value, rng.choice(["입금계좌 국민은행 {} 예금주 홍길동", "{} (신한은행)로 송금"])
 
 
 def written(value: str, member: str, how: str, rng: random.Random) -> str:
@@ -131,7 +132,8 @@ task = json.load(open(sys.argv[1], encoding="utf-8"))
 masker = PiiMasker()
 result = {"placeholders": PLACEHOLDERS}
 if "sets" in task:
-    result["outputs"] = {name: [masker.mask(text).text for text in documents] for name, documents in task["sets"].items()}
+    result["outputs"] = {name: [masker.mask(text).text for text in documents]
+                         for name, documents in task["sets"].items()}
 def screened(texts):  # what screen.py does with --pii mask: the compiled pass's marks, the masker where they say
     from rankzero.data.hashing import NUMBERS
     from rankzero.data.ngram_scan import marks_of
@@ -177,7 +179,8 @@ def score(sets: dict, outputs: dict, placeholders: dict) -> dict:
             caught += not raw(target).search(output) and placeholders[kind] in output
             kept += look is not None and f"참고: {look}." in output
         looks = sum(look is not None for look in planted["looks"])
-        table[name] = {"caught": f"{caught}/{len(planted['values'])}", "look_alikes_kept": f"{kept}/{looks}" if looks else "-"}
+        table[name] = {"caught": f"{caught}/{len(planted['values'])}",
+                       "look_alikes_kept": f"{kept}/{looks}" if looks else "-"}
     return table
 
 

@@ -109,7 +109,8 @@ def test_a_prepare_writes_no_personal_number_behind_any_separator(tmp_path, toke
     everything = "\n".join([rows, written_strings(out), result.stdout, result.stderr])
     for kind, value, _ in plants:
         assert not raw_pattern(value).search(everything), value
-    for name in ("9876\u20135432", "900101-1234568", "1111-2222", "kim.minsu@naver", "kim.minsu", "ｌｅｅ", "park.ji", "hong@"):
+    for name in ("9876\u20135432", "900101-1234568", "1111-2222", "kim.minsu@naver", "kim.minsu", "ｌｅｅ", "park.ji",
+                 "hong@"):
         assert name not in everything, name
     masked = manifest["pii"]["total"]["spans_masked"]
     expected = {kind: sum(1 for plant in plants if plant[0] == kind) for kind in {plant[0] for plant in plants}}

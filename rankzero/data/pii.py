@@ -75,8 +75,8 @@ _CARD = re.compile(_NOT_BEFORE + r"(?:\d{4}(?:-\d{4}){3}|\d{4}(?:\s\d{4}){3}|3[4
                    + _NOT_AFTER)
 _CARD_BARE = re.compile(_NOT_BEFORE + r"\d{15,16}" + _NOT_AFTER)
 # Groups apart by spaces are one account only where no digit group stands beside them (ISBN 978 89 6626 123 4 is none).
-_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|(?<!\d\s)\d{2,6}\s\d{2,6}(?:\s\d{1,7}){0,2}(?!\s\d)"
-                      r"|\d{10,14})" + _NOT_AFTER)
+_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}"
+                      r"|(?<!\d\s)\d{2,6}\s\d{2,6}(?:\s\d{1,7}){0,2}(?!\s\d)|\d{10,14})" + _NOT_AFTER)
 _DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
 _BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
 _IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")

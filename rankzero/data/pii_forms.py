@@ -138,7 +138,8 @@ def numbers_view(text: str, clusters: list[re.Match], least_digits: int) -> Numb
     twins = {ord(char): _twin(char) for group in groups if not group.isascii() for char in group if not char.isascii()}
     translated = text.translate(twins) if twins else text
     digits = [sum(map(str.isdecimal, group)) for group in groups]  # what `\d` matches: half the time of findall
-    # An ASCII cluster drops only spaces beside a dash or a CRLF's CR: most (010-2345-6789, 2024. 3. 15.) need no search.
+    # An ASCII cluster drops only spaces beside a dash or a CRLF's CR: most (010-2345-6789, 2024. 3. 15.) need no
+    # search.
     searched = [cluster for cluster, group, count in zip(clusters, groups, digits) if count >= least_digits
                 and (not group.isascii() or "\r" in group or _SPACED_DASH.search(group))]
     dropped = [match.span() for cluster in searched
