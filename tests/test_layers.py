@@ -14,7 +14,7 @@ from helpers import REPO
 LAYERS = [  # lowest first
     ("base", ["errors", "runtime", "files", "malloc", "logging_utils", "config", "trainer_flags", "strict_yaml"]),
     ("data: inputs, tokens, rows", ["data", "data.walk", "data.specs", "data.input_files", "data.json_array", "data.hashing", "data.table_cache", "data.unicode_context", "data.native", "data.readers", "data.records", "data.fastokens_ahead", "data.encode",
-                                    "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data.pii", "data.pii_checks", "data.pack", "data.shards", "data.published",
+                                    "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data.pii", "data.pii_checks", "data.pii_forms", "data.pii_counts", "data.pack", "data.shards", "data.published",
                                     "tokenizer_trainer"]),
     ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
                                       "data.dedup.*", "data.split", "data.mixing", "data.report", "data.tally"]),

@@ -85,6 +85,21 @@ CONTEXTS = ["{c}", "ab{c}cd e{c}", "12-3{c}4567 8{c}9", "여{c}권 {c}권", "ass
             "x{c}@ {c}assport 1234567{c}", "1:2:3:4:5:6{c}7:8"]
 
 
+def test_numbers_behind_other_separators_and_full_width_at_signs_are_marked():
+    """NUMBERS for a run of digits behind any dash, space or invisible character (pii_forms.py), AT_SIGN for '＠' and
+    '﹫': what the masker reads, so the pass hides none of it from the masker, in C and in numpy alike."""
+    texts = ["전화 010\u00a02345\u00a06789", "010\u20132345\u20136789", "010\u31612345\u31616789", "010\u22122345",
+             "900101\u200b1\u200b2\u200b3", "0\u200b1\u200b0\u200b2\u200b3\u200b4\u200b5", "010\n2345\n6789",
+             "kim＠naver．com", "kim﹫naver.com", "전화 010 가 2345", "2024년 3월"]
+    expected = [NUMBERS] * 7 + [AT_SIGN, AT_SIGN, 0, 0]
+    codes, offsets = code_points(texts)
+    assert marks_reference(codes, offsets)[0].tolist() == expected
+    _, _, marks, runs = assert_same(codes, offsets, 1, 1, 1, Bitmap.everything())
+    assert marks.tolist() == expected and runs[0].tolist() == [2, 16]  # the space before 010 is a separator too
+    for got, want in zip(marks_of(texts), marks_reference(codes, offsets)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_colons_mark_an_ipv6_candidate_alone():
     """COLONS: a run of ASCII hex digits and colons holding "::" or 7 colons (what pii.py's IPv6 check needs), not
     the colons of a dialogue or of the time of day, however many."""
@@ -110,11 +125,13 @@ def test_every_basic_plane_code_point_in_context(context):
 
 
 # The classes the pass tells apart: letters (ASCII, Hangul, Greek, accented, a capital the table lower-cases),
-# digits (ASCII, Arabic-Indic, full-width), the number clusters' separators, other breaks, '@', ':', the passport
+# digits (ASCII, Arabic-Indic, full-width), the number clusters' separators (other dashes, spaces and invisible
+# characters among them), other breaks, the at signs, ':', the passport
 # words' letters in both cases, astral letters, digits and an emoji (all of kind 2), and the dotted capital I,
 # whose lower case is two code points (no word character by itself).
-ALPHABET = (list("aBz가나여권ΣéK") + list("09٣５") + list("-.() +\uff0d\u3000") + list("\n,!_\u200b") +
-            list("@:") + list("asportASPORT") + ["\U00010400", "\U0001d7ce", "\U0001f600", "\u0130"])
+ALPHABET = (list("aBz가나여권ΣéK") + list("09٣５") + list("-.() +\uff0d\u3000\u2013\u3161\u2212\u00a0\u00ad") +
+            list("\n,!_\u200b") + list("@:\uff20\ufe6b") + list("asportASPORT") +
+            ["\U00010400", "\U0001d7ce", "\U0001f600", "\u0130", "\U000e0020"])
 
 
 def random_batch(rng: np.random.Generator) -> list[str]:

@@ -8,7 +8,8 @@ from stdnum import luhn as stdnum_luhn
 from stdnum.kr import brn as stdnum_brn
 from stdnum.kr import rrn as stdnum_rrn
 
-from rankzero.data.pii import (DUMP_MIN_SPANS, PLACEHOLDERS, PiiCounts, PiiMasker, blank, is_dump)
+from rankzero.data.pii import DUMP_MIN_SPANS, PLACEHOLDERS, PiiMasker, blank, is_dump
+from rankzero.data.pii_counts import PiiCounts
 from rankzero.data.pii_checks import (business_number_ok, card_issuer, luhn_ok, public_ip, registration_check_ok,
                                       registration_date_ok)
 

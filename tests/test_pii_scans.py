@@ -22,14 +22,16 @@ def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
     decimal digit of the BMP and random texts of digits, separators, emoji and astral digits."""
     import re
 
-    from rankzero.data.pii_checks import _CLUSTER, number_clusters, quick_cluster
+    from rankzero.data.pii_checks import cluster_pattern, number_clusters, quick_cluster
 
-    _QUICK_CLUSTER = quick_cluster()
+    _CLUSTER, _QUICK_CLUSTER = cluster_pattern(), quick_cluster()
 
     for code in range(0x10000):
         char = chr(code)
         assert (_QUICK_CLUSTER.fullmatch(char * 7) is not None) == char.isdecimal(), hex(code)
     alphabet = list("0123456789-.() +가 a") + ["０", "٣", "\U0001d7ce", "\U0001d7d9", "😀", "\U00020000", "（", "＋"]
+    # Other dashes, spaces and invisible characters, astral ones too (a tag, a shorthand format control).
+    alphabet += ["\u2013", "\u3161", "\u2212", "\u00a0", "\n", "\u200b", "\u00ad", "\U000e0020", "\U0001bca0", "\U00010ead"]
     rng = random.Random(11)
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(20000)]
     quick = 0
@@ -126,14 +128,17 @@ def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks
     import random
 
     from rankzero.data.hashing import COLONS, NUMBERS
-    from rankzero.data.pii_checks import _CLUSTER
+    from rankzero.data.pii_checks import cluster_pattern
 
+    _CLUSTER = cluster_pattern()
     alphabet = (list("0123456789-.() +가나다 abc@:\n") + ["０", "１", "９", "\u00a0", "①", "٣", "\U0001d7ce", "－", "．"]
+                + ["\u2013", "\u3161", "\u2212", "\u200b", "\u2028", "\t", "\r", "\U000e0020", "﹫", "kim＠naver．com"]
                 + ["::", "여권", "여", "권", "assport", "Passport", "ass", "port", "kim@naver.com", "＠", "：", "\u0307",
                    "\u11ab", "ΣΑ", "2001:db8::1", "１２:３４"])
     rng = random.Random(7)
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(6000)]
-    texts += ["주민번호 900101-1234567 입니다", "전화 010 1234 5678", "１２３４５６７", "٣٣٣٣٣٣٣", "1 2 3 4", "a:b:c:d:e:f:g:h",
+    texts += ["주민번호 900101-1234567 입니다", "전화 010 1234 5678", "전화 010\u00a01234\u00a05678", "010–1234–5678",
+              "전화 010-12\u200b34-5678", "kim＠naver．com", "kim﹫naver.com", "１２３４５６７", "٣٣٣٣٣٣٣", "1 2 3 4", "a:b:c:d:e:f:g:h",
               # NFKC composes the jamo and the dot with the letter before them; the marks are of the text as read.
               "여권\u11ab M123A4567", "Passport\u0307 no. M123A4567",
               # IPv6: seven colons and no "::", public and private; a dialogue's colons, none of them a candidate.

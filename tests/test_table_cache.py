@@ -15,7 +15,7 @@ import numpy as np
 
 from rankzero.data import ngram_reference, table_cache, unicode_context
 from rankzero.data.dedup import kernel, shingles
-from rankzero.data.pii_checks import CLUSTER_SEPARATORS
+from rankzero.data.pii_forms import cluster_separators
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,19 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_reference, ngram_scan, unicode_context
+from rankzero.data import ngram_reference, ngram_scan, pii_forms, unicode_context
 from rankzero.data.dedup import kernel, shingles
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
     ngram_reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
     ngram_scan._build_normalising_table = fail
-    shingles._build_fold_table = fail
+    shingles._build_fold_table = pii_forms._build_separator_codes = fail
 tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
           "composing_seconds": [sorted(unicode_context.composing_seconds())],
-          "ngram_nfkc": list(ngram_scan._normalising_table())}
+          "ngram_nfkc": list(ngram_scan._normalising_table()),
+          "pii_separators": list(pii_forms.separator_codes().values())}
 for name, arrays in tables.items():
     print(name, xxhash.xxh3_64_hexdigest(repr([a.tolist() if hasattr(a, "tolist") else a for a in arrays]).encode()))
 """
@@ -52,7 +53,7 @@ def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
     first = run_probe(tmp_path, build_fails=False)
     assert first.returncode == 0, first.stderr
     written = sorted(path.name.split("-")[0] for path in tmp_path.rglob("*.npz"))
-    assert written == ["composing_seconds", "dedup_kernel", "ngram_nfkc", "ngram_scan", "shingles"]
+    assert written == ["composing_seconds", "dedup_kernel", "ngram_nfkc", "ngram_scan", "pii_separators", "shingles"]
     assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
     second = run_probe(tmp_path, build_fails=True)  # any table built instead of read stops it
     assert second.returncode == 0, second.stderr
@@ -72,12 +73,13 @@ def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point
     finally:
         ngram_reference._tables.cache_clear()
         shingles.fold_table.cache_clear()
-    assert len(list(tmp_path.glob("*.npz"))) == 2
+    # (the kinds read the number separators' table: built here too where this process had not read it yet)
+    assert {path.name.split("-")[0] for path in tmp_path.glob("*.npz")} - {"pii_separators"} == {"ngram_scan", "shingles"}
     for code in range(0x10000):
         char = chr(code)
         lower = char.lower()
         assert fold[code] == (ord(lower) if len(lower) == 1 and lower.isalnum() else 0), hex(code)
-        assert kinds[code] == (2 if char.isdecimal() else 1 if char in CLUSTER_SEPARATORS else 0), hex(code)
+        assert kinds[code] == (2 if char.isdecimal() else 1 if char in cluster_separators() else 0), hex(code)
         assert folds[code] == shingles.fold(code), hex(code)
     expected = frozenset(unicode_context.build_composing_seconds()["codes"].tolist())
     assert unicode_context.composing_seconds() == expected

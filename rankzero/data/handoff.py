@@ -63,6 +63,7 @@ from pathlib import Path
 
 from rankzero.config import CacheConfig
 from rankzero.data.heartbeat import Heartbeat, running_here
+from rankzero.data.pii import masked_paths
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
 from rankzero.data.report import print_summary
@@ -219,7 +220,8 @@ def _build_and_publish(plan: Plan, runtime, tmp: Path, final: Path, heartbeat: H
     files = file_table(tmp)
     manifest.setdefault("timings", {})["checksum_s"] = round(time.perf_counter() - checksum_started, 3)
     manifest.update({"built_by_rank": runtime.rank, "built_by_host": runtime.hostname, "built_at": started,
-                     "build_id": heartbeat.run_id, "fingerprint_inputs": plan.inputs, "files": files})
+                     "build_id": heartbeat.run_id, "fingerprint_inputs": masked_paths(plan.inputs),
+                     "files": files})
     # The build dir is 0700 while it is written (nobody can plant a link inside); published, it gets the
     # umask's modes, with group read/write in a team's cache dir whatever the umask (docs/design.md).
     file_mode = set_publish_modes(tmp, final.parent)

@@ -16,11 +16,13 @@ GRAM_BASE = np.uint64(0xBF58476D1CE4E5B9)  # decontamination's word n-grams: the
 # unicodedata must normalise; EXPANDED + i, one that NFKC makes several of (their folds at expansions[i + 1:]).
 DELETE, SLOW, EXPANDED = np.uint32(0xFFFFFFFF), np.uint32(0xFFFFFFFE), np.uint32(0x80000000)
 # What decontamination's pass marks in a text, each a necessary condition for what pii.PiiMasker.find looks for: a
-# run of NUMBER_RUN digits and cluster separators holding a digit (pii.py's number clusters), an '@' (e-mail), a
+# run of NUMBER_RUN digits and cluster separators holding a digit (pii.py's number clusters), an '@' or its
+# full-width or small form (e-mail: NFKC's '@', which the masker reads as one, pii_forms.address_view), a
 # run of ASCII hex digits and colons holding "::" or 7 colons (an IPv6 candidate), "여권" or "assport" (passport
 # numbers). A text with none of them gives the masker nothing to look at.
 NUMBER_RUN = 7  # the shortest number cluster pii.py looks into
 NUMBERS, AT_SIGN, COLONS, PASSPORT = 1, 2, 4, 8
+AT_SIGNS = "@\uff20\ufe6b"
 HEX_OR_COLON = "0123456789ABCDEFabcdef:"  # what an IPv6 candidate is made of (pii_checks.ipv6_candidates)
 C_CONSTANTS = ("WORD_BASE", "WINDOW_BASE", "GRAM_BASE", "DELETE", "SLOW", "EXPANDED", "NUMBER_RUN", "NUMBERS",
                "AT_SIGN", "COLONS", "PASSPORT")

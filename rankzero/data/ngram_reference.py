@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rankzero.data.hashing import (AT_SIGN, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBER_RUN, NUMBERS, PASSPORT,
+from rankzero.data.hashing import (AT_SIGN, AT_SIGNS, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBER_RUN, NUMBERS, PASSPORT,
                                    WINDOW_BASE, WORD_BASE, fmix64)
 from rankzero.data.table_cache import cached
 
@@ -58,15 +58,16 @@ def _fold_table() -> np.ndarray:
 @lru_cache(maxsize=1)
 def _tables() -> dict[str, np.ndarray]:
     """Both tables, from this installation's cache after a first build (table_cache.py: 0.03 CPU-s a process)."""
-    from rankzero.data import pii_checks
+    from rankzero.data import pii_checks, pii_forms
 
-    return cached("ngram_scan", _build_tables, [__file__, pii_checks.__file__])
+    return cached("ngram_scan", _build_tables, [__file__, pii_checks.__file__, pii_forms.__file__])
 
 
 def _build_tables() -> dict[str, np.ndarray]:
-    from rankzero.data.pii_checks import CLUSTER_SEPARATORS
+    from rankzero.data.pii_forms import cluster_separators
 
-    kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in CLUSTER_SEPARATORS else 0
+    separators = cluster_separators()
+    kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in separators else 0
                          for code in range(ASTRAL)), dtype=np.uint8, count=ASTRAL)
     return {"fold": np.fromiter(map(_fold, range(ASTRAL)), dtype=np.uint32, count=ASTRAL), "kinds": kinds}
 
@@ -206,6 +207,7 @@ def _rolled(items: np.ndarray, item_offsets: np.ndarray, width: int, step: int, 
 
 
 _HEX_OR_COLON_CODES = np.array([ord(char) for char in HEX_OR_COLON], dtype=np.uint32)
+_AT_SIGN_CODES = np.array([ord(char) for char in AT_SIGNS], dtype=np.uint32)
 
 
 def _runs(flags: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +240,7 @@ def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[n
             ok &= codes[np.maximum(at - back, 0)] == ord(char)
         return ok
 
-    marks[owner(np.flatnonzero(codes == ord("@")))] |= AT_SIGN
+    marks[owner(np.flatnonzero(np.isin(codes, _AT_SIGN_CODES)))] |= AT_SIGN
     # An IPv6 candidate: a run of ASCII hex digits and colons that holds "::" or 7 colons.
     colons = np.flatnonzero(codes == ord(":"))
     colon_owners = owner(colons)

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from rankzero.data import hashing, native, ngram_reference, unicode_context
-from rankzero.data.hashing import EXPANDED, HEX_OR_COLON, SLOW
+from rankzero.data.hashing import AT_SIGNS, EXPANDED, HEX_OR_COLON, SLOW
 # What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
 from rankzero.data.ngram_reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
                                            marks_reference, scan_reference)
@@ -188,14 +188,16 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 @lru_cache(maxsize=1)
 def _marking_kinds() -> np.ndarray:
-    """_kinds_table (1 a number separator, 2 a digit) as the compiled pass reads it, with two bits more: 4 for the
-    code points the other marks start from ("@", ":", "t" of "assport", "권" of "여권": one test a code point finds
-    them all), 8 for what an IPv6 candidate is made of (ASCII hex digits and ':')."""
+    """_kinds_table (1 a number separator, 2 a digit) as the compiled pass reads it, with three bits more: 4 for the
+    code points the other marks start from (the at signs, ":", "t" of "assport", "권" of "여권": one test a code point
+    finds them all), 8 for what an IPv6 candidate is made of (ASCII hex digits and ':'), 16 for an at sign (the
+    table, not the C, says which code points are: hashing.AT_SIGNS)."""
     kinds = _kinds_table().copy()
-    special = [ord(char) for char in "@:t권"]
+    special = [ord(char) for char in AT_SIGNS + ":t권"]
     assert not kinds[special].any(), "a marked code point is a digit or a number separator"
     kinds[special] |= 4
     kinds[[ord(char) for char in HEX_OR_COLON]] |= 8
+    kinds[[ord(char) for char in AT_SIGNS]] |= 16
     return kinds
 
 

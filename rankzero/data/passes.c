@@ -157,7 +157,8 @@ typedef struct {
                                                * "::" or 7 colons (what pii.py's IPv6 candidates need) */
 } Marks;
 
-/* codes[at], of `kind` (kinds[], bits: 1 a separator, 2 a digit, 4 one of "@:t권", 8 an ASCII hex digit or ':'), in
+/* codes[at], of `kind` (kinds[], bits: 1 a separator, 2 a digit, 4 an at sign or one of ":t권", 8 an ASCII hex digit
+ * or ':', 16 an at sign: '@' or its full-width or small form, hashing.AT_SIGNS), in
  * codes[start:]. No branch that the text decides but bit 4 (rare in Korean text) and long number runs: a branch on a
  * space or a digit, mispredicted at most words' ends, cost the marks ~2 ns a code point (bench/RESULTS.md, "The
  * screen's marks and masker, cheaper"). */
@@ -172,7 +173,7 @@ static inline void mark(Marks *m, const uint32_t *codes, int64_t start, int64_t 
     }
     if (__builtin_expect(kind & 4, 0)) {
         uint32_t raw = codes[at], previous = at > start ? codes[at - 1] : 0;
-        if (raw == '@') {
+        if (kind & 16) {
             m->at_sign = 1;
         } else if (raw == ':') {
             m->ipv6 |= (++m->colons >= 7) | (previous == ':');
@@ -257,9 +258,9 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
  * the text they come from; counts[0] and counts[1] get how many, counts[2] 1 when `room` (of each) ran out (the
  * caller calls again with more). marks[text] gets, from the code points as given, NUMBERS where the text has a run
  * of NUMBER_RUN code points of `kinds` bits 1 or 2 (the separators of pii_checks.py's number clusters and digits)
- * holding a digit, astral code points counting as digits; AT_SIGN for an '@'; COLONS for a run of ASCII hex digits
+ * holding a digit, astral code points counting as digits; AT_SIGN for an at sign; COLONS for a run of ASCII hex digits
  * and colons holding "::" or 7 colons; PASSPORT for "여권" or "assport" (`kinds` bit 4 marks the code points these
- * look at, bit 8 the hex digits and ':': ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start
+ * look at, bit 8 the hex digits and ':', bit 16 the at signs: ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start
  * of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,

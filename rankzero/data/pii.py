@@ -3,7 +3,7 @@
     masker = PiiMasker()
     result = masker.mask("문의kim@naver.com, 010-1234-5678")     # "문의|||EMAIL_ADDRESS|||, |||PHONE_NUMBER|||"
     result.text, result.masked, result.public, result.rejected     # counts per detector / (detector, reason)
-    counts = PiiCounts(); counts.add(result, result.drop)          # what the manifest reports, per source
+    mask_name("/data/연락처_010-2345-6789.jsonl")                 # "/data/연락처_|||PHONE_NUMBER|||.jsonl"
 
 What is masked and why is in docs/data.md. In short: the identifiers Korea's Personal Information
 Protection Act names or that reach one person — resident and foreigner registration numbers, phone
@@ -27,9 +27,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rankzero.data.hashing import AT_SIGN, COLONS, PASSPORT
-from rankzero.data.pii_checks import (FOREIGNER_DIGITS, ascii_numbers, business_number_ok, card_issuer, ipv6_candidates,
-                                      luhn_ok, number_clusters, public_ip, registration_check_ok, registration_date_ok)
+from rankzero.data.hashing import AT_SIGN, AT_SIGNS, COLONS, PASSPORT
+from rankzero.data.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, ipv6_candidates, luhn_ok,
+                                      number_clusters, public_ip, registration_check_ok, registration_date_ok)
+from rankzero.data.pii_forms import address_view, numbers_view
 
 PLACEHOLDERS = {
     "email": "|||EMAIL_ADDRESS|||",
@@ -65,26 +66,33 @@ _NOT_BEFORE, _NOT_AFTER = r"(?<![\d\-])", r"(?![\d\-])"
 _AREA = r"(?:1[016789]|2|3[1-3]|4[1-4]|5[1-5]|6[1-4]|70|50[2-8]|80)"  # mobile, Seoul, provinces, VoIP, safe, free
 _PHONE = re.compile(
     r"(?<![\d\-+])(?:\+\s?82[\s\-.]?(?:\(0\)\s?)?0?" + _AREA + r"|\(0" + _AREA + r"\)|0" + _AREA + r")"
-    r"(?:[\-.]|\s|\)\s?)?\d{3,4}[\-. ]?\d{4}" + _NOT_AFTER)
-_BUSINESS_PHONE = re.compile(_NOT_BEFORE + r"1[568]\d\d[\-. ]\d{4}(?![\d\-]|\s?년)")
-_REGISTRATION = re.compile(_NOT_BEFORE + r"(\d{6})(?:\s?[\-–]\s?)(\d{7})" + _NOT_AFTER)
-_REGISTRATION_BARE = re.compile(_NOT_BEFORE + r"\d{13}" + _NOT_AFTER)
-_CARD = re.compile(_NOT_BEFORE + r"(?:\d{4}([\- ])\d{4}\1\d{4}\1\d{4}|3[47]\d\d([\- ])\d{6}\2\d{5})" + _NOT_AFTER)
+    r"(?:[\-.]|\s|\)\s?)?\d{3,4}[\-.\s]?\d{4}" + _NOT_AFTER)
+_BUSINESS_PHONE = re.compile(_NOT_BEFORE + r"1[568]\d\d[\-.\s]\d{4}(?![\d\-]|\s?년)")
+_REGISTRATION = re.compile(_NOT_BEFORE + r"(\d{6})-(\d{7})" + _NOT_AFTER)  # pii_forms drops spaces beside a dash
+# A space, unlike a dash, is what stands between any two numbers: judged as the bare form.
+_REGISTRATION_BARE = re.compile(_NOT_BEFORE + r"\d{6}\s?\d{7}" + _NOT_AFTER)
+_CARD = re.compile(_NOT_BEFORE + r"(?:\d{4}(?:-\d{4}){3}|\d{4}(?:\s\d{4}){3}|3[47]\d\d(?:-\d{6}-|\s\d{6}\s)\d{5})"
+                   + _NOT_AFTER)
 _CARD_BARE = re.compile(_NOT_BEFORE + r"\d{15,16}" + _NOT_AFTER)
-_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}|\d{10,14})" + _NOT_AFTER)
+# Groups apart by spaces are one account only where no digit group stands beside them (ISBN 978 89 6626 123 4 is none).
+_ACCOUNT = re.compile(_NOT_BEFORE + r"(?:\d{2,6}-\d{2,6}(?:-\d{1,7}){0,2}"
+                      r"|(?<!\d\s)\d{2,6}\s\d{2,6}(?:\s\d{1,7}){0,2}(?!\s\d)|\d{10,14})" + _NOT_AFTER)
 _DRIVER = re.compile(_NOT_BEFORE + r"(?:\d{2}-)?\d{2}-\d{6}-\d{2}" + _NOT_AFTER)
 _BUSINESS_NUMBER = re.compile(_NOT_BEFORE + r"\d{3}-\d{2}-\d{5}" + _NOT_AFTER)
 _IPV4 = re.compile(r"(?<![A-Za-z\d.\-])(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)")
 _PASSPORT = re.compile(r"(?<![A-Za-z0-9])[MSRODG](?:\d{8}|\d{3}[A-Z]\d{4})(?![A-Za-z0-9])")
 _EMAIL_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}$")
 _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![A-Za-z0-9\-])")
-_FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico"})  # icon@2x.png
+# icon@2x.png is a file; kim@naver.com.jsonl (a file named after an address) holds the address kim@naver.com.
+_FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "jsonl", "ndjson", "json", "txt",
+                            "csv", "parquet", "arrow", "gz", "zst", "bz2", "xz"})
+_EMAIL_BEFORE, _EMAIL_AFTER = 96, 320  # characters around an at sign an address is looked for in
 _DIGIT = re.compile(r"\d")
 _SAMPLE_EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+(?=@)")
 
 
 def digits_of(match: str) -> str:
-    """A match's digits, 0-9 (the detectors run on ascii_numbers' text)."""
+    """A match's digits, 0-9 (the detectors run on pii_forms.numbers_view's text)."""
     return "".join(_DIGIT.findall(match))
 
 
@@ -229,7 +237,7 @@ class PiiMasker:
             # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
             ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
             passport = "여권" in text or "assport" in text
-            email = "@" in text
+            email = "@" in text or "\uff20" in text or "\ufe6b" in text  # hashing.AT_SIGNS, without a loop
         else:
             ipv6, passport, email = marks & COLONS, marks & PASSPORT, marks & AT_SIGN
         if not (clusters or ipv6 or passport or email):
@@ -244,14 +252,15 @@ class PiiMasker:
             elif reason:  # "": not a candidate of this detector at all
                 rejections.append((match.start(), match.end(), name, reason))
 
-        numbers_text = ascii_numbers(text, clusters)
-        for cluster in clusters:
+        view = numbers_view(text, clusters, _FEW_DIGITS + 1) if clusters else None
+        for start, end, digits in view.clusters if view else ():
             # One character past the cluster lets a pattern's lookahead see what ends it.
-            start, end = cluster.start(), cluster.end() + 1
-            many = len(_DIGIT.findall(cluster.group())) > _FEW_DIGITS
-            for pattern, check in _NUMBER_DETECTORS if many else _FEW_DIGIT_DETECTORS:
-                for match in pattern.finditer(numbers_text, start, end):
-                    judge(match, check, numbers_text)
+            for pattern, check in _NUMBER_DETECTORS if digits > _FEW_DIGITS else _FEW_DIGIT_DETECTORS:
+                for match in pattern.finditer(view.text, start, end + 1):
+                    judge(match, check, view.text)
+        if view and view.dropped:  # the spans in the text, with the characters read as nothing inside them
+            found = [(*view.span(start, end), *rest) for start, end, *rest in found]
+            rejections = [(*view.span(start, end), *rest) for start, end, *rest in rejections]
         if ipv6:
             for match in ipv6_candidates(text):
                 judge(match, _ipv6)
@@ -269,17 +278,28 @@ class PiiMasker:
 
     @staticmethod
     def _emails(text: str, found: list, rejections: list) -> None:
-        at = text.find("@")
-        while at >= 0:
-            user = _EMAIL_USER.search(text, max(0, at - 64), at)
-            domain = _EMAIL_DOMAIN.match(text, at + 1)
-            if user and domain:
-                span = (user.start(), domain.end(), "email")
-                if domain.group(1).lower() in _FILE_SUFFIXES:
-                    rejections.append((*span, "file_name"))
-                else:
-                    found.append((*span, True))
-            at = text.find("@", at + 1)
+        for sign in AT_SIGNS:
+            at = text.find(sign)
+            while at >= 0:
+                # Around the sign only (a user part is at most 64 characters, a domain at most 255; the rest is
+                # room for invisible characters): the text read as an ASCII writer types an address
+                # (ｋｉｍ＠ｎａｖｅｒ．ｃｏｍ, kim@na\u200bver.com) costs a search of these few characters, not the page.
+                first = max(0, at - _EMAIL_BEFORE)
+                view = address_view(text[first:at + _EMAIL_AFTER])
+                sign_at = view.position(at - first)
+                user = _EMAIL_USER.search(view.text, max(0, sign_at - 64), sign_at)
+                domain = _EMAIL_DOMAIN.match(view.text, sign_at + 1)
+                if user and domain:
+                    labels = domain.group().split(".")
+                    while len(labels) > 2 and labels[-1].lower() in _FILE_SUFFIXES:
+                        labels.pop()
+                    start, end = view.span(user.start(), sign_at + 1 + len(".".join(labels)))
+                    span = (first + start, first + end, "email")
+                    if labels[-1].lower() in _FILE_SUFFIXES or not labels[-1].isalpha():
+                        rejections.append((*span, "file_name"))
+                    else:
+                        found.append((*span, True))
+                at = text.find(sign, at + 1)
 
     def mask(self, text: str, numbers: bool | tuple[int, int] = True) -> MaskResult:
         return self.apply(text, *self.find(text, numbers))
@@ -339,60 +359,38 @@ def _samples(masked_text: str, limit: int, width: int = 40) -> list[tuple[str, s
     return out
 
 
-@dataclass
-class PiiCounts:
-    """What one source's documents gave: per detector spans masked (or counted, for public numbers),
-    documents touched, candidates rejected by reason; documents dropped as dumps; a few blanked samples."""
+_NAME_MASKER = PiiMasker(samples_per_document=0)
 
-    masked: Counter = field(default_factory=Counter)
-    public: Counter = field(default_factory=Counter)
-    documents: Counter = field(default_factory=Counter)  # detector -> documents with at least one span
-    rejected: Counter = field(default_factory=Counter)  # "detector:reason" -> candidates
-    dropped_documents: int = 0
-    dropped_spans: Counter = field(default_factory=Counter)  # detector -> spans in the dropped dumps
-    samples: list = field(default_factory=list)
 
-    SAMPLES_PER_DETECTOR = 3
+def mask_name(name: str) -> str:
+    """A source's spec or a file's path as the manifest, the sample files and the logs write it: masked like a
+    document's text (a file named after its subject's phone number holds that number as much as its lines do),
+    whatever --pii says (a name is no training text, and a manifest travels further than the data)."""
+    return _NAME_MASKER.mask(name).text
 
-    def add(self, result: MaskResult, dropped: bool) -> None:
-        for (name, reason), count in result.rejected.items():
-            self.rejected[f"{name}:{reason}"] += count
-        if dropped:
-            self.dropped_documents += 1
-            self.dropped_spans.update(result.masked)
-            return
-        self.masked.update(result.masked)
-        self.public.update(result.public)
-        self.documents.update(result.masked.keys() | result.public.keys())
-        for name, context in result.samples:
-            if sum(1 for sample in self.samples if sample["detector"] == name) < self.SAMPLES_PER_DETECTOR:
-                self.samples.append({"detector": name, "context": context})
 
-    def merge(self, other: "PiiCounts") -> None:
-        for name in ("masked", "public", "documents", "rejected", "dropped_spans"):
-            getattr(self, name).update(getattr(other, name))
-        self.dropped_documents += other.dropped_documents
-        for sample in other.samples:
-            if sum(1 for s in self.samples if s["detector"] == sample["detector"]) < self.SAMPLES_PER_DETECTOR:
-                self.samples.append(sample)
+class NameMasker:
+    """mask_name of each name given, the same for the same name, numbered where names differ only in what was masked
+    ("a_|||PHONE_NUMBER|||.jsonl", then "a_|||PHONE_NUMBER|||.jsonl #2"): the names key the manifest's entries."""
 
-    def to_dict(self) -> dict:
-        """A JSON-safe copy (a Ray task's counts travel in its meta file)."""
-        return {"masked": dict(self.masked), "public": dict(self.public), "documents": dict(self.documents),
-                "rejected": dict(self.rejected), "dropped_documents": self.dropped_documents,
-                "dropped_spans": dict(self.dropped_spans), "samples": list(self.samples)}
+    def __init__(self):
+        self._names: dict[str, str] = {}
+        self._seen: Counter = Counter()
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "PiiCounts":
-        counters = {name: Counter(data[name]) for name in ("masked", "public", "documents", "rejected", "dropped_spans")}
-        return cls(**counters, dropped_documents=data["dropped_documents"], samples=list(data["samples"]))
+    def __call__(self, name: str) -> str:
+        if name not in self._names:
+            masked = mask_name(name)
+            self._seen[masked] += 1
+            self._names[name] = masked if self._seen[masked] == 1 else f"{masked} #{self._seen[masked]}"
+        return self._names[name]
 
-    def describe(self) -> dict:
-        """The manifest's entry (samples go to pii_samples.jsonl)."""
-        detectors = sorted(self.masked.keys() | self.public.keys() | self.dropped_spans.keys())
-        return {"spans_masked": {name: self.masked[name] for name in detectors if name not in PUBLIC},
-                "spans_public_kept": {name: self.public[name] for name in PUBLIC if self.public[name]},
-                "documents_touched": {name: self.documents[name] for name in detectors if self.documents[name]},
-                "documents_dropped_as_dumps": self.dropped_documents,
-                "spans_in_dropped_documents": dict(sorted(self.dropped_spans.items())),
-                "candidates_rejected": dict(sorted(self.rejected.items()))}
+
+def masked_paths(value):
+    """A copy of JSON-like `value` with every "path" and "hub" string mask_name'd: the fingerprint's inputs as the
+    manifest records them (the fingerprint hashes them as they are, so which inputs make which dataset is unchanged)."""
+    if isinstance(value, dict):
+        return {key: mask_name(item) if key in ("path", "hub") and isinstance(item, str) else masked_paths(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [masked_paths(item) for item in value]
+    return value

@@ -22,10 +22,10 @@ import functools
 import ipaddress
 import re
 import sys
-import unicodedata
 from collections.abc import Iterator
 
 from rankzero.data.hashing import HEX_OR_COLON
+from rankzero.data.pii_forms import character_class, cluster_separators
 
 # The 7th digit of a resident (1-4, 9, 0) or foreigner (5-8) registration number: century and sex.
 CENTURY = {"9": 1800, "0": 1800, "1": 1900, "2": 1900, "5": 1900, "6": 1900,
@@ -102,39 +102,42 @@ def public_ip(text: str) -> bool:
         return False
 
 
-# Runs of digits and separators at least 7 characters long: where every number detector looks (full-width ones,
-# ０１０－１２３４－５６７８, read as their ASCII twins: ascii_numbers). The scan is most of the masker's time; with
-# --decontaminate, ngram_scan's compiled pass already says which texts hold none and where the others' lie (`numbers`).
-CLUSTER_SEPARATORS = "-.() +\uff0d\uff0e\uff08\uff09\uff0b\u3000"
-_CLUSTER_SHAPE = r"[{d}+(\uff0b\uff08][{d}\-.() \uff0d\uff0e\uff08\uff09\uff0b\u3000]{{5,}}[{d}]"
-_CLUSTER = re.compile(_CLUSTER_SHAPE.format(d=r"\d"))  # the definition
+# Runs of digits and separators at least 7 characters long: where every number detector looks (a number written with
+# any dash, space or invisible character between its groups, or in full-width forms, ０１０－１２３４－５６７８, read as
+# its ASCII twin: pii_forms.py). The scan is most of the masker's time; with --decontaminate, ngram_scan's compiled
+# pass already says which texts hold none and where the others' lie (`numbers`).
+_CLUSTER_SHAPE = r"[{d}+(\uff0b\uff08][{d}{separators}]{{5,}}[{d}]"
 _ASTRAL = "\U00010000-\U0010ffff"
+
+
+@functools.cache
+def cluster_pattern() -> re.Pattern:
+    """The definition of a number cluster, with `\\d`."""
+    return re.compile(_CLUSTER_SHAPE.format(d=r"\d", separators=character_class(cluster_separators())))
 
 
 def _bmp_decimals() -> str:
     """What `\\d` matches below U+10000 (str.isdecimal), as ranges for a character class."""
-    codes = {code for code in range(0x10000) if chr(code).isdecimal()}
-    starts = sorted(code for code in codes if code - 1 not in codes)
-    ends = sorted(code for code in codes if code + 1 not in codes)
-    return "".join(f"{re.escape(chr(start))}-{re.escape(chr(end))}" for start, end in zip(starts, ends))
+    return character_class(chr(code) for code in range(0x10000) if chr(code).isdecimal())
 
 
-# _CLUSTER with `\d` spelled out as the BMP's digits (re tests a character against a bitmap, not the Unicode
+# cluster_pattern with `\d` spelled out as the BMP's digits (re tests a character against a bitmap, not the Unicode
 # database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
-# holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to _CLUSTER, so
-# the clusters found are _CLUSTER's: a match without one is a _CLUSTER match, and every _CLUSTER match is inside
-# a quick match (tests/test_pii_scans.py checks the matches are the same). Built at the first scan (~10 ms), not at
-# import: every prepare process imports this module, `--pii off` ones included.
+# holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to cluster_pattern,
+# so the clusters found are its: a match without one is a cluster_pattern match, and every cluster_pattern match is
+# inside a quick match (tests/test_pii_scans.py checks the matches are the same). Built at the first scan (~10 ms),
+# not at import: every prepare process imports this module, `--pii off` ones included.
 @functools.cache
 def quick_cluster() -> re.Pattern:
-    return re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL))
+    return re.compile(_CLUSTER_SHAPE.format(d=_bmp_decimals() + _ASTRAL, separators=character_class(
+        separator for separator in cluster_separators() if separator <= "\uffff")))
 
 
 def number_clusters(text: str, start: int = 0, end: int = sys.maxsize) -> list[re.Match]:
-    """_CLUSTER.finditer(text, start, end), as a list."""
+    """cluster_pattern().finditer(text, start, end), as a list."""
     found = list(quick_cluster().finditer(text, start, end))
     if any(max(match.group()) > "\uffff" for match in found):
-        return list(_CLUSTER.finditer(text, start, end))
+        return list(cluster_pattern().finditer(text, start, end))
     return found
 
 
@@ -160,11 +163,3 @@ def ipv6_candidates(text: str) -> Iterator[re.Match]:
         match = _IPV6.match(text, start)
         end = match.end()
         yield match
-
-
-def ascii_numbers(text: str, clusters: list[re.Match]) -> str:
-    """The text with every character of its clusters that is not ASCII (a digit of another script, a full-width
-    separator) as its ASCII twin, one code point for one, so the spans found in it are the text's."""
-    twins = {ord(char): str(unicodedata.decimal(char)) if char.isdecimal() else unicodedata.normalize("NFKC", char)
-             for cluster in clusters if not cluster.group().isascii() for char in cluster.group() if not char.isascii()}
-    return text.translate(twins) if twins else text

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rankzero.data.pii import masked_paths
 from rankzero.errors import RankzeroError
 from rankzero.files import (content_hash, current_umask, lstat, open_no_follow, owner_text, read_json,
                             read_json_or_problem, this_user)
@@ -145,7 +146,7 @@ def verify_published(final: Path, inputs: dict | None = None, deep: bool = False
                              "was copied or planted there, and rankzero never trains on it; remove it, or use another "
                              "--cache_dir")
     if inputs is not None:
-        differ = _differences(json.loads(json.dumps(inputs, sort_keys=True, default=str)),
+        differ = _differences(json.loads(json.dumps(masked_paths(inputs), sort_keys=True, default=str)),
                               manifest.get("fingerprint_inputs"))
         if differ:
             raise ForeignDataset(f"{final}: its manifest.json says it was built from other inputs ({', '.join(differ)} "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from rankzero import malloc
+from rankzero.data.pii import NameMasker
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.records import chat_rendering
 from rankzero.data.split import HOW_CHOSEN
@@ -118,9 +119,13 @@ class SourceStats:
         self.documents_out += documents
         self.tokens_out += tokens
 
+    def __post_init__(self):
+        self._file_names = NameMasker()  # no field: the manifest lists the files' counts under their masked names
+
     @classmethod
-    def of(cls, source) -> SourceStats:
-        return cls(source.spec, source.weight, source.evaluation)
+    def of(cls, source, name: str) -> SourceStats:
+        """`name`: the source's spec as written (pii.NameMasker)."""
+        return cls(name, source.weight, source.evaluation)
 
     # The counts change only through these methods, in this order: `add` a piece, `drop` what a decision over
     # more than the piece takes back, `hold_out` what goes to the validation split, `packed` what went out.
@@ -139,7 +144,7 @@ class SourceStats:
             self.dropped["lines_with_replaced_bytes (kept)"] += replaced_lines
 
     def add_file(self, path: str, docs_in: int, bytes_in: int, dropped: dict) -> None:
-        counts = self.files.setdefault(path, {"docs_in": 0, "bytes_in": 0, "dropped": Counter()})
+        counts = self.files.setdefault(self._file_names(path), {"docs_in": 0, "bytes_in": 0, "dropped": Counter()})
         counts["docs_in"] += docs_in
         counts["bytes_in"] += bytes_in
         # A file's own verdicts: exact dedup is decided over the corpus (the stage drops some repeats early).

@@ -29,8 +29,9 @@ from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N,
 from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
 from rankzero.data.hashing import NUMBERS
 from rankzero.data.ngram_scan import marks_of
-from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiCounts,
-                               PiiMasker, is_dump)
+from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiMasker,
+                               is_dump)
+from rankzero.data.pii_counts import PiiCounts
 
 PII_DUMP, CONTAMINATED = "pii_dump", "benchmark_contamination"
 

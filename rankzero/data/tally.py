@@ -21,6 +21,7 @@ import numpy as np
 
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.mixing import mixing_ratios
+from rankzero.data.pii import NameMasker, mask_name
 from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.split import Holdout
@@ -34,14 +35,16 @@ class Tally:
         """`near_dir`: where near dedup keeps its signatures (--dedup near only); `total_bytes`: the input's size
         for the progress line's ETA (None: not known)."""
         self.plan = plan
-        self.stats = [SourceStats.of(source) for source in plan.sources]
+        names = NameMasker()
+        self.names = [names(source.spec) for source in plan.sources]  # what every written file calls the sources
+        self.stats = [SourceStats.of(source, name) for source, name in zip(plan.sources, self.names)]
         self.progress = Progress(total_bytes, on_progress)
         # Exact duplicates (first one wins) and the validation split, decided in source order.
         self.holdout = Holdout([source.evaluation for source in plan.sources],
                                plan.source_config.validation_split_percentage, plan.exact_dedup)
         self.ledger = (NearLedger(plan.dedup.dedup_threshold, near_dir, plan.dedup_memory_bytes)
                        if plan.near_dedup else None)
-        self.screened = ScreenTotals([source.spec for source in plan.sources], plan.stage.pii == "mask",
+        self.screened = ScreenTotals(self.names, plan.stage.pii == "mask",
                                      plan.benchmarks, plan.has_validation)
         self.quality_samples: list[list[dict]] = []  # the quality filter's, per piece in source order
 
@@ -52,7 +55,7 @@ class Tally:
         assert self.ledger is not None, "decide_near needs --dedup near"
         self.progress.stage = "near-dedup"
         removed = self.ledger.decide(self.stats)
-        write_samples(samples, self.ledger, [source.spec for source in self.plan.sources], self.plan.tokenizer, where)
+        write_samples(samples, self.ledger, self.names, self.plan.tokenizer, where)
         self.progress.remove(int(removed.sum()))
         return removed
 
@@ -71,11 +74,13 @@ class Tally:
         if self.plan.quality is not None:
             from rankzero.data.quality.samples import write_quality_samples
 
-            write_quality_samples(out_dir / "quality_samples.jsonl", self.quality_samples)
+            write_quality_samples(out_dir / "quality_samples.jsonl", [[{**sample, "path": mask_name(sample["path"])}
+                                                                       for sample in samples]
+                                                                      for samples in self.quality_samples])
         source_config = self.plan.source_config
         if validation is not None:
             validation = validation_manifest(self.stats, source_config.validation_split_percentage,
-                                             source_config.eval_dataset, **validation)
+                                             [stat.spec for stat in self.stats if stat.evaluation], **validation)
         extra = {**extra, **self.screened.finish(self.stats, out_dir),
                  **({"near_dedup": self.ledger.describe()} if self.ledger is not None else {})}
         return build_manifest(self.plan, self.stats, engine, sequences=sequences, shards=shards,

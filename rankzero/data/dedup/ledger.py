@@ -24,6 +24,7 @@ import numpy as np
 
 from rankzero import malloc
 from rankzero.data.dedup.near import NearDuplicates, settings
+from rankzero.data.pii import mask_name
 from rankzero.data.shards import read_staged
 
 SAMPLE_CHARS = 80
@@ -134,7 +135,10 @@ def write_samples(path: Path, ledger: NearLedger, specs: list[str], tokenizer,
     def side(number: int) -> dict:
         source = int(ledger.source[number])
         file, position = located[number]
-        return {"source": specs[source], **ledger.line_of(number),
+        place = ledger.line_of(number)
+        if "file" in place:
+            place["file"] = mask_name(place["file"])
+        return {"source": specs[source], **place,
                 "split": "validation" if ledger.validation[number] else "train",
                 "text": decode_start(tokenizer, ids[file][position])}
 
