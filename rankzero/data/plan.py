@@ -32,7 +32,8 @@ from rankzero.errors import RankzeroError
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
 # of whole samples, the validation split; 5: input_ids stored as uint16 when the vocabulary fits; 6: --dedup near,
 # the default in pretraining; 7: SFT samples with nothing to train on dropped, empty answers not trained; 8: --pii
-# mask, the default; 9: validation rows of one source each, with document_sources).
+# mask, the default; 9: validation rows of one source each, with document_sources, and personal numbers behind any
+# Unicode dash, space or invisible character masked: a cache built before would hold them raw).
 FORMAT_VERSION = 9
 
 
