@@ -132,3 +132,20 @@ def test_one_waiting_rank_a_node_prints_the_builders_progress(tmp_path, monkeypa
     line = "[prepare] waiting for rank 0 to prepare fp: encode: 1,000 docs, 2.0 MB (40.0%), 1.5 MB/s, ETA 3 s"
     assert (line in printed) == (local_rank == 0), printed
     assert not [record for record in caplog.records if record.levelname == "WARNING"]
+
+
+def test_a_build_that_ends_before_its_heartbeat_child_starts_leaves_no_word_on_stderr(tmp_path):
+    """A build that fails at once (a damaged input) ends before the child's interpreter is up: the child finds the
+    builder no longer listening and ends quietly, never with a BrokenPipeError traceback under the error line."""
+    code = ("import sys; from pathlib import Path\n"
+            "from rankzero.data.heartbeat import Heartbeat\n"
+            "from rankzero.runtime import Runtime\n"
+            "runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname='n0')\n"
+            "for index in range(5):\n"
+            "    with Heartbeat(Path(sys.argv[1]) / f'beat-{index}', runtime, 'run'):\n"
+            "        pass\n")
+    # capture_output reads stderr to its end, which includes every child's copy of it
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert list(tmp_path.iterdir()) == []  # each heartbeat file removed at the build's end

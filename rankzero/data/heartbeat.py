@@ -136,7 +136,10 @@ def _beat_while_the_builder_lives(path: Path, builder: int) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, signal.SIG_IGN)
     state, pending, next_beat = {}, b"", time.monotonic() + HEARTBEAT_EVERY_S
-    os.write(1, b"beating\n")  # for the builder's exit: from now on this process may be writing the file
+    try:
+        os.write(1, b"beating\n")  # for the builder's exit: from now on this process may be writing the file
+    except BrokenPipeError:  # the builder has already ended its build (a fast failure) and stopped listening
+        return
     while True:
         readable, _, _ = select.select([0], [], [], max(0.0, min(next_beat - time.monotonic(), HEARTBEAT_EVERY_S)))
         if readable:
