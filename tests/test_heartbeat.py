@@ -149,3 +149,29 @@ def test_a_build_that_ends_before_its_heartbeat_child_starts_leaves_no_word_on_s
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert list(tmp_path.iterdir()) == []  # each heartbeat file removed at the build's end
+
+
+def test_a_builder_that_cannot_start_its_child_beats_from_a_thread(tmp_path, monkeypatch):
+    """A user who may not run this interpreter again (a Python under /root, the build run through setpriv): the
+    build goes on, the file still beats and carries the progress, and it is removed at the end."""
+    import time
+
+    from rankzero.data import heartbeat as module
+    from rankzero.runtime import Runtime
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", sys.executable)
+
+    monkeypatch.setattr(module.subprocess, "Popen", refused)
+    monkeypatch.setattr(module, "HEARTBEAT_EVERY_S", 0.05)
+    path = tmp_path / "fp.heartbeat.job"
+    runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname="n0")
+    with module.Heartbeat(path, runtime, "run") as beat:
+        beat.progress({"stage": "quality", "done": 7})
+        for _ in range(1200):  # the thread's next beats; bounded, never a wall-clock judgement
+            state = json.loads(path.read_text())
+            if state["beat"] >= 3 and state["progress"].get("done") == 7:
+                break
+            time.sleep(0.05)
+        assert state["beat"] >= 3 and state["progress"] == {"stage": "quality", "done": 7}
+    assert not path.exists()

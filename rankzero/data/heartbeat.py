@@ -11,7 +11,8 @@ gets the GIL, and a C call that keeps the GIL (Kiwi's first analysis held a Pyth
 The child has an interpreter of its own. It takes the progress from the builder through a pipe (dropped,
 never waited for, when the pipe is full), stops when told to, when the pipe closes, and when its parent is
 no longer the builder (a builder killed with SIGKILL: its forked workers may still hold the pipe open).
-`python -m rankzero.data.heartbeat PATH BUILDER_PID` is that child; nothing else runs it.
+`python -m rankzero.data.heartbeat PATH BUILDER_PID` is that child; nothing else runs it. Where this user cannot
+start the interpreter again (setpriv or su into a Python under a directory only its owner enters), a thread beats.
 
 The file also names the builder's process: machine (boot id), pid namespace, pid and start time. A waiter on
 the same machine and in the same pid namespace asks the kernel whether that process still runs
@@ -22,11 +23,13 @@ namespace, no /proc) only the file's changes tell, judged with handoff.HEARTBEAT
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from rankzero.runtime import Runtime
 
 HEARTBEAT_EVERY_S = 1.0
 STOP = {"stop": True}
+logger = logging.getLogger(__name__)
 
 
 def process_identity(pid: int | str = "self") -> dict | None:
@@ -83,13 +87,28 @@ class Heartbeat:
         _write(self.path, self.state)  # the first beat before this returns: a waiter may look at once
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-        self._child = subprocess.Popen([sys.executable, "-m", "rankzero.data.heartbeat", str(self.path), str(os.getpid())],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        try:
+            self._child = subprocess.Popen([sys.executable, "-m", "rankzero.data.heartbeat", str(self.path),
+                                            str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        except OSError as error:
+            # This user cannot start this interpreter again (one under a directory only its owner may enter, the
+            # process itself started by setpriv or su): beat from a thread, which a C call holding the GIL can
+            # stall. Waiters on this machine ask the kernel anyway (running_here); only other nodes' judge beats.
+            logger.info("heartbeat from a thread: cannot start %s (%s)", sys.executable, error)
+            self._stopped = threading.Event()
+            self._thread = threading.Thread(target=self._beat_in_thread, daemon=True, name="rankzero-heartbeat")
+            self._thread.start()
+            return self
         os.set_blocking(self._child.stdin.fileno(), False)
         self._send(self.state)
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._child is None:
+            self._stopped.set()
+            self._thread.join()
+            self.path.unlink(missing_ok=True)
+            return
         os.set_blocking(self._child.stdin.fileno(), True)  # the stop is never dropped: the child reads it at once
         self._send(STOP)
         try:
@@ -108,8 +127,17 @@ class Heartbeat:
         self._child.stdout.close()
         self.path.unlink(missing_ok=True)
 
+    def _beat_in_thread(self) -> None:
+        while not self._stopped.wait(HEARTBEAT_EVERY_S):
+            self.state["beat"] += 1
+            self.state["time"] = time.time()
+            _write(self.path, self.state)
+
     def progress(self, snapshot: dict) -> None:
-        self._send({"progress": snapshot})
+        if self._child is None:
+            self.state["progress"] = snapshot  # one key's value replaced: the thread's dump sees the old or the new
+        else:
+            self._send({"progress": snapshot})
 
     def _send(self, message: dict) -> None:
         line = json.dumps(message, default=str).encode() + b"\n"
