@@ -17,7 +17,7 @@ LAYERS = [  # lowest first
                                     "data.quality", "data.quality.*", "data.decontaminate", "data.ngram_reference", "data.ngram_scan", "data.pii", "data.pii_checks", "data.pii_forms", "data.pii_counts", "data.pack", "data.shards", "data.published",
                                     "tokenizer_trainer"]),
     ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
-                                      "data.dedup.*", "data.split", "data.mixing", "data.report", "data.tally"]),
+                                      "data.dedup.*", "data.split", "data.mixing", "data.report", "data.progress", "data.tally"]),
     ("data: engines", ["data.space", "data.local", "data.ray_work", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
     ("data: the handoff", ["data.heartbeat", "data.handoff"]),
     ("training", ["train", "train.*", "recipe"]),
