@@ -18,7 +18,7 @@ LAYERS = [  # lowest first
                                     "tokenizer_trainer"]),
     ("data: the stage and its plan", ["data.stage", "data.screen", "data.eval_overlap", "data.plan", "data.dedup",
                                       "data.dedup.*", "data.split", "data.mixing", "data.report", "data.progress", "data.tally"]),
-    ("data: engines", ["data.space", "data.local", "data.ray_work", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
+    ("data: engines", ["data.space", "data.local", "data.local_workers", "data.ray_work", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
     ("data: the handoff", ["data.heartbeat", "data.handoff"]),
     ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
