@@ -5,7 +5,7 @@
 A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`stage.py`) parses,
    converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
    work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
-   (`_start_pool`). At most `2 × workers` chunks are in flight and results are consumed in submission
+   (local_workers.py). At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing (each chunk knows what the chunks consumed
    before it learnt of their raw lines: stage.known_lines); exact duplicates are dropped
    globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
@@ -33,10 +33,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import shutil
-import signal
 import time
 from collections import Counter, deque
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
+from rankzero.data.local_workers import builder_threads, run_in_worker, start_pool
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.ledger import NearLedger
@@ -53,11 +53,8 @@ from rankzero.data.readers import iter_chunks
 from rankzero.data.report import SourceStats
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.stage import ChunkResult, Stage, StageSpec, known_lines, remember_lines, rust_threads
+from rankzero.data.stage import ChunkResult, StageSpec, known_lines, remember_lines, rust_threads
 from rankzero.data.tally import Tally
-from rankzero.runtime import usable_cpu_count
-
-KIWI_THREADS_PER_PROCESS = 2
 
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
@@ -69,15 +66,6 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     with rust_threads(threads["rust_threads"]) as replaced:
         threads["replaced_environment"] = replaced
         return _build(plan, out_dir, on_progress, threads)
-
-
-def builder_threads(plan: Plan) -> dict:
-    """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
-    `workers` threads encoding chunks (or, with Kiwi, workers // 2 processes of 2 Kiwi threads each), and Rust
-    tokenizer pools that together span every core (one shared by the threads, or one per Kiwi process)."""
-    cores, processes = usable_cpu_count(), _kiwi_processes(plan)
-    return {"cores": cores, "workers": plan.workers.dataset_num_proc, "kiwi_processes": processes,
-            "rust_threads": max(1, cores // processes) if processes else cores}
 
 
 def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
@@ -176,12 +164,6 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                           extra={"builder_threads": threads})
 
 
-def _kiwi_processes(plan: Plan) -> int:
-    """Worker processes of the Kiwi filter (0: none, the filter runs in the builder or is off)."""
-    processes = plan.workers.dataset_num_proc // KIWI_THREADS_PER_PROCESS
-    return processes if plan.quality is not None and processes > 1 else 0
-
-
 def _write_validation(plan: Plan, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
                       keep: np.ndarray | None) -> dict:
     """The held-out documents (`tokens` in all, less the near-copies `keep` leaves out; `held_sources`: (source,
@@ -226,61 +208,7 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 
 
 # ---------------------------------------------------------------------------------------------
-# Stage A: where the per-chunk work runs
-
-
-# A worker process's own stage, built by its initializer: a process pool hands its tasks nothing else that
-# outlives one call (the builder's own stage never goes here; it is passed where it runs).
-_WORKER_STAGE: Stage | None = None
-
-
-def _worker_init(spec: StageSpec, threads: int, rust_threads: int) -> None:
-    global _WORKER_STAGE
-    _WORKER_STAGE = Stage.in_worker(spec, threads, rust_threads)
-    # The builder turns SIGTERM into a failure marker; its workers just stop.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # If the builder is killed (SIGKILL), its workers must not keep burning the node's cores.
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (OSError, AttributeError):
-        pass
-
-
-def _run_in_worker(chunk, known) -> ChunkResult:
-    return _WORKER_STAGE(chunk, None, known)
-
-
-def _start_pool(plan: Plan, spec: StageSpec, engine, workers: int):
-    """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
-    chunk goes to a worker process).
-
-    Without the Kiwi filter the work is the tokenizer: threads in this process whose encode calls
-    release the GIL and share one Rust thread pool of every core, while another thread parses the next
-    chunk. Nothing is shipped between processes.
-
-    With it, Kiwi dominates. Each process runs Kiwi's own thread pool over a chunk's Korean documents
-    (C++, no GIL) while its Python thread turns finished analyses into statistics; processes add
-    Python throughput on larger machines: workers // 2 processes of 2 Kiwi threads each, started
-    fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
-    and the tokenizer take turns there). On a 2-core machine that is one process: this one.
-    """
-    processes = _kiwi_processes(plan)  # 0 without the filter
-    if processes:
-        import multiprocessing
-
-        spawn, rust_pool = multiprocessing.get_context("spawn"), builder_threads(plan)["rust_threads"]
-        return ProcessPoolExecutor(processes, mp_context=spawn, initializer=_worker_init,
-                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, rust_pool)), None
-    pool, quality_filter = None, None
-    if plan.quality is not None:  # one process, this one: its Kiwi pool gets the workers
-        from rankzero.data.quality import QualityFilter
-
-        quality_filter = QualityFilter(plan.quality, threads=workers)
-    elif workers > 1:
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="rankzero-encode")
-    return pool, Stage(spec, plan.tokenizer, engine, quality_filter)
+# Stage A: chunks in, results consumed in order (local_workers.py: where each chunk's work runs)
 
 
 def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
@@ -290,7 +218,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     split) and, with near dedup, their signatures given to the ledger in the tally, in source order."""
     workers = plan.workers.dataset_num_proc
     spec = StageSpec.of(plan, engine.name, overlap)
-    pool, stage = _start_pool(plan, spec, engine, workers)
+    pool, stage = start_pool(plan, spec, engine, workers)
     stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
 
     def consume(result: ChunkResult) -> None:
@@ -328,7 +256,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
               for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
                                        plan.source_config.txt_sample_by, plan.max_document_bytes))
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
-    # source order, so those are earlier); worker processes run their own (_worker_init).
+    # source order, so those are earlier); worker processes run their own (local_workers.py).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None
     # What consumed chunks learnt of their raw lines: the lines of kept documents, whose repeats are dropped unparsed,
     # and the quality verdicts. This process's stage looks a chunk's lines up when it runs, knowing every chunk
@@ -339,7 +267,7 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
     if stage is not None:
         run, known = (lambda chunk: stage(chunk, seen, known_lines(verdicts, chunk))), (lambda chunk: ())
     else:
-        run, known = _run_in_worker, (lambda chunk: (known_lines(verdicts, chunk),))
+        run, known = run_in_worker, (lambda chunk: (known_lines(verdicts, chunk),))
     in_flight: deque = deque()
     try:
         for chunk in chunks:

@@ -11,13 +11,14 @@ The pieces, in the order data flows through them:
     split.py       the validation split: held-out documents by the hash of their text, --eval_dataset whole
     mixing.py      SPEC@WEIGHT: mixing ratios and weighted passes, for both engines
     tally.py       what both engines count and decide over the whole corpus, and the manifest made from it
-    local.py       the local engine: threads or worker processes on this machine, exact dedup, mixing,
-                   packing into blocks and a uniform seeded shuffle into shards
+    local.py       the local engine: threads or worker processes on this machine (local_workers.py), exact
+                   dedup, mixing, packing into blocks and a uniform seeded shuffle into shards
     ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's
     ray_tasks.py   pooled workers (ray_tasks.py: how sources become tasks, what one task does;
     ray_work.py    ray_work.py: the work dir's files, and the earlier tasks' texts a stage task reads)
     shards.py      staging files, bucket scatter, shuffled shards and save_to_disk metadata
-    report.py      progress while it runs, the manifest when it is done
+    progress.py    the progress line while it runs
+    report.py      the manifest and the summary when it is done
 
 The handoff (`handoff.py`) decides which rank builds, gives it a private directory and publishes it
 atomically under the fingerprint once `build_dataset` returns.

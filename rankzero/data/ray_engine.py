@@ -47,9 +47,10 @@ import pyarrow as pa
 
 from rankzero.data.eval_overlap import write_evaluation
 from rankzero.data.pack import SourcePacker, arrow_array, make_packer
+from rankzero.data.progress import Progress
 from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.ray_work import task_file, task_rows, work_dir, write_npz_atomic
-from rankzero.data.report import Progress, SourceStats
+from rankzero.data.report import SourceStats
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
 from rankzero.data.stage import StageSpec
 from rankzero.data.tally import Tally

@@ -22,7 +22,8 @@ import numpy as np
 from rankzero.data.dedup.ledger import NearLedger, write_samples
 from rankzero.data.mixing import mixing_ratios
 from rankzero.data.pii import NameMasker, mask_name
-from rankzero.data.report import Progress, SourceStats, build_manifest, check_counts, validation_manifest
+from rankzero.data.progress import Progress
+from rankzero.data.report import SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen import ScreenTotals
 from rankzero.data.split import Holdout
 

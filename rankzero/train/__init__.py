@@ -9,4 +9,5 @@ preemption.py     SIGTERM/SIGUSR1: all ranks agree on a step, save it and stop
 trainer.py        Trainer subclass: token counting, metrics in logs, whole checkpoints, regional compile
 checkpoints.py    checkpoints verified before a resume, the data fingerprint in each, a full disk on save
 output_dir.py     the output dir: writable before the prepare, one job at a time (flock), run history
+run_config.py     the resolved configuration: run_config.json, recipe.yaml, the printed configuration
 """
