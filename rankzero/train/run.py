@@ -31,7 +31,6 @@ import warnings
 from pathlib import Path
 
 import torch
-import yaml
 
 from rankzero.config import Args
 from rankzero.errors import ConfigError, RankzeroError
