@@ -71,8 +71,8 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from _measure import compile_bytecode, machine_info, run_measured, tool_env  # noqa: E402
-from prep_setup import check_prepared, datatrove_shards, given_corpus, make_corpus, prepare_tokenizer  # noqa: E402
-from prep_report import compute_ratios, git_commit, markdown, versions  # noqa: E402
+from prep_setup import (check_prepared, compute_ratios, datatrove_shards, given_corpus, git_commit,  # noqa: E402
+                        make_corpus, markdown, prepare_tokenizer, versions)
 
 sys.path.insert(0, str(REPO))
 from rankzero import malloc  # noqa: E402

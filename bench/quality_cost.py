@@ -262,3 +262,80 @@ def compare_prepare(other: Path, corpus: Path, workdir: Path, rounds: int, timeo
           f"(median of per-round ratios {', '.join(f'{r:.2f}' for r in ratios)})")
     print(f"dropped here: {json.dumps(this[-1]['dropped'], ensure_ascii=False)}")
     print(f"dropped there: {json.dumps(base[-1]['dropped'], ensure_ascii=False)}\n")
+
+
+def report_breakdown(corpus: list[Path], rounds: int, error) -> None:
+    """--breakdown: where the filter's CPU time goes, per genre: Kiwi's analysis, the statistics computed from it,
+    and the rest (mojibake check, the cheap rule families, the surface cascade, the Python between them) (issue 48).
+
+    One `QualityFilter` without a thread pool (one core, as bench/quality_cost.py times it) judges each file's texts in
+    this process, in rounds (the median is reported). Kiwi's `tokenize` and `korean.prose_statistics` are wrapped to add
+    up their own process CPU time; everything else in `judge_batch` is "the rest". Kiwi's model load and first call are
+    timed apart: every process that filters pays them once (each spawned worker too). Each genre is judged as shipped and
+    with `kiwi_cascade: false` (Kiwi reads every Korean document's sample, as it does where the surface statistics cannot
+    decide): text the surface cannot vouch for costs what the second row says.
+    """
+    import dataclasses
+    import time
+
+    if missing := [str(path) for path in corpus if not path.is_file()]:
+        error(f"--breakdown: no such file: {', '.join(missing)}")  # argparse's: one line, exit 2
+    from rankzero.data.quality import QualityFilter, korean
+
+    started = time.process_time()
+    quality = QualityFilter()  # builds Kiwi and makes its first call (the lazy model load)
+    load_s = time.process_time() - started
+    spent = defaultdict(float)
+    kiwi_chars = defaultdict(int)
+    tokenize, prose_statistics = quality._kiwi.tokenize, korean.prose_statistics
+
+    def timed_tokenize(text, *rest, **options):
+        begin = time.process_time()
+        try:
+            return tokenize(text, *rest, **options)
+        finally:
+            spent["kiwi"] += time.process_time() - begin
+            kiwi_chars["now"] += len(text)
+
+    def timed_statistics(*values, **options):
+        begin = time.process_time()
+        try:
+            return prose_statistics(*values, **options)
+        finally:
+            spent["statistics"] += time.process_time() - begin
+
+    quality._kiwi.tokenize, korean.prose_statistics = timed_tokenize, timed_statistics
+    filters = {"as shipped": quality,
+               "kiwi_cascade: false": quality.with_config(dataclasses.replace(quality.config, kiwi_cascade=False))}
+    rows = []
+    for path in corpus:
+        texts = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        size = sum(len(text.encode("utf-8")) for text in texts)
+        chars = sum(map(len, texts))
+        for setting, judge in filters.items():
+            measured = []
+            for _ in range(rounds):
+                spent.clear()
+                kiwi_chars.clear()
+                begin = time.process_time()
+                verdicts = judge.judge_batch(texts)
+                total = time.process_time() - begin
+                measured.append((total, spent["kiwi"], spent["statistics"], kiwi_chars["now"]))
+            total, kiwi, stats = (statistics.median(m[i] for m in measured) for i in range(3))
+            rows.append((path.stem, setting, len(texts), size, total, kiwi, stats, measured[0][3] / chars,
+                         sum(v is not None for v in verdicts), kiwi / max(measured[0][3], 1) * 1e6))
+            print(f"{path.stem}, {setting}: {total:.2f} CPU-s", file=sys.stderr)
+    print(f"Kiwi's build and first call: {load_s:.2f} CPU-s, once per filtering process.\n")
+    print("| genre | filter | docs | MB | CPU-s per GB | Kiwi | statistics from Kiwi | the rest | characters Kiwi "
+          "reads | Kiwi µs per character read | dropped |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, setting, docs, size, total, kiwi, stats, share, dropped, per_char in rows:
+        print(f"| {name} | {setting} | {docs} | {size / 1e6:.2f} | {total / size * 1e9:,.0f} | "
+              f"{kiwi / size * 1e9:,.0f} | {stats / size * 1e9:,.0f} | {(total - kiwi - stats) / size * 1e9:,.0f} | "
+              f"{share:.0%} | {per_char:.1f} | {dropped} |")
+    for setting in filters:
+        mine = [row for row in rows if row[1] == setting]
+        size, total, kiwi, stats = (sum(row[i] for row in mine) for i in (3, 4, 5, 6))
+        print(f"| **all** | {setting} | {sum(row[2] for row in mine)} | {size / 1e6:.2f} | "
+              f"**{total / size * 1e9:,.0f}** | {kiwi / size * 1e9:,.0f} | {stats / size * 1e9:,.0f} | "
+              f"{(total - kiwi - stats) / size * 1e9:,.0f} | | | {sum(row[8] for row in mine)} |")
+

@@ -8,6 +8,7 @@ mojibake repair, agreement of Kiwi's sampled reading with whole documents, and t
     python bench/quality_eval.py --throughput --real ../real_ko ../statutes --against ../base-bec9da6
         # CPU-s per GB of the quality stage and of the whole prepare with and without the filter, and the
         # verdicts against another checkout's filter, on every real corpus (bench/quality_cost.py)
+    python bench/quality_eval.py --breakdown [JSONL ...]  # CPU per GB by genre (default --dev's files): Kiwi / rules
     python bench/quality_eval.py --kiwi_options  # Kiwi's own speed settings: chars/s, and do verdicts change
     python bench/quality_eval.py --files "src/**/*.py" "docs/*.md"   # local code and prose, per extension
     python bench/quality_eval.py --prepare_against ../base --size_mb 20 --rounds 3
@@ -337,6 +338,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="--throughput: a checkout whose filter's verdicts to compare")
     parser.add_argument("--prepare_against", type=Path, help="another checkout to time the filtered prepare against")
     parser.add_argument("--files", nargs="+", metavar="GLOB", help="also judge these local files (code, prose)")
+    parser.add_argument("--breakdown", type=Path, nargs="*", metavar="JSONL", help="only CPU by genre: Kiwi/rules")
     parser.add_argument("--kiwi_options", action="store_true", help="time Kiwi's own settings on the filter's samples")
     parser.add_argument("--size_mb", type=float, default=5, help="bench corpus size for --agreement/--throughput")
     parser.add_argument("--seed", type=int, default=0, help="bench corpus seed")
@@ -347,6 +349,11 @@ def main() -> None:
     for checkout, flag in ((args.prepare_against, "--prepare_against"), (args.against, "--against")):
         if checkout and not (checkout / "train.py").is_file():
             parser.error(f"{flag} {checkout}: no train.py there (give a checkout of rankzero)")
+    if args.breakdown is not None:
+        import quality_cost
+
+        return quality_cost.report_breakdown(args.breakdown or sorted(args.dev.glob("*.jsonl")), args.rounds,
+                                             parser.error)
 
     config = QualityConfig.from_yaml(args.config) if args.config else QualityConfig()
     quality = QualityFilter(config)

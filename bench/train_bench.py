@@ -2,6 +2,8 @@
 
     python bench/train_bench.py --smoke                  # seconds; CPU-friendly figures
     python bench/train_bench.py --model_config configs/model_config_125m.json --seq 1024 --batch 8 --steps 50
+    python bench/train_bench.py --eval                   # what bits per byte cost an evaluation (below)
+    python bench/train_bench.py --eval --vocab_size 32000 --rounds 7 --seq 1024 --rows 200
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
    bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
@@ -21,6 +23,15 @@ Tokens/s are measured after `--warmup` steps, real tokens only. Every system run
 state. This VM's speed drifts by ±10% within a minute, so `--rounds` runs every system back to back
 per round and each ratio is the median of the per-round ratios. Prints one JSON line per system and
 round, then the medians.
+
+`--eval` asks another question: what bits per byte and per-source scores cost an evaluation —
+RankzeroTrainer.evaluate() with them against the Trainer's own loss-only evaluation (the baseline: the
+same trainer without `scores`). A tokenizer of `--vocab_size` is trained on data/sample/, the data prepared
+by train.py (`--eval_dataset`, default ko_real_dev's three genres, each a source; rows of `--seq`, default
+512 here), and a model of configs/model_config_tiny.json built with its vocabulary. Each of `--rounds`
+(default 5 here) evaluates the first `--rows` rows once without and once with the scores, in alternating
+order; the ratio is the median of the per-round ratios. Also prints the scores of the last evaluation (per
+source), from a model that has not been trained: what they look like, not what they are worth.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+GENRES = Path("/work/shared/corpora/ko_real_dev")
 
 
 def parse() -> argparse.Namespace:
@@ -46,19 +58,27 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--model_config", default=str(REPO / "configs" / "model_config_tiny.json"))
     parser.add_argument("--dataset", nargs="+", default=[str(REPO / "data/sample/ko.jsonl"), str(REPO / "data/sample/en.txt")])
     parser.add_argument("--tokenizer_path", default=None, help="default: train a 2048-token one on the dataset")
-    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=None, help="tokens a row; default 256 (512 with --eval)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--mallocs", default="auto,system",
                         help="RANKZERO_MALLOC settings train.py runs under, the first one compared with the baselines")
-    parser.add_argument("--rounds", type=int, default=3, help="every system once per round; ratios are medians")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="every system once per round, ratios are medians; default 3 (5 with --eval)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps, 1 round")
     parser.add_argument("--work_dir", default=None)
     parser.add_argument("--against", default=None, help="another rankzero checkout, run beside this one")
     parser.add_argument("--system", choices=("all", "bare", "run_clm"), default="all",
                         help="run one baseline in this process and print its JSON line (used by the main run)")
+    parser.add_argument("--eval", action="store_true", help="measure evaluation with bits per byte instead")
+    parser.add_argument("--eval_dataset", nargs="+", default=[str(GENRES / f"{name}.jsonl") for name in
+                                                               ("dialogue", "encyclopedia", "qa")])
+    parser.add_argument("--vocab_size", type=int, default=8000, help="the tokenizer --eval trains")
+    parser.add_argument("--rows", type=int, default=96, help="validation rows --eval evaluates (the first ones)")
     args = parser.parse_args()
+    args.seq = args.seq or (512 if args.eval else 256)
+    args.rounds = args.rounds or (5 if args.eval else 3)
     if args.smoke:
         args.seq, args.steps, args.warmup, args.rounds = 128, 30, 5, 1
     return args
@@ -197,8 +217,77 @@ def baseline_run(args, work: Path, system: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def eval_cost(args) -> None:
+    """--eval: RankzeroTrainer.evaluate() with bits per byte and per-source scores against the loss-only one."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from rankzero.tokenizer_trainer import train_tokenizer
+    from rankzero.train.evaluation import EvalScores, source_names, token_bytes
+    from rankzero.train.model import load_config
+    from rankzero.train.run import load_validation
+    from rankzero.train.throughput import ThroughputCallback
+    from rankzero.train.trainer import RankzeroTrainer
+    from rankzero.train.training_args import TrainingArguments
+    from rankzero.train.collator import BlockCollator
+
+    work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))
+    texts = [json.loads(line)["text"] for line in (REPO / "data/sample/ko.jsonl").read_text().splitlines()]
+    train_tokenizer(texts + (REPO / "data/sample/en.txt").read_text().splitlines(), args.vocab_size, work / "tok")
+    prepared = subprocess.run(
+        [sys.executable, REPO / "train.py", "--tokenize_only", "--dataset", REPO / "data/sample/ko.jsonl",
+         "--eval_dataset", *args.eval_dataset, "--tokenizer_path", work / "tok", "--max_seq_length",
+         str(args.seq), "--cache_dir", work / "cache"], capture_output=True, text=True, check=True)
+    prepared_dir = Path(prepared.stdout.strip().splitlines()[-1].removeprefix("prepared: "))
+    tokenizer = AutoTokenizer.from_pretrained(work / "tok")
+    eval_dataset = load_validation(prepared_dir, "pretrain")
+    eval_dataset = eval_dataset.select(range(min(args.rows, len(eval_dataset))))
+    manifest = json.loads((prepared_dir / "manifest.json").read_text())
+
+    from transformers import AutoModelForCausalLM
+
+    config = load_config(REPO / "configs/model_config_tiny.json")
+    config.vocab_size = len(tokenizer)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    training = TrainingArguments(output_dir=str(work / "run"), per_device_eval_batch_size=args.batch,
+                                 report_to="none", prediction_loss_only=True, dataloader_num_workers=0,
+                                 disable_tqdm=True, remove_unused_columns=False)  # as train.py sets it
+
+    def trainer(scores):
+        return RankzeroTrainer(model=model, args=training, eval_dataset=eval_dataset,
+                               data_collator=BlockCollator(pad_token_id=tokenizer.pad_token_id or 0),
+                               processing_class=tokenizer, meter=ThroughputCallback(model, args.seq),
+                               scores=scores)
+
+    systems = {"loss only (Trainer)": trainer(None),
+               "bits/byte + per source": trainer(EvalScores(token_bytes(tokenizer), source_names(manifest)))}
+    for each in systems.values():
+        each.evaluate()  # warm-up: the first evaluation prepares the model and builds the DataLoader
+    seconds: dict[str, list[float]] = {name: [] for name in systems}
+    metrics = {}
+    for round_ in range(args.rounds):
+        names = list(systems) if round_ % 2 == 0 else list(reversed(systems))
+        for name in names:
+            started = time.perf_counter()
+            metrics[name] = systems[name].evaluate()
+            seconds[name].append(time.perf_counter() - started)
+    baseline, scored = seconds.values()
+    ratios = [b / a for a, b in zip(baseline, scored)]
+    print(json.dumps({"rows": len(eval_dataset), "tokens": len(eval_dataset) * args.seq,
+                      "vocab_size": len(tokenizer), "seconds": seconds, "ratio_median": statistics.median(ratios),
+                      "ratios": [round(r, 3) for r in ratios]}))
+    baseline_loss = metrics[list(systems)[0]]["eval_loss"]
+    print(json.dumps({"baseline eval_loss": baseline_loss, **{key: value for key, value in metrics[list(systems)[1]].items()
+                      if "bits_per_byte" in key or "loss" in key}}, ensure_ascii=False))
+
+
+
 def main() -> None:
     args = parse()
+    if args.eval:
+        eval_cost(args)
+        return
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="train_bench-"))
     packed, unpacked = prepare_data(args, work)
     if args.system != "all":

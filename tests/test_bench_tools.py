@@ -107,14 +107,14 @@ def test_run_measured_reports_failures_with_stderr(returncode):
 
 def test_quality_breakdown_splits_the_filter_s_cpu_and_kiwi_reads_more_without_the_cascade(tmp_path, capsys,
                                                                                            monkeypatch):
-    import quality_breakdown
+    import quality_eval
 
     prose = tmp_path / "prose.jsonl"
     texts = ["오늘은 날씨가 맑아서 가족과 함께 공원에 산책을 나갔습니다. 바람이 시원해서 오래 걸었고, 저녁에는 집 근처 "
              f"식당에서 된장찌개를 먹었습니다. 다음 주에도 {day}요일에 다시 가 보려고 합니다." for day in "월화수목금"]
     prose.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
-    monkeypatch.setattr(sys, "argv", ["quality_breakdown.py", "--corpus", str(prose), "--rounds", "1"])
-    quality_breakdown.main()
+    monkeypatch.setattr(sys, "argv", ["quality_eval.py", "--breakdown", str(prose), "--rounds", "1"])
+    quality_eval.main()
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| prose")]
     assert [row[1] for row in rows] == ["as shipped", "kiwi_cascade: false"]
     shipped, every = ({"cpu": float(row[4].replace(",", "")), "kiwi": float(row[5].replace(",", "")),
