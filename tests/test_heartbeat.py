@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,6 +42,23 @@ with Heartbeat(path, runtime, "run") as heartbeat:
 '''
 
 
+@contextlib.contextmanager
+def _builder(tmp_path: Path, hold_s: int):
+    """BUILDER running in its own process; it and its forked worker are killed at the end, whatever happened."""
+    script = tmp_path / "builder.py"
+    script.write_text(BUILDER)
+    builder = subprocess.Popen([sys.executable, str(script), str(tmp_path / "fp.heartbeat.job"), str(hold_s)],
+                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        yield builder
+    finally:
+        builder.kill()
+        builder.wait()
+        worker = tmp_path / "worker.pid"
+        if worker.exists():
+            os.kill(int(worker.read_text()), signal.SIGKILL)
+
+
 def _waiter(local_rank: int = 1, node: int = 0):
     from rankzero.runtime import Runtime
 
@@ -52,12 +70,7 @@ def test_a_builder_holding_the_gil_past_the_tolerance_is_alive_and_its_death_is_
     from rankzero.data.handoff import HEARTBEAT_STALE_S, wait_for_builder
     from rankzero.errors import BuilderFailed
 
-    hold_s = int(HEARTBEAT_STALE_S) + 3
-    script = tmp_path / "builder.py"
-    script.write_text(BUILDER)
-    builder = subprocess.Popen([sys.executable, str(script), str(tmp_path / "fp.heartbeat.job"), str(hold_s)],
-                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
+    with _builder(tmp_path, int(HEARTBEAT_STALE_S) + 3):
         with pytest.raises(BuilderFailed) as failed:
             wait_for_builder(120, _waiter(), tmp_path, "fp", "job", "rank 0")
         # Not during the hold: only once the builder was killed (it writes `held` just before).
@@ -66,12 +79,6 @@ def test_a_builder_holding_the_gil_past_the_tolerance_is_alive_and_its_death_is_
         # The file itself kept changing through the hold, so a waiter on another node saw a live builder too.
         before, after = map(int, (tmp_path / "held").read_text().split())
         assert after - before >= 3, (before, after)
-    finally:
-        builder.kill()
-        builder.wait()
-        worker = tmp_path / "worker.pid"
-        if worker.exists():
-            os.kill(int(worker.read_text()), signal.SIGKILL)
 
 
 def test_the_heartbeat_stops_when_its_builder_is_killed_though_a_worker_holds_its_pipe(tmp_path, monkeypatch):
@@ -81,22 +88,12 @@ def test_the_heartbeat_stops_when_its_builder_is_killed_though_a_worker_holds_it
     from rankzero.errors import BuilderFailed
 
     monkeypatch.setattr(handoff, "running_here", lambda beat: None)  # cannot ask the kernel: another node
-    script = tmp_path / "builder.py"
-    script.write_text(BUILDER)
-    builder = subprocess.Popen([sys.executable, str(script), str(tmp_path / "fp.heartbeat.job"), "1"], cwd=REPO,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
+    with _builder(tmp_path, 1) as builder:
         with pytest.raises(BuilderFailed) as failed:
             handoff.wait_for_builder(120, _waiter(), tmp_path, "fp", "job", "rank 0")
         assert (tmp_path / "held").exists()
         assert f"shows no sign of life: its heartbeat (host n0, pid {builder.pid}" in str(failed.value), failed.value
         assert f"has not changed for {handoff.HEARTBEAT_STALE_S:.0f} s" in str(failed.value), failed.value
-    finally:
-        builder.kill()
-        builder.wait()
-        worker = tmp_path / "worker.pid"
-        if worker.exists():
-            os.kill(int(worker.read_text()), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("local_rank", [0, 1])
