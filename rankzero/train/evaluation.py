@@ -45,8 +45,8 @@ def token_bytes(tokenizer) -> np.ndarray:
     their UTF-8 (a leading space the tokenizer adds to a document counts as text). Added tokens that are not
     special are their content's UTF-8."""
     added = tokenizer.added_tokens_decoder  # id → AddedToken
-    decoder = json.loads(tokenizer.backend_tokenizer.to_str()).get("decoder") or {}
-    byte_level = "ByteLevel" in json.dumps(decoder)
+    decoder = tokenizer.backend_tokenizer.decoder  # its own JSON only: the whole tokenizer's holds every merge
+    byte_level = decoder is not None and b'"ByteLevel"' in decoder.__getstate__()
     counts = np.zeros(len(tokenizer), dtype=np.int64)
     for index, token in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
         if token is None:
@@ -102,7 +102,9 @@ class EvalScores:
         nats = torch.stack([torch.nn.functional.cross_entropy(row[:-1].float(), target, reduction="none")
                             for row, target in zip(logits, targets)])  # a row at a time: one row's fp32 logits
         nats = nats.double() * scored
-        text_bytes = self.token_bytes.to(labels.device)[targets] * scored
+        if self.token_bytes.device != labels.device:  # moved once, not a vocabulary's worth of bytes every batch
+            self.token_bytes = self.token_bytes.to(labels.device)
+        text_bytes = self.token_bytes[targets] * scored
         text = text_bytes > 0
         channels = torch.stack([nats, scored.double(), nats * text, text_bytes.double()], dim=-1)
         self.unsourced |= token_sources is None
