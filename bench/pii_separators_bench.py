@@ -33,8 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.minhash_bench import read_texts  # noqa: E402
-from bench.pii_bench import CORPUS, LOOK_ALIKES, birth, digits, luhn_complete, plant  # noqa: E402
+from bench.pii_bench import CORPUS, LOOK_ALIKES, birth, digits, luhn_complete, plant, read_texts  # noqa: E402
 
 _EVERY = [chr(code) for code in range(0x110000)]
 CLASSES = {  # name -> (members, how a member goes into a number: "separator" between groups, "inside" a group)

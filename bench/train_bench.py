@@ -217,7 +217,7 @@ def baseline_run(args, work: Path, system: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def eval_cost(args) -> None:
+def eval_cost(args, work: Path) -> None:
     """--eval: RankzeroTrainer.evaluate() with bits per byte and per-source scores against the loss-only one."""
     import torch
     from transformers import AutoTokenizer
@@ -231,7 +231,6 @@ def eval_cost(args) -> None:
     from rankzero.train.training_args import TrainingArguments
     from rankzero.train.collator import BlockCollator
 
-    work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))
     texts = [json.loads(line)["text"] for line in (REPO / "data/sample/ko.jsonl").read_text().splitlines()]
     train_tokenizer(texts + (REPO / "data/sample/en.txt").read_text().splitlines(), args.vocab_size, work / "tok")
     prepared = subprocess.run(
@@ -286,7 +285,11 @@ def eval_cost(args) -> None:
 def main() -> None:
     args = parse()
     if args.eval:
-        eval_cost(args)
+        work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))  # a tokenizer, a prepared cache, a run dir
+        try:
+            eval_cost(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         return
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="train_bench-"))
     packed, unpacked = prepare_data(args, work)
