@@ -364,3 +364,21 @@ def test_rows_of_different_lengths_pad_as_one_more_document():
     assert (batch["labels"][0, 5:] == IGNORE_INDEX).all() and (batch["input_ids"][0, 5:] == 3).all()
     assert batch["labels"][1].tolist()[:10] == [IGNORE_INDEX, 11, 12, 13, 14, IGNORE_INDEX, 16, 17, 18, IGNORE_INDEX]
     assert batch["num_tokens"] == 15
+
+
+def test_a_preempted_fsdp_runs_continue_line_exports_before_a_new_run(tmp_path):
+    """An FSDP checkpoint holds DCP shards, which `pretrain_cont.sh CHECKPOINT` refuses (export first): the summary of
+    a run preempted under FSDP prints the resume and the export, never that refused command."""
+    from rankzero.train.report import summary
+
+    sharded, whole = tmp_path / "run" / "checkpoint-4", tmp_path / "plain" / "checkpoint-4"
+    (sharded / "pytorch_model_fsdp_0").mkdir(parents=True)
+    whole.mkdir(parents=True)
+    (whole / "model.safetensors").write_bytes(b"")
+    lines = {name: summary([], output_dir=checkpoint.parent, wall_s=1.0, tokens=10, steps=4, saved=False,
+                           tensorboard=False, stopped_at=checkpoint).splitlines()[-1]
+             for name, checkpoint in (("sharded", sharded), ("whole", whole))}
+    assert f"pretrain_cont.sh {sharded} --max_steps" not in lines["sharded"], lines["sharded"]
+    assert f"export_checkpoint.py {sharded} {sharded.parent}-export" in lines["sharded"], lines["sharded"]
+    assert "RESUME=1 " in lines["sharded"] and f"pretrain_cont.sh {sharded.parent} resumes this run" in lines["sharded"]
+    assert f"pretrain_cont.sh {whole} --max_steps N" in lines["whole"], lines["whole"]

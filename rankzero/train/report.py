@@ -140,10 +140,18 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
     lines.append(f"  logs: {output_dir / 'trainer_state.json'}, {output_dir / CURVES}"
                  + (f", TensorBoard: tensorboard --logdir {board}" if tensorboard else ""))
     if not diverged:  # nothing to continue from: the error that follows names the last good checkpoint
+        from rankzero.train.sharded_checkpoints import pretrained_weights_problems
+
         launcher = launcher_path("pretrain_cont.sh")
-        lines.append(f"  continue: {launcher} {stopped_at or output_dir} --max_steps N   (a new run from this "
-                     f"{'checkpoint' if stopped_at else 'model'}; RESUME=1 {launcher} {output_dir} resumes "
-                     f"{'this run' if stopped_at else 'its newest checkpoint'} exactly)")
+        resume = f"RESUME=1 {launcher} {output_dir} resumes {'this run' if stopped_at else 'its newest checkpoint'} exactly"
+        if stopped_at and pretrained_weights_problems(stopped_at):  # DCP shards: from_pretrained cannot read them
+            export = f"{output_dir}-export"
+            lines.append(f"  continue: {resume}; a new run from its weights: python "
+                         f"{launcher_path('scripts/export_checkpoint.py')} {stopped_at} {export}, then "
+                         f"--pretrained_model {export}")
+        else:
+            lines.append(f"  continue: {launcher} {stopped_at or output_dir} --max_steps N   (a new run from this "
+                         f"{'checkpoint' if stopped_at else 'model'}; {resume})")
     return "\n".join(lines)
 
 
