@@ -26,7 +26,7 @@ PROBE = """
 import os, sys, xxhash
 from rankzero.data.dedup import kernel, shingles
 from rankzero.data.native import unicode_context
-from rankzero.data.screen import pii_forms, scan as ngram_scan, reference
+from rankzero.data.screen import pii_forms, reference, scan as ngram_scan
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
