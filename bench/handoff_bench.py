@@ -235,7 +235,7 @@ def cached_checks(work: Path, gib: float, repeats: int) -> None:
         drop_from_page_cache(files)
         figures.setdefault("verify_deep_cold", []).append(timed(lambda: checks.verify_published(final, deep=True)))
         for mode in ("sample", "full"):
-            from rankzero.data.specs import _file_identity
+            from rankzero.data.inputs.specs import _file_identity
 
             drop_from_page_cache(input_files)
             figures.setdefault(f"fingerprint_{mode}_cold", []).append(

@@ -1,12 +1,12 @@
-"""The per-character passes (rankzero/data/passes.c, loaded by native.py) against their numpy references, the path
+"""The per-character passes (rankzero/data/native/passes.c, loaded by native/) against their numpy references, the path
 of a process without a C compiler: what a process pays to start them, their speed on real Korean, equal outputs.
 
     python bench/kernels_bench.py --rounds 5 /work/shared/corpora/ko_real_dev/*.jsonl
     python bench/kernels_bench.py --rounds 3 --against ../main-before FILES...   # also another checkout's compiled
 
 The passes: near dedup's word 5-gram hashes (dedup/kernel.shingle_hashes; numpy: dedup/shingles.py),
-decontamination's scan of `prepare`d text (ngram_scan.scan; numpy: ngram_reference.scan_reference), the same from
-the text as read (ngram_scan.scan_texts) and the masker's marks alone (ngram_scan.marks_of); those two fall back to
+decontamination's scan of `prepare`d text (scan.scan; numpy: reference.scan_reference), the same from
+the text as read (scan.scan_texts) and the masker's marks alone (scan.marks_of); those two fall back to
 the references when native.library() gives None, which the numpy path makes it give.
 Each measurement is a fresh process with its checkout's rankzero on PYTHONPATH (the costs paid once per process
 are the point), the paths in alternating order each round:
@@ -45,11 +45,12 @@ import hashlib, json, resource, sys, time
 import numpy as np
 path, batch, repeat, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 before = time.process_time()
-from rankzero.data import native, ngram_reference, ngram_scan as n
+from rankzero.data import native
 from rankzero.data.dedup import kernel, shingles
+from rankzero.data.screen import scan as n, reference
 if path == "numpy":
     native.library = lambda: None  # as in a process without a compiler: scan_texts and marks_of fall back
-    hashes, scan = shingles.numpy_shingle_hashes, ngram_reference.scan_reference
+    hashes, scan = shingles.numpy_shingle_hashes, reference.scan_reference
 else:
     hashes, scan = kernel.shingle_hashes, n.scan
 hashes(["하나 둘 셋 넷 다섯 여섯"])
@@ -120,8 +121,8 @@ def main() -> None:
         parser.error(f"no such file: {', '.join(missing)}")
     if args.rounds < 1 or args.repeat < 1 or args.batch < 1:
         parser.error("--rounds, --repeat and --batch must be at least 1")
-    if args.against is not None and not (args.against / "rankzero" / "data" / "ngram_scan.py").is_file():
-        parser.error(f"--against {args.against}: not a rankzero checkout (no rankzero/data/ngram_scan.py there)")
+    if args.against is not None and not (args.against / "rankzero" / "data" / "scan.py").is_file():
+        parser.error(f"--against {args.against}: not a rankzero checkout (no rankzero/data/screen/scan.py there)")
     args.files = [name.resolve() for name in args.files]  # the measurements run in each checkout's directory
     started = datetime.datetime.now(datetime.timezone.utc)
     runs = {"compiled": (REPO, "compiled"), "numpy": (REPO, "numpy")}

@@ -48,9 +48,9 @@ sys.path.insert(0, str(REPO))
 
 from bench._measure import run_measured  # noqa: E402
 from bench.baselines.pii_compare import datatrove_baseline, presidio_baseline  # noqa: E402
-from rankzero.data import decontaminate  # noqa: E402
-from rankzero.data.pii import PLACEHOLDERS, PiiMasker  # noqa: E402
-from rankzero.data.pii_checks import registration_check_ok  # noqa: E402
+from rankzero.data.screen import decontaminate  # noqa: E402
+from rankzero.data.screen.pii import PLACEHOLDERS, PiiMasker  # noqa: E402
+from rankzero.data.screen.pii_checks import registration_check_ok  # noqa: E402
 
 CORPUS = Path("/work/shared/corpora/ko_real_dev")
 
@@ -262,7 +262,7 @@ def prepare_time(texts: list[str], paths: list[str], size_mb: float, rounds: int
     times = {prefix + arm: [] for prefix in repos for arm in arms}
     cpu = {name: [] for name in times}
     stages = {name: [] for name in times}
-    # Round -1 is a warm-up, not counted: native.py compiles passes.c into its cache on a first run.
+    # Round -1 is a warm-up, not counted: native/ compiles passes.c into its cache on a first run.
     for round_number in range(-1, rounds):
         for prefix, repo in repos.items():
             for arm, flags in arms.items():

@@ -12,7 +12,7 @@ written the same ways, and the masker's speed, against another checkout (the cod
    look-alike comes through unchanged. Both checkouts mask the same documents.
 2. Speed over the real documents, MB/s per core (process time, best of 3 passes): the masker alone (`mask`, which
    looks for the at signs itself), and the screen's path (the compiled pass's marks of the texts, then `find` and
-   `apply` on the texts they mark, as screen.py does with --pii mask). Each checkout in its own process, paired
+   `apply` on the texts they mark, as screen/screening.py does with --pii mask). Each checkout in its own process, paired
    rounds (baseline, then this one); the ratio is the median of the per-round ratios.
 """
 
@@ -126,16 +126,16 @@ def planted_sets(texts: list[str]) -> dict:
 
 WORKER = r"""
 import json, sys, time
-from rankzero.data.pii import PLACEHOLDERS, PiiMasker
+from rankzero.data.screen.pii import PLACEHOLDERS, PiiMasker
 task = json.load(open(sys.argv[1], encoding="utf-8"))
 masker = PiiMasker()
 result = {"placeholders": PLACEHOLDERS}
 if "sets" in task:
     result["outputs"] = {name: [masker.mask(text).text for text in documents]
                          for name, documents in task["sets"].items()}
-def screened(texts):  # what screen.py does with --pii mask: the compiled pass's marks, the masker where they say
-    from rankzero.data.hashing import NUMBERS
-    from rankzero.data.ngram_scan import marks_of
+def screened(texts):  # what screen/screening.py does with --pii mask: the compiled pass's marks, the masker where they say
+    from rankzero.data.native.hashing import NUMBERS
+    from rankzero.data.screen.scan import marks_of
     marks, runs = marks_of(texts)
     for text, mark, (start, end) in zip(texts, marks.tolist(), runs.tolist()):
         if mark:

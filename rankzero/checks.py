@@ -149,8 +149,8 @@ def default_validation_percentage(sources: SourcesConfig) -> tuple[float, str]:
     """A few percent of the documents, capped near DEFAULT_VALIDATION_TOKENS tokens by the input size
     (a token per ~3 bytes, as the disk-space estimate reads it); the plain percentage when a size is
     unknown (a hub source). (percentage, why)"""
+    from rankzero.data.inputs.specs import resolve_source
     from rankzero.data.space import BYTES_PER_TOKEN
-    from rankzero.data.specs import resolve_source
 
     try:
         sizes = [resolve_source(spec).total_bytes() for spec in sources.dataset]

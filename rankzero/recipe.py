@@ -128,7 +128,7 @@ def _absolute(name: str, value: Any) -> Any:
 
 def _absolute_spec(spec: str) -> str:
     """A --dataset spec with its path made absolute (a file, dir or glob here); a hub name as it is."""
-    from rankzero.data.walk import GLOB_CHARS, glob_files
+    from rankzero.data.inputs.walk import GLOB_CHARS, glob_files
 
     location, weight = split_weight(spec)
     path = os.path.expanduser(location)

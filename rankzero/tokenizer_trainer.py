@@ -33,7 +33,7 @@ Choices, and why:
   Apart from the sentence marks these rules cut Korean eojeol where GPT-2's do; see
   bench/RESULTS.md for chars/token against a plain byte-level BPE of the same vocabulary size.
 - **Special tokens** `<unk> <s> </s> <pad> <|im_start|> <|im_end|>` take ids 0..5, the placeholders
-  of masked personal information (`|||PHONE_NUMBER|||`, ...; rankzero/data/pii.py) the next ids, and a
+  of masked personal information (`|||PHONE_NUMBER|||`, ...; rankzero/data/screen/pii.py) the next ids, and a
   ChatML chat template is saved, so `apply_chat_template` works. Encoding adds no special
   tokens by itself: the data pipeline decides where `</s>` goes between documents. (A literal
   "</s>" inside raw text still encodes as the special token, as in every HF tokenizer.)
@@ -58,7 +58,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from rankzero.data.pii import PLACEHOLDER_TOKENS
+from rankzero.data.screen.pii import PLACEHOLDER_TOKENS
 
 if TYPE_CHECKING:
     import transformers
@@ -69,7 +69,7 @@ EOS_TOKEN = "</s>"
 PAD_TOKEN = "<pad>"
 CHAT_TOKENS = ["<|im_start|>", "<|im_end|>"]
 # The placeholders of masked personal information (|||PHONE_NUMBER|||, ...) are one token each, never split
-# into pieces the model could learn to complete (rankzero/data/pii.py).
+# into pieces the model could learn to complete (rankzero/data/screen/pii.py).
 RESERVED_TOKENS = [*CHAT_TOKENS, *PLACEHOLDER_TOKENS]
 SPECIAL_TOKENS = [UNK_TOKEN, BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, *RESERVED_TOKENS]
 

@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--heldout_fraction {args.heldout_fraction}: must be in [0, 1)")
     if args.base_tokenizer and not os.path.isfile(os.path.join(args.base_tokenizer, "tokenizer.json")):
         problems.append(f"--base_tokenizer {args.base_tokenizer}: no tokenizer.json there")
-    from rankzero.data.specs import resolve_source
+    from rankzero.data.inputs.specs import resolve_source
     from rankzero.errors import RankzeroError
 
     for spec in args.dataset:
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    from rankzero.data.readers import iter_texts
+    from rankzero.data.inputs.readers import iter_texts
     from rankzero.tokenizer_trainer import DocumentStream, chars_per_token, hangul_share, train_tokenizer
 
     texts = iter_texts(args.dataset, text_column=args.text_column, txt_sample_by=args.txt_sample_by)

@@ -25,7 +25,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "model_config_tiny.json"
-# Tests of the compiled passes (rankzero/data/native.py) skip where no C compiler is on PATH, visibly; where one is,
+# Tests of the compiled passes (rankzero/data/native/) skip where no C compiler is on PATH, visibly; where one is,
 # a build that fails makes them fail, not skip.
 HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
 NO_COMPILER = "no C compiler ($CC or cc): the compiled passes are not built here"

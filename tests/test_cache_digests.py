@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from helpers import needs_compiler
-from rankzero.data import native, table_cache
+from rankzero.data import native
+from rankzero.data.native import table_cache
 
 REPO = Path(__file__).resolve().parents[1]
 WARNED_LIBRARY = "are not the library built there"
 WARNED_TABLE = "is not what was built there"
 # What a process computes from the library and the scan's tables: the scan of a text, and two table entries.
-SIGN = ("import json, logging; logging.basicConfig(); from rankzero.data import native, ngram_scan as n, "
-        "ngram_reference as r; grams, windows, marks, runs = n.scan(*n.code_points([n.prepare("
+SIGN = ("import json, logging; logging.basicConfig(); from rankzero.data import native; "
+        "from rankzero.data.screen import scan as n, reference as r; grams, windows, marks, runs = n.scan(*n.code_points([n.prepare("
         "'Ａ가 하나 둘 셋 넷 다섯 여섯 일곱 여덟 아홉 열 010-1234-5678')]), 3, 8, 4, n.Bitmap.everything()); "
         "print(json.dumps([native.library() is not None, grams.values.tolist(), marks.tolist(), "
         "int(r._fold_table()[ord('A')]), int(r._kinds_table()[ord('7')])]))")

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from helpers import korean_documents, prepare_cli, prepared_dir, write_jsonl
-from rankzero.data.input_files import zstd_problem
+from rankzero.data.inputs.files import zstd_problem
 
 
 def _failed_cleanly(result, *expected: str) -> str:
@@ -132,7 +132,7 @@ def test_a_compression_bomb_is_an_error_at_its_line_and_memory_stays_bounded(tmp
 
 
 def _chunks(path, limit: int, txt_sample_by: str = "line", start: int = 0, end=None) -> list:
-    from rankzero.data.readers import iter_file_chunks
+    from rankzero.data.inputs.readers import iter_file_chunks
 
     return list(iter_file_chunks(str(path), 0, 1000, txt_sample_by, start, end, max_document_bytes=limit))
 
@@ -159,7 +159,7 @@ def test_the_document_limit_is_exact_and_names_the_line_in_every_text_shape(tmp_
 
 
 def test_a_chunk_is_cut_by_bytes_whatever_the_batch_size(tmp_path, monkeypatch):
-    import rankzero.data.readers as readers
+    import rankzero.data.inputs.readers as readers
 
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1000)
     path = tmp_path / "a.jsonl"
@@ -205,7 +205,7 @@ def _columnar_files(directory) -> dict:
 @pytest.mark.parametrize("damage", ["cut at half", "64 bytes inverted at half"])
 @pytest.mark.parametrize("kind", ["parquet", "arrow file", "arrow stream"])
 def test_a_damaged_parquet_or_arrow_input_is_an_error_naming_it(tmp_path, kind, damage):
-    from rankzero.data.readers import iter_texts
+    from rankzero.data.inputs.readers import iter_texts
     from rankzero.errors import RankzeroError
 
     path = _columnar_files(tmp_path)[kind]
@@ -233,7 +233,7 @@ def test_a_damaged_save_to_disk_input_is_an_error_naming_its_directory(tmp_path,
     JSONDecodeError, TypeError)."""
     import datasets
 
-    from rankzero.data.readers import iter_texts
+    from rankzero.data.inputs.readers import iter_texts
     from rankzero.errors import RankzeroError
 
     saved = tmp_path / "saved"

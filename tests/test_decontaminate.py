@@ -1,4 +1,4 @@
-"""Benchmark decontamination (rankzero/data/decontaminate.py): every input format, the three ways an item
+"""Benchmark decontamination (rankzero/data/screen/decontaminate.py): every input format, the three ways an item
 is planted, the rules that keep common n-grams and short overlaps from dropping documents, user errors."""
 
 import csv
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from rankzero.data.decontaminate import (COMMON_ITEMS, ContaminationIndex, Item, benchmark_identity, eval_items,
-                                         read_benchmarks, words_of)
-from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan
+from rankzero.data.screen.decontaminate import (COMMON_ITEMS, ContaminationIndex, Item, benchmark_identity, eval_items,
+                                                read_benchmarks, words_of)
+from rankzero.data.screen.scan import Bitmap, code_points, letters, prepare, scan
 from rankzero.errors import RankzeroError
 
 QUESTIONS = [
@@ -215,7 +215,7 @@ def test_identity_follows_content(tmp_path):
 
 
 def test_the_index_follows_the_files(tmp_path):
-    from rankzero.data.screen import load_index
+    from rankzero.data.screen.screening import load_index
 
     path = tmp_path / "law-test.csv"
     write_kmmlu(path)
@@ -226,13 +226,13 @@ def test_the_index_follows_the_files(tmp_path):
 
 
 def test_the_stable_code_points_are_their_own_nfkc_wherever_they_stand():
-    """What ngram_scan.nfkc leaves unnormalised: every code point outside _UNSTABLE maps to itself, has no
+    """What scan.nfkc leaves unnormalised: every code point outside _UNSTABLE maps to itself, has no
     combining class and is the second of no canonical composition (Hangul's algorithmic pairs end in jamo, which
     are outside); the space and line break it splits at are neither first nor second of one."""
     import sys
     import unicodedata
 
-    from rankzero.data.ngram_scan import _UNSTABLE
+    from rankzero.data.screen.scan import _UNSTABLE
 
     every = range(sys.maxunicode + 1)
     pairs = [decomposition.split() for decomposition in map(unicodedata.decomposition, map(chr, every))
@@ -253,7 +253,7 @@ def test_nfkc_by_words_is_nfkc():
     import random
     import unicodedata
 
-    from rankzero.data.ngram_scan import _MOST_WINDOWS, nfkc
+    from rankzero.data.screen.scan import _MOST_WINDOWS, nfkc
 
     alphabet = (list("가각나 \n\n  eA.,ㅇㅠ①…㈜．０（ＡΣ") + ["\u0301", "\u0308", "\u0327", "\u3099", "\u1100", "\u1161",
                 "\u11a8", "\u3131", "\u314f", "\u00a8", "\u2126", "\u0344", "\uf900", "\u0f73", "\u00b7", "か", "ｶ", "ﾞ",

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from helpers import REPO, data_args, korean_documents, prepare, quiet_env, run, write_jsonl
-from rankzero.data.decontaminate import read_benchmarks
+from rankzero.data.screen.decontaminate import read_benchmarks
 from rankzero.errors import ConfigError, RankzeroError
 
 QUESTION = "다음 중 대한민국 헌법상 국회의 권한에 속하지 않는 것으로 가장 적절한 것은 무엇인가?"

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from helpers import needs_compiler
-from rankzero.data import hashing, native
+from rankzero.data import native
 from rankzero.data.dedup import kernel, minhash, shingles
+from rankzero.data.native import hashing
 
 pytestmark = needs_compiler
 
@@ -186,7 +187,7 @@ def test_signatures_are_those_of_the_reference():
 
 
 def test_without_the_compiled_pass_the_signatures_are_the_same(monkeypatch):
-    """A process where native.py could not build passes.c (no C compiler) signs on numpy, to the same numbers."""
+    """A process where native/ could not build passes.c (no C compiler) signs on numpy, to the same numbers."""
     texts = random_texts(400, seed=4)
     compiled = minhash.minhash_signatures(texts)[0]
     calls = []

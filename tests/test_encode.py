@@ -13,7 +13,7 @@ from conftest import SAMPLE_TEXTS
 from helpers import REPO, data_args, korean_documents, prepare, prepare_cli, prepare_then, prepared_dir, write_jsonl
 from rankzero.data import encode
 from rankzero.data.encode import (IGNORE_INDEX, DocumentEncoder, FastokensEngine, HFEngine, load_tokenizer,
-                                    select_engine, split_long)
+                                  select_engine, split_long)
 from rankzero.errors import RankzeroError
 
 needs_fastokens = pytest.mark.skipif(not encode.fastokens_installed(), reason="fastokens is not installed")
@@ -69,9 +69,9 @@ def test_engines_agree_on_corpora_and_hard_strings(which, tokenizer_dir, gpt2_st
 
 @needs_fastokens
 def test_sft_labels_are_identical_on_both_engines(info, tmp_path):
-    from rankzero.data.records import ChatRenderer, chunk_documents
-    from rankzero.data.readers import iter_chunks
-    from rankzero.data.specs import resolve_source
+    from rankzero.data.inputs.readers import iter_chunks
+    from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+    from rankzero.data.inputs.specs import resolve_source
 
     chat = [json.loads(line) for line in (REPO / "data" / "sample" / "chat.jsonl").read_text().splitlines()]
     path = write_jsonl(tmp_path / "chat.jsonl", chat)

@@ -152,7 +152,7 @@ def test_the_filter_judges_a_line_once_and_every_count_row_and_sample_is_as_when
     (counts and reasons, in order), Arrow bytes and quality samples; the filter judged at most one copy of each text
     line in the builder (a respelled copy is a line of its own), and the worker processes were told the verdicts of
     lines judged before."""
-    from rankzero.data import local
+    from rankzero.data.engines import local
 
     path, lines, distinct, twin_lines = crawl_to_judge(tmp_path)
     # Small chunks: the worker processes have 8 in flight, whose lines are not known yet when each is sent.

@@ -1,4 +1,4 @@
-"""native.py: passes.c built once per installation by the system's compiler, loaded without the GIL held, and a
+"""native/: passes.c built once per installation by the system's compiler, loaded without the GIL held, and a
 process without a compiler on the numpy references with the same numbers."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rankzero.data import native
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = ["하나 둘 셋 넷 다섯 여섯 ㅋㅋ…", "Ａ Ｂ Ｃ Ｄ Ｅ Ｆ", "전화 010-1234-5678 여권 M12345678 kim@example.com"]
-SIGN = ("import json, logging; logging.basicConfig(); from rankzero.data import native, ngram_scan as n; "
+SIGN = ("import json, logging; logging.basicConfig(); from rankzero.data import native; from rankzero.data.screen import scan as n; "
         "from rankzero.data.dedup import minhash; texts = json.loads(input()); "
         "grams, windows, marks, runs = n.scan(*n.code_points([n.prepare(t) for t in texts]), 3, 8, 4, "
         "n.Bitmap.everything()); print(json.dumps([native.library() is not None, "

@@ -1,5 +1,5 @@
-"""Decontamination's pass defined in numpy (rankzero/data/ngram_reference.py) against the compiled kernel
-(ngram_scan.scan): the same n-gram and window hashes with their owners, in the same order, the same marks and
+"""Decontamination's pass defined in numpy (rankzero/data/screen/reference.py) against the compiled kernel
+(scan.scan): the same n-gram and window hashes with their owners, in the same order, the same marks and
 number runs, bit for bit, on every code point of the Basic Multilingual Plane in the contexts that set marks, on
 thousands of random texts over the classes the pass tells apart, and on real Korean."""
 
@@ -16,9 +16,9 @@ import pytest
 
 from helpers import HAS_COMPILER, NO_COMPILER, REPO
 from rankzero.data import native
-from rankzero.data.hashing import AT_SIGN, COLONS, GRAM_BASE, NUMBERS, PASSPORT, WINDOW_BASE, WORD_BASE, fmix64
-from rankzero.data.ngram_reference import marks_reference, scan_reference
-from rankzero.data.ngram_scan import Bitmap, code_points, marks_of, prepare, scan
+from rankzero.data.native.hashing import AT_SIGN, COLONS, GRAM_BASE, NUMBERS, PASSPORT, WINDOW_BASE, WORD_BASE, fmix64
+from rankzero.data.screen.scan import Bitmap, code_points, marks_of, prepare, scan
+from rankzero.data.screen.reference import marks_reference, scan_reference
 
 REAL = Path("/work/shared/corpora/ko_real_dev")
 MASK = (1 << 64) - 1
@@ -192,8 +192,8 @@ def test_real_korean():
 
 
 def test_the_numpy_path_needs_no_compiled_pass():
-    probe = ("from rankzero.data import native\nfrom rankzero.data.ngram_reference import scan_reference\n"
-             "from rankzero.data.ngram_scan import Bitmap, code_points\n"
+    probe = ("from rankzero.data import native\nfrom rankzero.data.screen.reference import scan_reference\n"
+             "from rankzero.data.screen.scan import Bitmap, code_points\n"
              "scan_reference(*code_points(['하나 둘 셋 010-1234-5678']), 2, 3, 1, Bitmap.everything())\n"
              "assert native.library.cache_info().currsize == 0, 'the compiled library was loaded'\n")
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO),

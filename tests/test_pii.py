@@ -1,4 +1,4 @@
-"""Personal-information masking (rankzero/data/pii.py, pii_checks.py): validators against python-stdnum,
+"""Personal-information masking (rankzero/data/screen/pii.py, pii_checks.py): validators against python-stdnum,
 every detector on made-up numbers, look-alikes left alone, idempotence, the dump rule, blanked samples."""
 
 import random
@@ -8,10 +8,10 @@ from stdnum import luhn as stdnum_luhn
 from stdnum.kr import brn as stdnum_brn
 from stdnum.kr import rrn as stdnum_rrn
 
-from rankzero.data.pii import DUMP_MIN_SPANS, PLACEHOLDERS, PiiMasker, blank, is_dump
-from rankzero.data.pii_counts import PiiCounts
-from rankzero.data.pii_checks import (business_number_ok, card_issuer, luhn_ok, public_ip, registration_check_ok,
-                                      registration_date_ok)
+from rankzero.data.screen.pii import DUMP_MIN_SPANS, PLACEHOLDERS, PiiMasker, blank, is_dump
+from rankzero.data.screen.pii_checks import (business_number_ok, card_issuer, luhn_ok, public_ip, registration_check_ok,
+                                             registration_date_ok)
+from rankzero.data.screen.pii_counts import PiiCounts
 
 MASKER = PiiMasker()
 
@@ -258,7 +258,7 @@ def test_samples_and_counts_hold_nothing_raw():
 
 
 def test_the_screen_masks_each_segment_and_keeps_its_label_flag():
-    from rankzero.data.screen import Screen
+    from rankzero.data.screen.screening import Screen
 
     screen = Screen(PiiMasker(), None, None)
     documents = [[("user: 제 번호는 010-1234-5678입니다\n", False), ("assistant: kim@naver.com로 보내 드릴게요", True)],

@@ -1,6 +1,6 @@
-"""The masker's fast paths against their definitions (rankzero/data/pii.py, pii_checks.py): the number clusters' scan
+"""The masker's fast paths against their definitions (rankzero/data/screen/pii.py, pii_checks.py): the number clusters' scan
 against `\\d`, the IPv6 candidates against the IPv6 pattern, the few-digit clusters' two detectors against all, and
-the marks of ngram_scan's pass against the masker's own search."""
+the marks of scan.py's pass against the masker's own search."""
 
 import json
 import random
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rankzero.data.pii import PiiMasker
+from rankzero.data.screen.pii import PiiMasker
 
 REAL = Path("/work/shared/corpora/ko_real_dev")
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "quality_sample.jsonl"
@@ -22,7 +22,7 @@ def test_the_quick_cluster_scan_finds_exactly_the_clusters_of_backslash_d():
     decimal digit of the BMP and random texts of digits, separators, emoji and astral digits."""
     import re
 
-    from rankzero.data.pii_checks import cluster_pattern, number_clusters, quick_cluster
+    from rankzero.data.screen.pii_checks import cluster_pattern, number_clusters, quick_cluster
 
     _CLUSTER, _QUICK_CLUSTER = cluster_pattern(), quick_cluster()
 
@@ -48,7 +48,7 @@ def test_ipv6_candidates_are_the_matches_of_the_ipv6_pattern():
     """pii_checks.ipv6_candidates finds _IPV6's matches from colon pairs: the same spans as _IPV6.finditer on random
     texts of hex digits, colons and what ends a run, on the repo's sample documents and on real Korean ones where
     the shared corpus is on the machine."""
-    from rankzero.data.pii_checks import _IPV6, ipv6_candidates
+    from rankzero.data.screen.pii_checks import _IPV6, ipv6_candidates
 
     alphabet = list("0aF:::g. 가\n") + ["::", "fe80", "2001:db8"]
     rng = random.Random(5)
@@ -67,8 +67,8 @@ def test_clusters_of_few_digits_skip_only_detectors_that_could_not_match(monkeyp
     """A cluster of at most pii._FEW_DIGITS digits runs two detectors, not all: on random clusters of 7-10 digits
     (the cluster separators, with and without each context word) and on short numbers each of the two finds or
     rejects, the spans and rejections equal those of all detectors."""
-    from rankzero.data import pii
-    from rankzero.data.pii_checks import number_clusters
+    from rankzero.data.screen import pii
+    from rankzero.data.screen.pii_checks import number_clusters
 
     rng = random.Random(5)
     words = ["주민", "카드", "계좌", "여권", "운전면허", "사업자", "ver ", "고객센터 ", "", "", ""]
@@ -96,21 +96,21 @@ def test_clusters_of_few_digits_skip_only_detectors_that_could_not_match(monkeyp
 
 
 def _index_marks(texts):
-    from rankzero.data.decontaminate import ContaminationIndex, Item
+    from rankzero.data.screen.decontaminate import ContaminationIndex, Item
 
     index = ContaminationIndex([Item("bench", "1", ("하나 둘 셋 넷 다섯 여섯 일곱 여덟 아홉",), ())])
     return index.find_with_marks(texts)[1:]
 
 
 def _marks_alone(texts):
-    from rankzero.data.ngram_scan import marks_of
+    from rankzero.data.screen.scan import marks_of
 
     return marks_of(texts)
 
 
 def _marks_in_numpy(texts):
-    from rankzero.data.ngram_reference import marks_reference
-    from rankzero.data.ngram_scan import code_points
+    from rankzero.data.screen.scan import code_points
+    from rankzero.data.screen.reference import marks_reference
 
     return marks_reference(*code_points(texts))
 
@@ -127,8 +127,8 @@ def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks
     answer gives exactly what masking it alone gives."""
     import random
 
-    from rankzero.data.hashing import COLONS, NUMBERS
-    from rankzero.data.pii_checks import cluster_pattern
+    from rankzero.data.native.hashing import COLONS, NUMBERS
+    from rankzero.data.screen.pii_checks import cluster_pattern
 
     _CLUSTER = cluster_pattern()
     alphabet = (list("0123456789-.() +가나다 abc@:\n") + ["０", "１", "９", "\u00a0", "①", "٣", "\U0001d7ce", "－", "．"]

@@ -1,4 +1,4 @@
-"""Personal data written with other separators (issue 47, rankzero/data/pii_forms.py): every Unicode dash, space and
+"""Personal data written with other separators (issue 47, rankzero/data/screen/pii_forms.py): every Unicode dash, space and
 invisible format character between a number's digit groups, full-width and invisible characters in e-mail
 addresses; the look-alikes written the same ways stay; file names are masked with the same masker."""
 
@@ -8,8 +8,8 @@ import unicodedata
 import pytest
 from test_pii import LOOK_ALIKES
 
-from rankzero.data.pii import PLACEHOLDERS, PiiMasker, mask_name
-from rankzero.data.pii_forms import HANGUL_DASH, MINUS_SIGNS, cluster_separators, separator_codes
+from rankzero.data.screen.pii import PLACEHOLDERS, PiiMasker, mask_name
+from rankzero.data.screen.pii_forms import HANGUL_DASH, MINUS_SIGNS, cluster_separators, separator_codes
 
 MASKER = PiiMasker()
 # Each personal number as an ASCII writer types it, with a word that makes it personal where its kind needs one.

@@ -149,7 +149,7 @@ def test_direct_and_staged_packing_give_the_same_blocks(tmp_path, tokenizer_dir,
     Both must emit exactly the same blocks (only the shuffle's bucket count may differ)."""
     import datasets
 
-    from rankzero.data.specs import Source
+    from rankzero.data.inputs.specs import Source
 
     direct = prepare(data_args(tokenizer_dir, tmp_path / "direct", [corpus]), seed=0)
     monkeypatch.setattr(Source, "total_bytes", lambda self: None)  # as for a hub source: size unknown

@@ -100,7 +100,7 @@ def test_a_near_copy_of_a_held_out_document_is_not_trained_on(tmp_path, tokenize
     evaluation = write_jsonl(tmp_path / "eval.jsonl", [{"text": t} for t in texts[:20]])
     train = write_jsonl(tmp_path / "train.jsonl", [{"text": t} for t in texts[20:] + [near_copy(texts[2], 0.0)]])
     out, manifest = build(tmp_path, tokenizer_dir, [train], "eval", eval_dataset=[evaluation])
-    # The stage's eval-overlap check (screen.py) finds it first, before near dedup would.
+    # The stage's eval-overlap check (screen/screening.py) finds it first, before near dedup would.
     assert manifest["dropped"] == {"eval_overlap": 1}
     assert sum(documents(out).values()) == 80 and sum(documents(validation_dir(out)).values()) == 20
 

@@ -1,4 +1,4 @@
-"""--pii and --decontaminate through a whole prepare (rankzero/data/screen.py): what is masked and dropped,
+"""--pii and --decontaminate through a whole prepare (rankzero/data/screen/screening.py): what is masked and dropped,
 the manifest's counts per detector, source and benchmark, the two sample files, and nothing raw written."""
 
 import csv
@@ -86,16 +86,17 @@ def test_masked_dropped_and_counted(tmp_path, tokenizer_dir):
 
 
 def test_without_a_c_compiler_the_same_prepare(tmp_path, tokenizer_dir, monkeypatch):
-    """native.py could not build passes.c: near dedup, the index's scan and the masker's marks run their numpy
+    """native/ could not build passes.c: near dedup, the index's scan and the masker's marks run their numpy
     versions, to the same rows and counts."""
-    from rankzero.data import native, ngram_scan
+    from rankzero.data import native
     from rankzero.data.dedup import minhash
+    from rankzero.data.screen import scan
 
     corpus, benchmark = planted_corpus(tmp_path)
     compiled, compiled_manifest = build(tmp_path, tokenizer_dir, corpus, "compiled", decontaminate=[benchmark])
     calls = []
     monkeypatch.setattr(native, "library", lambda: None)
-    for module, name in ((minhash, "numpy_shingle_hashes"), (ngram_scan, "scan_reference")):
+    for module, name in ((minhash, "numpy_shingle_hashes"), (scan, "scan_reference")):
         monkeypatch.setattr(module, name, lambda *a, _f=getattr(module, name), _n=name: calls.append(_n) or _f(*a))
     numpy, numpy_manifest = build(tmp_path, tokenizer_dir, corpus, "numpy", decontaminate=[benchmark])
     assert {"numpy_shingle_hashes", "scan_reference"} <= set(calls)
@@ -130,7 +131,7 @@ def test_benchmark_file_errors_stop_before_the_build(tmp_path, tokenizer_dir):
 def test_placeholders_are_one_token_each(tokenizer_dir):
     from transformers import AutoTokenizer
 
-    from rankzero.data.pii import PLACEHOLDERS
+    from rankzero.data.screen.pii import PLACEHOLDERS
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     for placeholder in PLACEHOLDERS.values():

@@ -13,7 +13,7 @@ from helpers import REPO, korean_documents, write_jsonl
 from stdnum import luhn
 from test_pii_separators import INVISIBLE, SEPARATORS
 
-from rankzero.data.pii import PLACEHOLDERS
+from rankzero.data.screen.pii import PLACEHOLDERS
 
 LOOK_ALIKES = ["2024\u201303\u201315", "ISBN 978\u201389\u20136626\u2013123\u20134", "1990\u20132020년",
                "고객센터 1588\u00a01234", "12:30:45", "주문번호 2024\u00a00315\u00a01234\u00a05678"]

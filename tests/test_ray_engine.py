@@ -240,8 +240,8 @@ def test_a_task_judges_each_line_once_and_stages_what_judging_every_copy_stages(
     copy's verdict (dedup/exact.LineVerdicts). The task stages the same documents, counts and quality samples as
     when every copy is judged on its own (run here, in this process, as a Ray worker runs it)."""
     from helpers import plan_of
-    from rankzero.data import ray_tasks
     from rankzero.data.dedup.exact import LineVerdicts
+    from rankzero.data.engines import ray_tasks
     from rankzero.data.quality import QualityFilter
     from rankzero.data.stage import Stage, StageSpec
 
@@ -290,7 +290,7 @@ def test_a_worker_builds_its_stage_once_per_spec_and_drops_it_to_pack(monkeypatc
     while the spec and threads stay, builds anew for another build, and frees it to pack (which needs none)."""
     from types import SimpleNamespace
 
-    from rankzero.data import ray_tasks
+    from rankzero.data.engines import ray_tasks
 
     built = []
     monkeypatch.setattr(ray_tasks, "Stage", SimpleNamespace(in_worker=lambda spec, threads: built.append(

@@ -1,4 +1,4 @@
-"""ngram_scan.scan_texts: the compiled pass normalising text as read (a table of each code point's folds under NFKC)
+"""scan.scan_texts: the compiled pass normalising text as read (a table of each code point's folds under NFKC)
 against its definition, `prepare` then `scan`, with the marks of the text as given (what the masker reads): the
 same hashes, owners and order, bit for bit, on every code point in the contexts where NFKC could see it, on random
 texts over a dozen classes, on real Korean, and on the numpy path a process without a C compiler takes."""
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from helpers import needs_compiler
-from rankzero.data import native, ngram_scan
-from rankzero.data.hashing import EXPANDED, SLOW
-from rankzero.data.ngram_scan import Bitmap, code_points, marks_of, prepare, scan, scan_texts
+from rankzero.data import native
+from rankzero.data.native.hashing import EXPANDED, SLOW
+from rankzero.data.screen import scan as scan_module
+from rankzero.data.screen.scan import Bitmap, code_points, marks_of, prepare, scan, scan_texts
 from test_dedup_kernel import random_texts
 
 REAL = Path("/work/shared/corpora/ko_real_dev")
@@ -57,10 +58,10 @@ def contexts(code: int) -> list[str]:
 
 
 def test_the_table_is_the_normalised_folds_of_every_basic_plane_code_point():
-    table, expansions = ngram_scan._normalising_table()
+    table, expansions = scan_module._normalising_table()
     for code in range(0x10000):
-        expected, value = ngram_scan.normalised_folds(code), int(table[code])
-        if expected is None or (len(expected) == 1 and not ngram_scan._composing(expected[0])):
+        expected, value = scan_module.normalised_folds(code), int(table[code])
+        if expected is None or (len(expected) == 1 and not scan_module._composing(expected[0])):
             assert value == (SLOW if expected is None else expected[0]), hex(code)
         else:  # several folds, or one that Hangul composes with the fold before it
             at = value - int(EXPANDED)
@@ -81,9 +82,9 @@ def test_hangul_that_composes_goes_to_prepare():
     texts = ["ㅎㅏ", "하ㄳ", "ᄒ ᅡ", "ㅋㅋㅋ ㅠㅠ", "각", "각", "ㄱ ㅏ", "각ㄱ"]
     assert_same(texts)
     codes, offsets = code_points(texts)
-    table, expansions = ngram_scan._normalising_table()
-    slow = ngram_scan._compiled_scan(native.library(), codes, offsets, 2, 3, 1, Bitmap.everything(), 2, table,
-                                     expansions, *ngram_scan._astral_normalised_folds(codes))[4]
+    table, expansions = scan_module._normalising_table()
+    slow = scan_module._compiled_scan(native.library(), codes, offsets, 2, 3, 1, Bitmap.everything(), 2, table,
+                                            expansions, *scan_module._astral_normalised_folds(codes))[4]
     # NFKC composes the first, second, fifth and sixth; the others are their own folds, compatibility jamo apart.
     assert slow.tolist() == [1, 1, 0, 0, 1, 1, 0, 0]
     assert [unicodedata.normalize("NFKC", text) != text for text in texts] == [True, True, False, True, True, True,
@@ -110,9 +111,9 @@ def test_real_korean():
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert_same(texts)
     codes, offsets = code_points(texts)
-    table, expansions = ngram_scan._normalising_table()
-    slow = ngram_scan._compiled_scan(native.library(), codes, offsets, 8, 8, 4, Bitmap.everything(), 2, table,
-                                     expansions, *ngram_scan._astral_normalised_folds(codes))[4]
+    table, expansions = scan_module._normalising_table()
+    slow = scan_module._compiled_scan(native.library(), codes, offsets, 8, 8, 4, Bitmap.everything(), 2, table,
+                                     expansions, *scan_module._astral_normalised_folds(codes))[4]
     changed = sum(prepare(text) != text for text in texts)
     assert changed > 20 and slow.sum() < changed / 5  # most texts NFKC changes stay on the compiled path
 

@@ -24,7 +24,7 @@ CONVERSATIONS = [
 def test_the_plain_chat_template_renders_as_the_plain_format(messages):
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from rankzero.data.records import PLAIN_CHAT_TEMPLATE, ChatRenderer
+    from rankzero.data.inputs.records import PLAIN_CHAT_TEMPLATE, ChatRenderer
 
     def jinja(conversation, generation_prompt):
         return render_jinja_template(conversations=[conversation], chat_template=PLAIN_CHAT_TEMPLATE,
@@ -53,7 +53,7 @@ def plain_tokenizer(tmp_path, tokenizer_dir):
 def test_sft_without_a_chat_template_says_so_and_saves_the_rendering_it_used(tmp_path, plain_tokenizer):
     from transformers import AutoTokenizer
 
-    from rankzero.data.records import PLAIN_CHAT_TEMPLATE
+    from rankzero.data.inputs.records import PLAIN_CHAT_TEMPLATE
 
     out = tmp_path / "sft"
     result = run([sys.executable, REPO / "train.py",

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from rankzero.data.encode import IGNORE_INDEX
-from rankzero.data.readers import iter_chunks
-from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.specs import resolve_source
+from rankzero.data.inputs.readers import iter_chunks
+from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.specs import resolve_source
 from rankzero.errors import RankzeroError
 from helpers import data_args, prepare, write_jsonl
 

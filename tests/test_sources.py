@@ -14,9 +14,9 @@ import pytest
 
 from helpers import REPO, data_args, korean_documents, prepare, write_jsonl
 from rankzero.data.encode import load_tokenizer
-from rankzero.data.readers import iter_chunks, iter_texts
-from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.specs import resolve_source
+from rankzero.data.inputs.readers import iter_chunks, iter_texts
+from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.specs import resolve_source
 from rankzero.errors import RankzeroError
 
 
@@ -78,7 +78,7 @@ def test_line_chunks_keep_line_numbers_and_offsets(tmp_path):
 
 def _resolve_in_child(spec: str, timeout: float = 60) -> list[str]:
     """resolve_source in a fresh process with a deadline: a regression hangs that process, not the test run."""
-    code = ("import json, sys; from rankzero.data.specs import resolve_source; "
+    code = ("import json, sys; from rankzero.data.inputs.specs import resolve_source; "
             "print(json.dumps(list(resolve_source(sys.argv[1]).files)))")
     result = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=timeout,
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -363,8 +363,8 @@ def test_compressed_files_are_read_as_streams(tmp_path, suffix):
     peaks = []
     for copies in (50_000, 200_000):  # ~33 MB and ~130 MB of text
         path = _compress(tmp_path / f"x{copies}.jsonl", suffix, line * copies)
-        code = ("import resource, sys\nfrom rankzero.data.readers import iter_chunks\n"
-                "from rankzero.data.specs import resolve_source\n"
+        code = ("import resource, sys\nfrom rankzero.data.inputs.readers import iter_chunks\n"
+                "from rankzero.data.inputs.specs import resolve_source\n"
                 "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 f"lines = sum(chunk.payload.count(b'\\n') for chunk in iter_chunks(resolve_source({str(path)!r}), 0, 1000))\n"
                 f"assert lines == {copies}, lines\n"
@@ -467,7 +467,7 @@ def test_struct_columns_are_an_error_listing_fields_and_binary_columns_are_decod
 @pytest.mark.parametrize("read_chars", [1, 7, 4096])
 def test_a_json_array_is_read_one_record_at_a_time_as_json_load_reads_it(tmp_path, monkeypatch, read_chars):
     """Every cut of the text between reads (a piece of 1 character cuts it everywhere) gives json.load's records."""
-    import rankzero.data.json_array as json_array
+    import rankzero.data.inputs.json_array as json_array
 
     monkeypatch.setattr(json_array, "READ_CHARS", read_chars)
     records = [{"text": f"문서 {i} \"따옴표\", 괄호] }} {{ \\ \u00e9 \U0001F600", "meta": {"n": [i, -1.5e3, None, True]}}
@@ -490,7 +490,7 @@ def test_a_json_array_is_read_one_record_at_a_time_as_json_load_reads_it(tmp_pat
                                                           r"4,096 bytes \(--max_document_mb"),
 ])
 def test_a_bad_json_array_is_an_error_at_its_line(tmp_path, monkeypatch, body, said):
-    import rankzero.data.json_array as json_array
+    import rankzero.data.inputs.json_array as json_array
 
     monkeypatch.setattr(json_array, "READ_CHARS", 64)
     path = tmp_path / "x.json"
@@ -503,7 +503,7 @@ def test_a_json_array_bomb_stops_at_the_document_limit_not_in_memory(tmp_path):
     """A .json.gz of 0.2 MB inflating to one 200 MB record was read whole by json.load."""
     import gzip
 
-    from rankzero.data.json_array import json_array_records
+    from rankzero.data.inputs.json_array import json_array_records
 
     path = tmp_path / "bomb.json.gz"
     with gzip.open(path, "wt", encoding="utf-8") as handle:

@@ -217,7 +217,7 @@ def test_the_validation_files_are_checked_like_the_others(tmp_path, tokenizer_di
 
 def unpacked_samples(args) -> list[tuple[tuple, tuple]]:
     """Every sample as the stage makes it, one by one, untruncated: (ids, labels)."""
-    from rankzero.data.readers import iter_chunks
+    from rankzero.data.inputs.readers import iter_chunks
     from rankzero.data.stage import Stage, StageSpec
 
     plan = plan_of(args, 0)

@@ -1,4 +1,4 @@
-"""The compiled passes' code point tables, cached once per installation (rankzero/data/table_cache.py): a second
+"""The compiled passes' code point tables, cached once per installation (rankzero/data/native/table_cache.py): a second
 process reads what the first built, every code point as its one-at-a-time definition says, and a stale, broken or
 unwritable cache never gives a wrong table."""
 
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rankzero.data import ngram_reference, table_cache, unicode_context
 from rankzero.data.dedup import kernel, shingles
-from rankzero.data.pii_forms import cluster_separators
+from rankzero.data.native import table_cache, unicode_context
+from rankzero.data.screen import reference
+from rankzero.data.screen.pii_forms import cluster_separators
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,15 +24,16 @@ REPO = Path(__file__).resolve().parents[1]
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
 PROBE = """
 import os, sys, xxhash
-from rankzero.data import ngram_reference, ngram_scan, pii_forms, unicode_context
 from rankzero.data.dedup import kernel, shingles
+from rankzero.data.native import unicode_context
+from rankzero.data.screen import pii_forms, reference, scan as ngram_scan
 def fail():
     raise SystemExit("built, not read: " + sys.argv[1])
 if os.environ.get("BUILD_FAILS"):
-    ngram_reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
+    reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
     ngram_scan._build_normalising_table = fail
     shingles._build_fold_table = pii_forms._build_separator_codes = fail
-tables = {"ngram_scan": [ngram_reference._fold_table(), ngram_reference._kinds_table()],
+tables = {"ngram_scan": [reference._fold_table(), reference._kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
           "composing_seconds": [sorted(unicode_context.composing_seconds())],
@@ -64,14 +66,14 @@ def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point
     """Read back from a cache file (what every process after the first uses), against the definitions one code
     point at a time (normalising_table's: tests/test_dedup_kernel.py)."""
     monkeypatch.setattr(table_cache, "cache_directory", lambda source: tmp_path)
-    for function in (ngram_reference._tables, shingles.fold_table):
+    for function in (reference._tables, shingles.fold_table):
         function.cache_clear()
         function()
         function.cache_clear()
     try:
-        fold, kinds, folds = ngram_reference._fold_table(), ngram_reference._kinds_table(), shingles.fold_table()
+        fold, kinds, folds = reference._fold_table(), reference._kinds_table(), shingles.fold_table()
     finally:
-        ngram_reference._tables.cache_clear()
+        reference._tables.cache_clear()
         shingles.fold_table.cache_clear()
     # (the kinds read the number separators' table: built here too where this process had not read it yet)
     assert {path.name.split("-")[0] for path in tmp_path.glob("*.npz")} - {"pii_separators"} == {"ngram_scan", "shingles"}

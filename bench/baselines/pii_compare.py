@@ -15,7 +15,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from rankzero.data.pii import PiiMasker
+from rankzero.data.screen.pii import PiiMasker
 
 PRESIDIO_SCRIPT = Path(__file__).resolve().parent / "presidio_recognizers.py"
 

@@ -63,12 +63,12 @@ from pathlib import Path
 
 from rankzero.config import CacheConfig
 from rankzero.data.heartbeat import Heartbeat, running_here
-from rankzero.data.pii import masked_paths
 from rankzero.data.pipeline import build_dataset
 from rankzero.data.plan import Plan
-from rankzero.data.report import print_summary
 from rankzero.data.published import (MISSING, build_id, check_writable, file_table, move_aside, remove_dead_builds,
                                      set_publish_modes, usable, verify_published)
+from rankzero.data.report import print_summary
+from rankzero.data.screen.pii import masked_paths
 from rankzero.data.space import check_free_space, needed_text, space_needed
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic

@@ -30,9 +30,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from rankzero.data.local import build_local
+from rankzero.data.engines.local import build_local
+from rankzero.data.inputs.readers import check_hub_sources
 from rankzero.data.plan import Plan
-from rankzero.data.readers import check_hub_sources
 from rankzero.errors import RankzeroError
 
 
@@ -43,7 +43,7 @@ def build_dataset(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None]
         check_hub_sources(plan.sources)  # offline, a hub source fails now and in one line, not after retries
     try:
         if plan.workers.prep_engine == "ray":
-            from rankzero.data.ray_engine import build_ray
+            from rankzero.data.engines.ray_engine import build_ray
 
             manifest = build_ray(plan, out_dir, on_progress)
         else:

@@ -20,13 +20,13 @@ import json
 from dataclasses import dataclass
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
-from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
-from rankzero.data.decontaminate import benchmark_identity
 from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
-from rankzero.data.readers import iter_chunks
-from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.screen import load_index
-from rankzero.data.specs import Source, resolve_source
+from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
+from rankzero.data.inputs.readers import iter_chunks
+from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.specs import Source, resolve_source
+from rankzero.data.screen.decontaminate import benchmark_identity
+from rankzero.data.screen.screening import load_index
 from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing

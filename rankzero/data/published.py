@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rankzero.data.pii import masked_paths
+from rankzero.data.screen.pii import masked_paths
 from rankzero.errors import RankzeroError
 from rankzero.files import (content_hash, current_umask, lstat, open_no_follow, owner_text, read_json,
                             read_json_or_problem, this_user)

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rankzero import malloc
-from rankzero.data.pii import NameMasker
+from rankzero.data.inputs.records import chat_rendering
 from rankzero.data.plan import FORMAT_VERSION
-from rankzero.data.records import chat_rendering
+from rankzero.data.screen.pii import NameMasker
 from rankzero.data.split import HOW_CHOSEN
 from rankzero.errors import RankzeroError
 
@@ -157,7 +157,8 @@ def _reasons(removed: dict, limit: int = 4) -> str:
     return ", ".join(shown + ([f"{len(removed) - limit} more reasons"] if len(removed) > limit else []))
 
 
-# What removes documents for each reason not the quality filter's (screen.py's names: importing it loads the scanners)
+# What removes documents for each reason not the quality filter's (screen/screening.py's names: importing it
+# loads the scanners)
 REMOVED_BY = {"bad_record": "bad records", "empty": "empty documents", "exact_duplicate": "duplicates",
               "near_duplicate": "duplicates", "in_eval_dataset": "copies of --eval_dataset documents",
               "no_trainable_tokens": "SFT samples without an answer", "eval_overlap": "overlap with the eval set",

@@ -56,7 +56,7 @@ def near_staging_bytes(sources, sizes: list[int], threshold: float, memory_bytes
 
 
 def _bytes_per_document(source, index: int) -> float:
-    from rankzero.data.readers import iter_chunks
+    from rankzero.data.inputs.readers import iter_chunks
 
     chunks = iter_chunks(source, index, 256)
     try:

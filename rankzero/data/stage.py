@@ -38,9 +38,9 @@ import xxhash
 from rankzero.config import StageConfig
 from rankzero.data.dedup.minhash import minhash_signatures
 from rankzero.data.encode import IGNORE_INDEX, DocumentEncoder, TokenizerInfo, build_engine, load_tokenizer
+from rankzero.data.inputs.records import ChatRenderer, chunk_documents
 from rankzero.data.pack import select_documents, truncate_documents
-from rankzero.data.records import ChatRenderer, chunk_documents
-from rankzero.data.screen import Screen
+from rankzero.data.screen.screening import Screen
 
 
 @dataclass
@@ -56,7 +56,7 @@ class ChunkResult:
     shingles: np.ndarray | None  # word 5-grams per document (0: too short to be a near-copy)
     truncated: np.ndarray | None  # bool per kept document: cut to `truncate_to` tokens (SFT)
     dropped: Counter
-    screen: dict | None  # what --pii and --decontaminate found (screen.py), None with neither
+    screen: dict | None  # what --pii and --decontaminate found (screen/screening.py), None with neither
     replaced_lines: int
     seconds: dict
     quality_samples: list = field(default_factory=list)  # examples of each quality rule's drops (quality/samples.py)

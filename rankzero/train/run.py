@@ -44,17 +44,17 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     from rankzero.train.checkpoints import batch_layout, data_record, resolve_resume
-    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.evaluation import evaluation_parts
     from rankzero.train.model import build_model, resolve_attention
+    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.preemption import PreemptionCallback
-    from rankzero.train.throughput import ThroughputCallback, full_numel
-    from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.run_config import describe_setup, print_config, resolved_config, write_run_files
     from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
+    from rankzero.train.throughput import ThroughputCallback, full_numel
+    from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
     from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
 
@@ -197,7 +197,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
 def use_chat_rendering(tokenizer, runtime: Runtime) -> None:
     """Say how the SFT samples were rendered, and make it the saved tokenizer's chat template: the model is
     then prompted as it was trained (apply_chat_template, scripts/generate.py --chat)."""
-    from rankzero.data.records import PLAIN_CHAT_TEMPLATE, chat_rendering
+    from rankzero.data.inputs.records import PLAIN_CHAT_TEMPLATE, chat_rendering
 
     if runtime.is_main:
         print(f"chat rendering: {chat_rendering(tokenizer.chat_template)}"

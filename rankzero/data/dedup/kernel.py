@@ -1,4 +1,4 @@
-"""Words and word 5-grams of texts in one compiled pass (passes.c, through native.py): shingles.py's numbers, bit
+"""Words and word 5-grams of texts in one compiled pass (passes.c, through native/): shingles.py's numbers, bit
 for bit.
 
     words, per_text = word_hashes(texts)          # flat uint64 hash of every word, and each text's word count
@@ -29,13 +29,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import hashing, native, unicode_context
+from rankzero.data import native
 from rankzero.data.dedup import shingles
 from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, text_segments
-from rankzero.data.hashing import SLOW
-from rankzero.data.ngram_scan import code_points
-from rankzero.data.table_cache import cached
-from rankzero.data.unicode_context import alone, fill_folds, in_context_table
+from rankzero.data.native import code_points, hashing, unicode_context
+from rankzero.data.native.hashing import SLOW
+from rankzero.data.native.table_cache import cached
+from rankzero.data.native.unicode_context import alone, fill_folds, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
 

@@ -9,7 +9,7 @@ categories P* and S*, and "_") folded to a word break like whitespace, invisible
 characters dropped. A shingle is 5 consecutive words of that text; a text of fewer than 5 words has no
 shingle and no signature (it is never a near-copy). shingles.py defines the word and shingle hashes (numpy,
 the reference); kernel.py computes them in one compiled pass per character that releases the GIL (passes.c),
-wherever native.py could build it.
+wherever native/ could build it.
 
 The MinHash itself is rensa's `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle
 hashes: bench/minhash_bench.py (at c8fddba) measured it against datasketch and rensa's per-document API on real
@@ -26,7 +26,7 @@ import numpy as np
 
 from rankzero.data import native
 from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
-from rankzero.data.hashing import fmix64
+from rankzero.data.native.hashing import fmix64
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
 CANDIDATE_PROBABILITY = 0.99  # a pair at the threshold shares a band at least this often
@@ -55,7 +55,7 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
 
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
-    path. The compiled pass (kernel.py) where native.py could build it; else numpy (shingles.py, ~3.5x the CPU)."""
+    path. The compiled pass (kernel.py) where native/ could build it; else numpy (shingles.py, ~3.5x the CPU)."""
     if native.library() is None:
         return numpy_shingle_hashes(texts)
     from rankzero.data.dedup import kernel

@@ -21,9 +21,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import hashing
-from rankzero.data.hashing import DELETE, WORD_BASE, fmix64
-from rankzero.data.table_cache import cached
+from rankzero.data.native import hashing
+from rankzero.data.native.hashing import DELETE, WORD_BASE, fmix64
+from rankzero.data.native.table_cache import cached
 
 SHINGLE_WORDS = 5
 PIECE_CHARS = 1 << 18  # characters per numpy pass (numpy_shingle_hashes); longer texts are cut at a space

@@ -10,7 +10,7 @@ A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`s
    before it learnt of their raw lines: stage.known_lines); exact duplicates are dropped
    globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
    (split.py), staged in a file of their own. With `--dedup near` every surviving document's MinHash
-   signature goes to a ledger in the same order (dedup/ledger.py); once all are encoded, the near-copies
+   signature goes to a ledger in the same order (engines/near_ledger.py); once all are encoded, the near-copies
    are decided over the whole corpus (dedup/near.py) and left out when the staged documents are read.
    The counts and these decisions are kept in the build's `Tally` (tally.py), as the Ray engine keeps them.
 B. *Mix and pack*. Documents are packed into blocks and each block goes to a random bucket file, as
@@ -42,19 +42,19 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.eval_overlap import write_evaluation
-from rankzero.data.local_workers import builder_threads, run_in_worker, start_pool
-from rankzero.data.mixing import passes, subsample
 from rankzero.data.dedup.exact import LineVerdicts
-from rankzero.data.dedup.ledger import NearLedger
+from rankzero.data.engines.local_workers import builder_threads, run_in_worker, start_pool
+from rankzero.data.engines.near_ledger import NearLedger
+from rankzero.data.engines.tally import Tally
+from rankzero.data.inputs.readers import iter_chunks
+from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import SourcePacker, make_packer, select_documents
 from rankzero.data.plan import Plan
-from rankzero.data.readers import iter_chunks
 from rankzero.data.report import SourceStats
+from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.stage import ChunkResult, StageSpec, known_lines, remember_lines, rust_threads
-from rankzero.data.tally import Tally
 
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:

@@ -1,9 +1,9 @@
-"""What decontamination's pass (ngram_scan.scan) computes, defined in whole-batch numpy: the reference every
+"""What decontamination's pass (scan.scan) computes, defined in whole-batch numpy: the reference every
 compiled pass must match bit for bit, and what a process without one runs.
 
-    grams, windows, marks, runs = scan_reference(codes, offsets, 8, 8, 4, bitmap)   # as ngram_scan.scan
+    grams, windows, marks, runs = scan_reference(codes, offsets, 8, 8, 4, bitmap)   # as scan.scan
 
-Its code point tables are defined here, below ngram_scan.py, and its constants in hashing.py, which native.py
+Its code point tables are defined here, below scan.py, and its constants in hashing.py, which native/
 also compiles passes.c with: the compiled pass reads the same numbers. A word is a maximal
 run of letters (the fold table's nonzero entries: `str.isalnum`, lower-cased) within one text; its hash is
 fmix64(sum c_i * WORD_BASE**(length-1-i) ^ length); an n-gram is n consecutive words of a text, hashed as
@@ -26,9 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rankzero.data.hashing import (AT_SIGN, AT_SIGNS, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBER_RUN, NUMBERS, PASSPORT,
-                                   WINDOW_BASE, WORD_BASE, fmix64)
-from rankzero.data.table_cache import cached
+from rankzero.data.native.hashing import (AT_SIGN, AT_SIGNS, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBERS, NUMBER_RUN,
+                                          PASSPORT, WINDOW_BASE, WORD_BASE, fmix64)
+from rankzero.data.native.table_cache import cached
 
 ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
 
@@ -58,13 +58,13 @@ def _fold_table() -> np.ndarray:
 @lru_cache(maxsize=1)
 def _tables() -> dict[str, np.ndarray]:
     """Both tables, from this installation's cache after a first build (table_cache.py: 0.03 CPU-s a process)."""
-    from rankzero.data import pii_checks, pii_forms
+    from rankzero.data.screen import pii_checks, pii_forms
 
     return cached("ngram_scan", _build_tables, [__file__, pii_checks.__file__, pii_forms.__file__])
 
 
 def _build_tables() -> dict[str, np.ndarray]:
-    from rankzero.data.pii_forms import cluster_separators
+    from rankzero.data.screen.pii_forms import cluster_separators
 
     separators = cluster_separators()
     kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in separators else 0

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rankzero.config import split_weight
-from rankzero.data.input_files import COMPRESSIONS, compression_of, format_suffix, text_bytes
-from rankzero.data.walk import GLOB_CHARS, glob_files, walk_files
+from rankzero.data.inputs.files import COMPRESSIONS, compression_of, format_suffix, text_bytes
+from rankzero.data.inputs.walk import GLOB_CHARS, glob_files, walk_files
 from rankzero.errors import RankzeroError
 from rankzero.files import content_hash
 
@@ -32,7 +32,7 @@ LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
 RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
 ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")  # many files in one: rankzero reads none of them
-# The formats that can be read as a stream, and so compressed (input_files.py); Parquet and Arrow compress inside
+# The formats that can be read as a stream, and so compressed (inputs/files.py); Parquet and Arrow compress inside
 # the file: not with these.
 STREAM_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".json", ".csv")
 # What a hub dataset id looks like: `name` or `namespace/name`, no other slashes.

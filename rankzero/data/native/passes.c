@@ -1,11 +1,11 @@
-/* The per-character passes of near dedup (dedup/kernel.py) and decontamination (ngram_scan.py), in C.
+/* The per-character passes of near dedup (dedup/kernel.py) and decontamination (scan.py), in C.
  *
- * native.py compiles this file at a process's first use with the system's C compiler, once per installation (the
+ * native/ compiles this file at a process's first use with the system's C compiler, once per installation (the
  * library is cached beside the tables of table_cache.py), and calls it through ctypes, which releases the GIL for
  * the call: the stage's encode threads keep running. The constants (bases, table markers, mark bits) are not
- * written here: native.py puts their Python definitions (hashing.C_CONSTANTS) in front of this file as #defines,
+ * written here: native/ puts their Python definitions (hashing.C_CONSTANTS) in front of this file as #defines,
  * so the compiled passes and the numpy references read the same numbers. The references (dedup/shingles.py,
- * ngram_reference.py) define what each function returns; tests/test_dedup_kernel.py, tests/test_ngram_reference.py
+ * reference.py) define what each function returns; tests/test_dedup_kernel.py, tests/test_ngram_reference.py
  * and tests/test_scan_texts.py hold the two equal.
  *
  * Why C rather than numba, which these passes were written in before: numba's start (its import, then its
@@ -133,7 +133,7 @@ void shingle_hashes(const uint64_t *words, const int64_t *per_text, int64_t text
     }
 }
 
-/* ---- decontamination: ngram_scan.py ---------------------------------------------------------------------- */
+/* ---- decontamination: scan.py ---------------------------------------------------------------------- */
 
 /* Whether `value`'s bit is set in the bitmap of `words` 64-bit words (a power of two). */
 static inline int passes(const uint64_t *bits, int64_t words, uint64_t value) {
@@ -245,11 +245,11 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
     }
 }
 
-/* See ngram_scan.scan and ngram_scan.scan_texts. One pass over each text's code points. The n-gram and window hashes
+/* See scan.scan and scan.scan_texts. One pass over each text's code points. The n-gram and window hashes
  * roll (Rabin-Karp: times the base, plus the newest, minus the oldest times base**length), so each costs the same
  * whatever n and window are; the oldest word and letter come from rings of the last n and `window` (`word_ring`,
- * `letter_ring`: scratch the caller gives). `hashing`: 0, no hash is formed (the marks alone: ngram_scan.marks_of);
- * 1, the code points are NFKC already (ngram_scan.scan); 2, they are as read (ngram_scan.scan_texts).
+ * `letter_ring`: scratch the caller gives). `hashing`: 0, no hash is formed (the marks alone: scan.marks_of);
+ * 1, the code points are NFKC already (scan.scan); 2, they are as read (scan.scan_texts).
  *
  * `table` gives each BMP code point's fold (its lower-cased letter, or 0: a break), or EXPANDED + i: several folds,
  * expansions[i] of them at expansions[i + 1:] (NFKC's "㈜" is "(주)"), or SLOW: a code point NFKC treats in context.
@@ -260,8 +260,8 @@ static inline void feed(Sink *s, Rolling *r, uint64_t code, int64_t text) {
  * of NUMBER_RUN code points of `kinds` bits 1 or 2 (the separators of pii_checks.py's number clusters and digits)
  * holding a digit, astral code points counting as digits; AT_SIGN for an at sign; COLONS for a run of ASCII hex digits
  * and colons holding "::" or 7 colons; PASSPORT for "여권" or "assport" (`kinds` bit 4 marks the code points these
- * look at, bit 8 the hex digits and ':', bit 16 the at signs: ngram_scan's _marking_kinds). runs[2 * text], runs[2 * text + 1]: [start
- * of the first run that set NUMBERS, end of the last). */
+ * look at, bit 8 the hex digits and ':', bit 16 the at signs: scan.py's _marking_kinds). runs[2 * text],
+ * runs[2 * text + 1]: [start of the first run that set NUMBERS, end of the last). */
 void scan(const uint32_t *codes, const int64_t *offsets, int64_t texts, const uint32_t *table,
           const uint32_t *expansions, const uint32_t *astral, int64_t astral_count, const uint32_t *astral_folds,
           int64_t n, int64_t window, int64_t step, int64_t hashing, const uint64_t *bits, int64_t bit_words,

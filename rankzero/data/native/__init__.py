@@ -2,7 +2,7 @@
 
     passes = native.library()     # ctypes functions of passes.c, or None where no C compiler works (then numpy)
 
-Near dedup's word hashing (dedup/kernel.py) and decontamination's scan (ngram_scan.py) are one loop per character
+Near dedup's word hashing (dedup/kernel.py) and decontamination's scan (scan.py) are one loop per character
 each. They were numba kernels; numba's start — its import, then its target's registries at the first call of
 cached machine code — cost ~0.35 CPU-s and ~90 MB of llvmlite in every process that used one, which near dedup
 could only afford past 40 M characters and --decontaminate paid on every prepare (bench/RESULTS.md, issues 30 and
@@ -21,7 +21,7 @@ in progress may lose its file, and then builds again). The build's xxh3-128 is w
 SIGBUS) or replaced by another (which fails on its first missing symbol) is built again after one warning. Where no
 cache directory is writable it is built per process in a temporary directory. Where no compiler works (a slim
 container), `library()` returns None after one warning and the callers run their numpy references
-(dedup/shingles.py, ngram_reference.py), which define the same numbers and are what the tests compare this
+(dedup/shingles.py, reference.py), which define the same numbers and are what the tests compare this
 library against. ctypes releases the GIL for each call: the stage's encode threads keep running meanwhile.
 """
 
@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data import hashing
-from rankzero.data.table_cache import cache_directory, record_digest, recorded_digest
+from rankzero.data.native import hashing
+from rankzero.data.native.table_cache import cache_directory, record_digest, recorded_digest
 from rankzero.files import remove_dead_temporaries
 
 logger = logging.getLogger(__name__)
@@ -171,3 +171,11 @@ def _libc() -> str:
         return os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):
         return ""
+
+
+def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 code points of all texts back to back, int64 offsets: text i is codes[offsets[i]:offsets[i+1]])."""
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    codes = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return codes, offsets

@@ -17,7 +17,7 @@ import io
 import json
 from collections.abc import Iterator
 
-from rankzero.data.input_files import damaged, open_input, stream_errors, too_long
+from rankzero.data.inputs.files import damaged, open_input, stream_errors, too_long
 from rankzero.errors import RankzeroError
 
 READ_CHARS = 1 << 20

@@ -1,4 +1,4 @@
-"""What the masker found in one source's documents, summed for the manifest (pii.py masks; screen.py sums).
+"""What the masker found in one source's documents, summed for the manifest (pii.py masks; screen/screening.py sums).
 
     counts = PiiCounts(); counts.add(result, dropped)       # a pii.MaskResult, and whether the dump rule dropped it
     counts.merge(other); counts.describe()                  # the manifest's entry; counts.samples: pii_samples.jsonl
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rankzero.data.pii import PUBLIC, MaskResult
+from rankzero.data.screen.pii import PUBLIC, MaskResult
 
 
 @dataclass

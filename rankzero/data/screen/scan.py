@@ -13,10 +13,10 @@ consecutive words of a text, and each `window`-character window of the text's wo
 starts at every `step`-th character. With a bitmap it returns only the hashes whose bit is set: a document holding no
 benchmark item gives almost nothing back, so no per-hash Python or sorting follows.
 
-One loop per character in C (passes.c, through native.py: no GIL held, so the tokenizer's threads keep running)
+One loop per character in C (passes.c, through native/: no GIL held, so the tokenizer's threads keep running)
 because the same work in Python (regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's
 time with --decontaminate; no library hashes word n-grams and spaceless windows of Unicode text in one pass.
-ngram_reference.py defines the same numbers in whole-array numpy: what a process without a C compiler runs, and
+reference.py defines the same numbers in whole-array numpy: what a process without a C compiler runs, and
 what the tests hold the compiled pass to.
 """
 
@@ -28,13 +28,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data import hashing, native, ngram_reference, unicode_context
-from rankzero.data.hashing import AT_SIGNS, EXPANDED, HEX_OR_COLON, SLOW
+from rankzero.data import native
+from rankzero.data.native import code_points, hashing, unicode_context
+from rankzero.data.native.hashing import AT_SIGNS, EXPANDED, HEX_OR_COLON, SLOW
+from rankzero.data.native.table_cache import cached
+from rankzero.data.native.unicode_context import alone, in_context_table
+from rankzero.data.screen import reference
 # What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
-from rankzero.data.ngram_reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
-                                           marks_reference, scan_reference)
-from rankzero.data.table_cache import cached
-from rankzero.data.unicode_context import alone, in_context_table
+from rankzero.data.screen.reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
+                                            marks_reference, scan_reference)
 
 
 def prepare(text: str) -> str:
@@ -75,14 +77,6 @@ def nfkc(text: str) -> str:
         last = end
     pieces.append(text[last:])
     return "".join(pieces)
-
-
-def code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(uint32 code points of all texts back to back, int64 offsets: text i is codes[offsets[i]:offsets[i+1]])."""
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
-    codes = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return codes, offsets
 
 
 def letters(codes: np.ndarray) -> str:
@@ -126,7 +120,7 @@ def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
     """(word n-gram hashes, window hashes) of each text of `prepare`d code points, in text order, those whose bit
     `bitmap` sets; a uint8 of marks per text: what of pii.py's candidates it may hold (hashing.py); and per text the
     [start, end) offsets that hold every run of NUMBER_RUN digits and separators with a digit (0, 0 for none):
-    where its clusters can be. ngram_reference.scan_reference defines them."""
+    where its clusters can be. reference.scan_reference defines them."""
     passes = native.library()
     if passes is None:
         return scan_reference(codes, offsets, n, window, step, bitmap)
@@ -229,7 +223,7 @@ def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, windo
 
 
 def normalised_folds(code: int) -> list[int] | None:
-    """The folds (ngram_reference._fold) of NFKC(code), where `prepare` gives them whatever stands around it; else
+    """The folds (reference._fold) of NFKC(code), where `prepare` gives them whatever stands around it; else
     None. A Hangul jamo is its own fold: the compiled pass sends a text to `prepare` where two compose."""
     mapped = alone(chr(code))
     if mapped is None or "\u03a3" in mapped or "\u0130" in mapped:  # what `prepare` lower-cases whole texts for
@@ -257,7 +251,7 @@ def _normalising_table() -> tuple[np.ndarray, np.ndarray]:
     EXPANDED + i for several folds (expansions[i] of them at expansions[i + 1:]). Built once per installation
     (table_cache.py)."""
     arrays = cached("ngram_nfkc", _build_normalising_table,
-                    [__file__, ngram_reference.__file__, hashing.__file__, unicode_context.__file__])
+                    [__file__, reference.__file__, hashing.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"]
 
 

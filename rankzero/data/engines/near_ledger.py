@@ -24,7 +24,7 @@ import numpy as np
 
 from rankzero import malloc
 from rankzero.data.dedup.near import NearDuplicates, settings
-from rankzero.data.pii import mask_name
+from rankzero.data.screen.pii import mask_name
 from rankzero.data.shards import read_staged
 
 SAMPLE_CHARS = 80

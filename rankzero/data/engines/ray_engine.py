@@ -45,15 +45,15 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.eval_overlap import write_evaluation
+from rankzero.data.engines.progress import Progress
+from rankzero.data.engines.ray_tasks import Job, plan_tasks, run_tasks
+from rankzero.data.engines.ray_work import task_file, task_rows, work_dir, write_npz_atomic
+from rankzero.data.engines.tally import Tally
 from rankzero.data.pack import SourcePacker, arrow_array, make_packer
-from rankzero.data.progress import Progress
-from rankzero.data.ray_tasks import Job, plan_tasks, run_tasks
-from rankzero.data.ray_work import task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.report import SourceStats
+from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
 from rankzero.data.stage import StageSpec
-from rankzero.data.tally import Tally
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json
 
@@ -254,7 +254,7 @@ def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
 def _decide(work: Path, tasks: list, metas: list[dict], tally: Tally, hashed: bool, samples: Path) -> None:
     """Exact duplicates over the whole corpus and the held-out documents: the tasks' hashes through the local
     engine's decision (split.py) in task order, which is source order, evaluation sources first; then, with
-    `--dedup near`, the survivors' signatures through the same ledger (dedup/ledger.py) in the same order, decided
+    `--dedup near`, the survivors' signatures through the same ledger (near_ledger.py) in the same order, decided
     once all are in (`samples`: dedup_samples.jsonl). Only hashes and signatures reach the driver, never text.
     Each task's `split.npz` says which of its documents are dropped or held out."""
     stats, ledger = tally.stats, tally.ledger

@@ -20,7 +20,7 @@ punctuation and symbols folded to spaces: `words_of`):
 Both are lookups of 64-bit hashes, batched over a chunk of documents: the n-grams at every word position,
 and fixed-width windows of the spaceless text at every WINDOW_STEP-th position (each indexed question part
 is indexed at every position, so one of the document's sampled windows falls inside it). One compiled pass
-(ngram_scan.py) normalises the text, hashes them and keeps only those a bitmap of the index's keys lets through;
+(scan.py) normalises the text, hashes them and keeps only those a bitmap of the index's keys lets through;
 those few are looked up in sorted numpy arrays, and a document sharing enough sampled windows with a question to
 hold it is verified by a substring test.
 """
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.ngram_scan import Bitmap, code_points, letters, prepare, scan, scan_texts
+from rankzero.data.screen.scan import Bitmap, code_points, letters, prepare, scan, scan_texts
 from rankzero.errors import RankzeroError
 
 N = 8
@@ -68,7 +68,7 @@ class Item:
 
 def words_of(text: str) -> list[str]:
     """The words of the normalised text: NFKC, lower case, punctuation as spaces. The definition that
-    ngram_scan's kernel computes per character (tests/test_decontaminate.py checks they agree)."""
+    scan.py's kernel computes per character (tests/test_decontaminate.py checks they agree)."""
     return _PUNCTUATION.sub(" ", prepare(text).lower()).split()
 
 

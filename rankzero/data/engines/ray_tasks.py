@@ -39,16 +39,16 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
-from rankzero.data.input_files import compression_of, line_ranges, lines_before, text_bytes
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.minhash import PERMUTATIONS
+from rankzero.data.engines.ray_work import EarlierTexts, task_file, write_npz_atomic
+from rankzero.data.inputs.files import compression_of, line_ranges, lines_before, text_bytes
+from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks, line_format
+from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
-from rankzero.data.ray_work import EarlierTexts, task_file, write_npz_atomic
+from rankzero.data.screen.screening import combine
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.readers import iter_chunks, iter_file_chunks, line_format
-from rankzero.data.specs import Source
-from rankzero.data.screen import combine
 from rankzero.data.split import held_out, threshold
 from rankzero.data.stage import Stage, StageSpec, known_lines, remember_lines
 from rankzero.errors import RankzeroError

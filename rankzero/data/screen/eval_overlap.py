@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.decontaminate import ContaminationIndex, eval_items
-from rankzero.data.readers import iter_chunks
-from rankzero.data.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.readers import iter_chunks
+from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.screen.decontaminate import ContaminationIndex, eval_items
 from rankzero.data.split import threshold
 
 EVAL_OVERLAP = "eval_overlap"

@@ -2,13 +2,13 @@
 
     arrays = cached("ngram_scan", build, sources=[__file__])   # build() -> {name: array}; from disk after the first time
 
-Decontamination's pass (ngram_scan.py) and near dedup's (dedup/kernel.py) read tables of the 65,536 code points
+Decontamination's pass (scan.py) and near dedup's (dedup/kernel.py) read tables of the 65,536 code points
 of the Basic Multilingual Plane that Python builds from `unicodedata` and `str`'s methods: ~0.13 CPU-s in every
 process that starts either pass, about 4% of a 41 MB prepare with --decontaminate (bench/RESULTS.md). Building
 them faster is not on offer: each code point costs one or two C calls already (a vectorised build — the plane
 joined into one string, lower-cased and classified by `re` in whole-string passes — measured slower, 25 ms
 against 18 for one table). What they are depends only on the code that defines them and on Python's Unicode
-database, so, like the compiled passes beside them (native.py), they are kept on disk: under RANKZERO_KERNEL_CACHE
+database, so, like the compiled passes beside them (native/), they are kept on disk: under RANKZERO_KERNEL_CACHE
 where that is set, else in the `__pycache__` beside the module, else (neither writable) nowhere, and built per
 process as before.
 
@@ -23,7 +23,7 @@ A name says what a file should hold, not what it holds: a table copied over from
 place keeps its name, and one with the right keys and other values would change the rows under the same fingerprint.
 So each file has its digest beside it (`<file>.xxh3`: xxh3-128 of what was built, written before the file is renamed
 into place), checked at every read: a file that does not match is rebuilt with one warning.
-native.py keeps its compiled library the same way (`record_digest`, `recorded_digest`).
+native/ keeps its compiled library the same way (`record_digest`, `recorded_digest`).
 """
 
 from __future__ import annotations

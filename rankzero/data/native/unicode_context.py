@@ -8,7 +8,7 @@
 NFKC of a text is the NFKC of each code point, joined, except where a code point takes part in canonical
 reordering or composition with a neighbour: a combining mark, or a starter that is the second of a canonical pair
 (Hangul's algorithmic pairs aside: the passes compose those themselves). Near dedup's pass (dedup/kernel.py) and
-decontamination's (ngram_scan.py) send a text holding such a code point to `unicodedata` instead.
+decontamination's (scan.py) send a text holding such a code point to `unicodedata` instead.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data.hashing import EXPANDED, SLOW
-from rankzero.data.table_cache import cached
+from rankzero.data.native.hashing import EXPANDED, SLOW
+from rankzero.data.native.table_cache import cached
 
 
 def fill_folds(table: np.ndarray, codes, folds_of) -> tuple[np.ndarray, int]:

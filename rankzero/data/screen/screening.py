@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
-                                         benchmark_files, read_benchmarks)
-from rankzero.data.eval_overlap import EVAL_OVERLAP, EvalOverlap
-from rankzero.data.hashing import NUMBERS
-from rankzero.data.ngram_scan import marks_of
-from rankzero.data.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult, PiiMasker,
-                               is_dump)
-from rankzero.data.pii_counts import PiiCounts
+from rankzero.data.native.hashing import NUMBERS
+from rankzero.data.screen.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
+                                                benchmark_files, read_benchmarks)
+from rankzero.data.screen.eval_overlap import EVAL_OVERLAP, EvalOverlap
+from rankzero.data.screen.pii import (DUMP_MAX_CHARS_PER_SPAN, DUMP_MIN_SPANS, PLACEHOLDERS, PUBLIC, MaskResult,
+                                      PiiMasker, is_dump)
+from rankzero.data.screen.pii_counts import PiiCounts
+from rankzero.data.screen.scan import marks_of
 
 PII_DUMP, CONTAMINATED = "pii_dump", "benchmark_contamination"
 

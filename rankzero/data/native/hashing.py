@@ -1,5 +1,5 @@
 """The numbers near dedup's and decontamination's hashes are made of, shared by the numpy references (dedup/shingles.py,
-ngram_reference.py) and the compiled passes (passes.c, which native.py compiles with each of C_CONSTANTS as a
+reference.py) and the compiled passes (passes.c, which native/ compiles with each of C_CONSTANTS as a
 #define: the C and the Python cannot disagree); and MurmurHash3's finaliser in numpy.
 
     mixed = fmix64(values)                  # numpy, in place, uint64

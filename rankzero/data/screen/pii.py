@@ -27,10 +27,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rankzero.data.hashing import AT_SIGN, AT_SIGNS, COLONS, PASSPORT
-from rankzero.data.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, ipv6_candidates, luhn_ok,
-                                      number_clusters, public_ip, registration_check_ok, registration_date_ok)
-from rankzero.data.pii_forms import address_view, numbers_view
+from rankzero.data.native.hashing import AT_SIGN, AT_SIGNS, COLONS, PASSPORT
+from rankzero.data.screen.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, ipv6_candidates,
+                                             luhn_ok, number_clusters, public_ip, registration_check_ok,
+                                             registration_date_ok)
+from rankzero.data.screen.pii_forms import address_view, numbers_view
 
 # PiiMasker.mask's gate without marks spells these out (a loop there costs more than the test it saves)
 assert AT_SIGNS == "@\uff20\ufe6b", "hashing.AT_SIGNS changed: update the e-mail gate in PiiMasker.mask with it"
@@ -231,7 +232,7 @@ class PiiMasker:
              marks: int | None = None) -> tuple[list[tuple], Counter]:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
         `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there.
-        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller has them from ngram_scan's
+        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller has them from scan.py's
         pass, so the text is not searched for them again (its COLONS, a run of hex digits and colons holding "::"
         or 7 colons, is narrower than the test below and as necessary for an IPv6 candidate)."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)

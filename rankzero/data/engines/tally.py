@@ -19,12 +19,12 @@ from typing import Callable
 
 import numpy as np
 
-from rankzero.data.dedup.ledger import NearLedger, write_samples
+from rankzero.data.engines.near_ledger import NearLedger, write_samples
+from rankzero.data.engines.progress import Progress
 from rankzero.data.mixing import mixing_ratios
-from rankzero.data.pii import NameMasker, mask_name
-from rankzero.data.progress import Progress
 from rankzero.data.report import SourceStats, build_manifest, check_counts, validation_manifest
-from rankzero.data.screen import ScreenTotals
+from rankzero.data.screen.pii import NameMasker, mask_name
+from rankzero.data.screen.screening import ScreenTotals
 from rankzero.data.split import Holdout
 
 

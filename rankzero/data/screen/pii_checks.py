@@ -24,8 +24,8 @@ import re
 import sys
 from collections.abc import Iterator
 
-from rankzero.data.hashing import HEX_OR_COLON
-from rankzero.data.pii_forms import character_class, cluster_separators
+from rankzero.data.native.hashing import HEX_OR_COLON
+from rankzero.data.screen.pii_forms import character_class, cluster_separators
 
 # The 7th digit of a resident (1-4, 9, 0) or foreigner (5-8) registration number: century and sex.
 CENTURY = {"9": 1800, "0": 1800, "1": 1900, "2": 1900, "5": 1900, "6": 1900,
@@ -104,7 +104,7 @@ def public_ip(text: str) -> bool:
 
 # Runs of digits and separators at least 7 characters long: where every number detector looks (a number written with
 # any dash, space or invisible character between its groups, or in full-width forms, ０１０－１２３４－５６７８, read as
-# its ASCII twin: pii_forms.py). The scan is most of the masker's time; with --decontaminate, ngram_scan's compiled
+# its ASCII twin: pii_forms.py). The scan is most of the masker's time; with --decontaminate, scan.py's compiled
 # pass already says which texts hold none and where the others' lie (`numbers`).
 _CLUSTER_SHAPE = r"[{d}+(\uff0b\uff08][{d}{separators}]{{5,}}[{d}]"
 _ASTRAL = "\U00010000-\U0010ffff"

@@ -4,12 +4,12 @@
     for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
 
 Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream
-(input_files.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
+(inputs/files.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
 
 The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
 (parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
 columnar formats are read in record batches. A line file's bytes [start, end) can be read on their own
-(the Ray engine's tasks: input_files.line_ranges cuts them).
+(the Ray engine's tasks: files.line_ranges cuts them).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.input_files import (compression_of, damaged, format_suffix, is_json_array, lines_before, open_input,
-                                       stream_errors, too_long)
-from rankzero.data.json_array import json_array_records
-from rankzero.data.specs import LINE_FORMATS, Source, resolve_source
+from rankzero.data.inputs.files import (compression_of, damaged, format_suffix, is_json_array, lines_before, open_input,
+                                        stream_errors, too_long)
+from rankzero.data.inputs.json_array import json_array_records
+from rankzero.data.inputs.specs import LINE_FORMATS, Source, resolve_source
 from rankzero.errors import RankzeroError
 
 BOM = b"\xef\xbb\xbf"
@@ -62,7 +62,7 @@ def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_b
 
 def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
                      end: int | None = None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
-    """One file's chunks; for line formats optionally only bytes [start, end) (see `input_files.line_ranges`)."""
+    """One file's chunks; for line formats optionally only bytes [start, end) (see `files.line_ranges`)."""
     fmt = line_format(path, txt_sample_by)
     if fmt is not None:
         yield from _line_chunks(path, source_index, fmt, batch_size, start, end, max_document_bytes)
@@ -294,7 +294,7 @@ def _iter_hub_records(source: Source) -> Iterator[dict]:
 def iter_texts(specs: list[str], text_column: str | None = None, txt_sample_by: str = "line",
                chat_template: str | None = None, special_tokens: dict | None = None) -> Iterator[str]:
     """Serial stream of document texts (records→text applied) from `--dataset`-style specs."""
-    from rankzero.data.records import ChatRenderer, chunk_documents
+    from rankzero.data.inputs.records import ChatRenderer, chunk_documents
 
     renderer = ChatRenderer(chat_template, special_tokens or {})
     for index, spec in enumerate(specs):

@@ -27,7 +27,7 @@ import unicodedata
 
 import numpy as np
 
-from rankzero.data.table_cache import cached
+from rankzero.data.native.table_cache import cached
 
 MINUS_SIGNS = "\u2212\ufe63\uff0d"  # U+2212 is Sm, not Pd; the other two are Pd and listed for the reader
 HANGUL_DASH = "\u3161"  # ㅡ, the vowel a Korean keyboard types where a dash key is far

@@ -1,0 +1,1 @@
+"""The screen: personal information masked, benchmark items and eval overlap found, and their scans."""
