@@ -9,8 +9,10 @@
  *
  * Arrays come in through the buffer protocol (numpy's, C-contiguous) and each one's element type is checked against
  * the one passes.h declares, writable where the pass writes; the lengths passes.c is given are taken from the arrays
- * themselves, and those it would index by are checked against them, so a call the Python gets wrong is a TypeError or
- * a ValueError, never a write past an array. The GIL is released for each pass: the stage's encode threads run.
+ * themselves, and the offsets and output sizes are checked against them, so a call the Python gets wrong in shape is
+ * a TypeError or a ValueError, not a write past an array. The tables' contents (folds, expansions, the astral code
+ * points of the batch) are the callers' own (dedup/kernel.py, screen/scan.py) and trusted. The GIL is released for
+ * each pass: the stage's encode threads run.
  * native/__init__.py says what each function returns (passes.c, above each function, in detail).
  */
 #define PY_SSIZE_T_CLEAN
