@@ -81,15 +81,15 @@ def _built() -> tuple[ModuleType | None, str | None]:
     try:
         module = importlib.import_module("rankzero.data.native._passes")
     except ImportError as error:
-        return None, (f"the extension rankzero.data.native._passes is not built ({error}): the install found no working "
-                      "C compiler. Install one (apt-get install gcc python3-dev) and reinstall rankzero "
+        return None, (f"the extension rankzero.data.native._passes is not built ({error}): the install found no "
+                      "working C compiler. Install one (apt-get install gcc python3-dev) and reinstall rankzero "
                       "(./venv.sh after `rm .venv/.rankzero-project`, or pip install -e .)")
     expected = {name: int(getattr(constants, name)) for name in constants.C_CONSTANTS}
     digest = source_digest()
     if module.CONSTANTS != expected or digest not in (module.SOURCE_DIGEST, None):
-        return None, (f"the extension {module.__file__} was built from other sources than rankzero/data/native/ holds "
-                      "now (edited since the install): reinstall rankzero (./venv.sh after `rm .venv/.rankzero-project`, "
-                      "or pip install -e .)")
+        return None, (f"the extension {module.__file__} was built from other sources than rankzero/data/native/ "
+                      "holds now (edited since the install): rebuild it (./venv.sh does when it next runs; or pip "
+                      "install -e ., or python setup.py build_ext --inplace in a checkout)")
     return module, None
 
 

@@ -136,10 +136,10 @@ static PyObject *py_word_hashes(PyObject *module, PyObject *const *objects, Py_s
         check(LENGTH(a, W_COUNTS) >= units, "word_hashes", "counts is shorter than the units") &&
         check(a[W_MOST].value >= 1, "word_hashes", "most_words must be at least 1")) {
         Py_BEGIN_ALLOW_THREADS
-        written = word_hashes(DATA(a, W_CODES, uint32_t), DATA(a, W_OFFSETS, int64_t), units, DATA(a, W_TABLE, uint32_t),
-                              DATA(a, W_EXPANSIONS, uint32_t), a[W_MOST].value, DATA(a, W_ASTRAL, uint32_t),
-                              LENGTH(a, W_ASTRAL), DATA(a, W_ASTRAL_FOLDS, uint32_t), DATA(a, W_WORDS, uint64_t),
-                              LENGTH(a, W_WORDS), DATA(a, W_COUNTS, int64_t));
+        written = word_hashes(DATA(a, W_CODES, uint32_t), DATA(a, W_OFFSETS, int64_t), units,
+                              DATA(a, W_TABLE, uint32_t), DATA(a, W_EXPANSIONS, uint32_t), a[W_MOST].value,
+                              DATA(a, W_ASTRAL, uint32_t), LENGTH(a, W_ASTRAL), DATA(a, W_ASTRAL_FOLDS, uint32_t),
+                              DATA(a, W_WORDS, uint64_t), LENGTH(a, W_WORDS), DATA(a, W_COUNTS, int64_t));
         Py_END_ALLOW_THREADS
         release(a, W_COUNT);
         return PyLong_FromLongLong(written);
@@ -163,7 +163,8 @@ static PyObject *py_shingle_hashes(PyObject *module, PyObject *const *objects, P
         words += per_text[text];
         shingles += per_text[text] >= size ? per_text[text] - size + 1 : 0;
     }
-    if (check(size >= 1 && LENGTH(a, S_POSITION) >= size, "shingle_hashes", "position needs shingle_words (>= 1) values") &&
+    if (check(size >= 1 && LENGTH(a, S_POSITION) >= size, "shingle_hashes",
+              "position needs shingle_words (>= 1) values") &&
         check(fits && words <= LENGTH(a, S_WORDS), "shingle_hashes", "per_text counts more words than words holds") &&
         check(LENGTH(a, S_OUT) >= shingles && LENGTH(a, S_OUT_PER_TEXT) >= texts, "shingle_hashes",
               "out or out_per_text is too short")) {
