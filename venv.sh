@@ -8,9 +8,11 @@
 #   ./venv.sh                                # set up only (then `source .venv/bin/activate` if you like)
 #
 # Set-up: `python -m venv .venv`; torch, the CUDA build when an NVIDIA driver is present and the CPU
-# build otherwise; then `pip install -e ".[test]"`: rankzero and every extra. Each step is redone only
-# when its inputs change: .venv/.rankzero-torch records the torch choice, .venv/.rankzero-project a
-# checksum of pyproject.toml and this script. A script, not make (absent from minimal images) nor uv
+# build otherwise; then `pip install -e ".[test]"`: rankzero and every extra, and its compiled passes
+# (setup.py builds them where a C compiler works; elsewhere the install goes on and the numpy versions
+# run). Each step is redone only when its inputs change: .venv/.rankzero-torch records the torch choice,
+# .venv/.rankzero-project a checksum of pyproject.toml, setup.py, the passes' C and constants (an edit
+# rebuilds them) and this script. A script, not make (absent from minimal images) nor uv
 # (it resolves torch itself: PyPI's multi-GB CUDA build on Linux, whatever wheel pip would have used).
 #
 # Knobs (environment):
@@ -97,7 +99,8 @@ if [[ "$(cat "$VENV/.rankzero-torch" 2>/dev/null)" != "$torch_key" ]]; then
   changed=1
 fi
 
-project_key=$(cat "$HERE/pyproject.toml" "${BASH_SOURCE[0]}" | cksum)
+project_key=$(cat "$HERE/pyproject.toml" "$HERE/setup.py" "$HERE"/rankzero/data/native/*.[ch] \
+  "$HERE/rankzero/data/native/constants.py" "${BASH_SOURCE[0]}" | cksum)
 if [[ "$(cat "$VENV/.rankzero-project" 2>/dev/null)" != "$project_key" ]]; then
   say "installing rankzero (editable) and its extras [$EXTRAS]"
   rm -f "$VENV/.rankzero-project"

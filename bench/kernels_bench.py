@@ -1,18 +1,19 @@
-"""The per-character passes (rankzero/data/native/passes.c, loaded by native/) against their numpy references, the path
-of a process without a C compiler: what a process pays to start them, their speed on real Korean, equal outputs.
+"""The per-character passes (rankzero/data/native/passes.c, the extension setup.py builds) against their numpy
+references, the path of an install without a C compiler: what a process pays to start them, their speed on real
+Korean, equal outputs.
 
     python bench/kernels_bench.py --rounds 5 /work/shared/corpora/ko_real_dev/*.jsonl
     python bench/kernels_bench.py --rounds 3 --against ../main-before FILES...   # also another checkout's compiled
 
 The passes: near dedup's word 5-gram hashes (dedup/kernel.shingle_hashes; numpy: dedup/shingles.py),
 decontamination's scan of `prepare`d text (scan.scan; numpy: reference.scan_reference), the same from
-the text as read (scan.scan_texts) and the masker's marks alone (scan.marks_of); those two fall back to
-the references when native.library() gives None, which the numpy path makes it give.
+the text as read (scan.scan_texts) and the masker's marks alone (scan.marks_of); the numpy path runs the references
+of all four (RANKZERO_PASSES=numpy).
 Each measurement is a fresh process with its checkout's rankzero on PYTHONPATH (the costs paid once per process
 are the point), the paths in alternating order each round:
   - start: CPU seconds from after `import numpy` to the end of each pass's first call on one text (the imports,
-    the tables, the compiled library loaded), and the process's max RSS then;
-  - compiled, cold cache: the same with an empty RANKZERO_KERNEL_CACHE (passes.c compiled, the tables built);
+    the tables, the extension loaded), and the process's max RSS then;
+  - compiled, cold cache: the same with an empty RANKZERO_TABLE_CACHE (the tables built);
   - MB/s per core of process time, best of --repeat passes over the texts in batches of --batch (as the stage
     hands them over); MB are the texts' UTF-8 bytes. Decontamination's bitmap holds 10,000 random keys.
 Every path's outputs are hashed: the line above the table says whether they are the same bit for bit.
@@ -41,15 +42,14 @@ from _measure import machine_info  # noqa: E402
 PASSES = ("shingles", "scan", "scan_texts", "marks_of")
 
 MEASURE = r"""
-import hashlib, json, resource, sys, time
+import hashlib, json, os, resource, sys, time
 import numpy as np
 path, batch, repeat, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 before = time.process_time()
-from rankzero.data import native
 from rankzero.data.dedup import kernel, shingles
 from rankzero.data.screen import scan as n, reference
 if path == "numpy":
-    native.library = lambda: None  # as in a process without a compiler: scan_texts and marks_of fall back
+    os.environ["RANKZERO_PASSES"] = "numpy"  # as where the install built no extension: every pass's reference
     hashes, scan = shingles.numpy_shingle_hashes, reference.scan_reference
 else:
     hashes, scan = kernel.shingle_hashes, n.scan
@@ -129,13 +129,13 @@ def main() -> None:
     if args.against is not None:
         runs[f"compiled at {commit_of(args.against.resolve())}"] = (args.against.resolve(), "compiled")
     for checkout, path in set(runs.values()):
-        measure(checkout, path, args)  # each checkout's library built: the warm runs below load it
+        measure(checkout, path, args)  # each checkout's tables cached: the warm runs below read them
     results = {name: [] for name in (*runs, "compiled, cold cache")}
     for round_index in range(args.rounds):
         for name in list(runs)[::1 if round_index % 2 == 0 else -1]:
             results[name].append(measure(*runs[name], args))
         with tempfile.TemporaryDirectory() as cold:
-            results["compiled, cold cache"].append(measure(REPO, "compiled", args, {"RANKZERO_KERNEL_CACHE": cold}))
+            results["compiled, cold cache"].append(measure(REPO, "compiled", args, {"RANKZERO_TABLE_CACHE": cold}))
         print(f"round {round_index}: " + "; ".join(
             f"{name} start {rows[-1]['start_cpu_s']:.3f} CPU-s, "
             + ", ".join(f"{kind} {rows[-1][f'{kind}_mb_s']:.1f}" for kind in PASSES) for name, rows in results.items()),

@@ -134,7 +134,7 @@ if "sets" in task:
     result["outputs"] = {name: [masker.mask(text).text for text in documents]
                          for name, documents in task["sets"].items()}
 def screened(texts):  # what screen/screening.py does with --pii mask: the compiled pass's marks, the masker where they say
-    from rankzero.data.native.hashing import NUMBERS
+    from rankzero.data.native.constants import NUMBERS
     from rankzero.data.screen.scan import marks_of
     marks, runs = marks_of(texts)
     for text, mark, (start, end) in zip(texts, marks.tolist(), runs.tolist()):

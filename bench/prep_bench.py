@@ -104,8 +104,9 @@ MODES = {
 }
 DATATROVE_SCRIPT = BENCH / "baselines" / "datatrove_minhash.py"
 SEQUENCE_LENGTH = 2048
-# (ap): train.py run as `python train.py` would be (its malloc re-exec repeats this line), as without a C compiler.
-NUMPY_ONLY = ("import runpy, sys; from rankzero.data import native; native.library = lambda: None; "
+# (ap): train.py run as `python train.py` would be, as where the install built no extension (the environment carries
+# RANKZERO_PASSES through train.py's malloc re-exec and into every worker).
+NUMPY_ONLY = ("import os, runpy, sys; os.environ['RANKZERO_PASSES'] = 'numpy'; "
               "sys.argv = sys.argv[1:]; runpy.run_path('train.py', run_name='__main__')")
 
 

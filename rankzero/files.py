@@ -8,7 +8,7 @@
     remove_dead_temporaries(dir, ".name-*.npz", older_than_s)   # what a writer killed before its rename left
 
 The data cache (rankzero/data/handoff.py, published.py), the Ray engine's task files, the compiled passes'
-cache (data/native/, data/native/table_cache.py) and the training output dir use these. A cache dir
+table cache (data/native/table_cache.py) and the training output dir use these. A cache dir
 shared by several users, and what its permissions should be: docs/design.md.
 """
 

@@ -9,12 +9,11 @@ import unicodedata
 import numpy as np
 import pytest
 
-from helpers import needs_compiler
-from rankzero.data import native
+from helpers import needs_extension
 from rankzero.data.dedup import kernel, minhash, shingles
 from rankzero.data.native import hashing
 
-pytestmark = needs_compiler
+pytestmark = needs_extension
 
 
 def reference_words(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +151,7 @@ def random_texts(count: int, seed: int) -> list[str]:
 def test_random_texts_over_every_class_make_the_same_shingles():
     texts = random_texts(3000, seed=0) + ["", " ", "하나", "하나 둘", "하나 둘 셋", "하나 둘 셋 넷", "하나 둘 셋 넷 다섯"]
     assert_same_words(texts)
-    ours, expected = kernel.shingle_hashes(texts), shingles.numpy_shingle_hashes(texts)
+    ours, expected = kernel.shingle_hashes.compiled(texts), shingles.numpy_shingle_hashes(texts)
     assert np.array_equal(ours[0], expected[0]) and ours[1].tolist() == expected[1].tolist()
     assert ours[1][-5:].tolist() == [0, 0, 0, 0, 1]
 
@@ -164,7 +163,7 @@ def test_texts_longer_than_a_piece_cut_as_the_reference_cuts_them(monkeypatch):
     try:
         # Long runs without a space are cut inside a word, as the reference cuts them.
         texts = random_texts(300, seed=1) + ["가나다라" * 40, "ㅋ" * 100 + " 하하 " * 30, "…" * 70]
-        ours, expected = kernel.shingle_hashes(texts), shingles.numpy_shingle_hashes(texts)
+        ours, expected = kernel.shingle_hashes.compiled(texts), shingles.numpy_shingle_hashes(texts)
     finally:
         shingles._powers.cache_clear()
     assert np.array_equal(ours[0], expected[0]) and ours[1].tolist() == expected[1].tolist()
@@ -176,7 +175,7 @@ def test_a_text_longer_than_a_full_piece():
     text = " ".join(rng.choice(words) for _ in range(shingles.PIECE_CHARS // 2))
     texts = [text, text.replace("바사", "ΑΣ", 1), "하나 둘 셋 넷 다섯"]  # the second: one segment unicodedata's
     assert len(text) > shingles.PIECE_CHARS
-    ours, expected = kernel.shingle_hashes(texts), shingles.numpy_shingle_hashes(texts)
+    ours, expected = kernel.shingle_hashes.compiled(texts), shingles.numpy_shingle_hashes(texts)
     assert np.array_equal(ours[0], expected[0]) and ours[1].tolist() == expected[1].tolist()
 
 
@@ -187,12 +186,12 @@ def test_signatures_are_those_of_the_reference():
 
 
 def test_without_the_compiled_pass_the_signatures_are_the_same(monkeypatch):
-    """A process where native/ could not build passes.c (no C compiler) signs on numpy, to the same numbers."""
+    """A process without the extension (no C compiler at install) signs on numpy, to the same numbers."""
     texts = random_texts(400, seed=4)
     compiled = minhash.minhash_signatures(texts)[0]
     calls = []
-    monkeypatch.setattr(native, "library", lambda: None)
-    monkeypatch.setattr(minhash, "numpy_shingle_hashes", lambda batch: calls.append(len(batch)) or
+    monkeypatch.setenv("RANKZERO_PASSES", "numpy")
+    monkeypatch.setattr(kernel.shingle_hashes, "reference", lambda batch: calls.append(len(batch)) or
                         shingles.numpy_shingle_hashes(batch))
     assert np.array_equal(minhash.minhash_signatures(texts)[0], compiled)
     assert calls == [400]

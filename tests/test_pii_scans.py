@@ -127,7 +127,7 @@ def test_the_marking_pass_never_hides_a_candidate_and_masking_is_unchanged(marks
     answer gives exactly what masking it alone gives."""
     import random
 
-    from rankzero.data.native.hashing import COLONS, NUMBERS
+    from rankzero.data.native.constants import COLONS, NUMBERS
     from rankzero.data.screen.pii_checks import cluster_pattern
 
     _CLUSTER = cluster_pattern()

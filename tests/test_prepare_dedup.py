@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from helpers import data_args, korean_documents, plan_of, prepare, write_jsonl
-from rankzero.data import native
 from rankzero.data.plan import Plan
 from test_neardup import distinct_texts, near_copy
 
@@ -78,7 +77,7 @@ def test_the_kept_set_is_the_same_for_every_worker_count_and_chunk_size(tmp_path
                     dataset_batch_size=batch) for workers, batch in ((1, 1000), (2, 7), (3, 50))]
     # Without the compiled pass (no C compiler): the numpy path (minhash.shingle_hashes).
     with monkeypatch.context() as patch:
-        patch.setattr(native, "library", lambda: None)
+        patch.setenv("RANKZERO_PASSES", "numpy")
         builds.append(build(tmp_path, tokenizer_dir, [first, second], "numpy", dataset_num_proc=2,
                             dataset_batch_size=7))
     # The spill path: a budget of a few KB writes sorted runs of band keys and merges them by key range.

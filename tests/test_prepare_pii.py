@@ -86,20 +86,20 @@ def test_masked_dropped_and_counted(tmp_path, tokenizer_dir):
 
 
 def test_without_a_c_compiler_the_same_prepare(tmp_path, tokenizer_dir, monkeypatch):
-    """native/ could not build passes.c: near dedup, the index's scan and the masker's marks run their numpy
-    versions, to the same rows and counts."""
-    from rankzero.data import native
-    from rankzero.data.dedup import minhash
+    """Without the extension (no C compiler at install): near dedup, the index's scan and the masker's marks run
+    their numpy versions, to the same rows and counts."""
+    from rankzero.data.dedup import kernel
     from rankzero.data.screen import scan
 
     corpus, benchmark = planted_corpus(tmp_path)
     compiled, compiled_manifest = build(tmp_path, tokenizer_dir, corpus, "compiled", decontaminate=[benchmark])
     calls = []
-    monkeypatch.setattr(native, "library", lambda: None)
-    for module, name in ((minhash, "numpy_shingle_hashes"), (scan, "scan_reference")):
-        monkeypatch.setattr(module, name, lambda *a, _f=getattr(module, name), _n=name: calls.append(_n) or _f(*a))
+    monkeypatch.setenv("RANKZERO_PASSES", "numpy")
+    for function in (kernel.shingle_hashes, scan.scan_texts):
+        monkeypatch.setattr(function, "reference",
+                            lambda *a, _f=function.reference: calls.append(_f.__name__) or _f(*a))
     numpy, numpy_manifest = build(tmp_path, tokenizer_dir, corpus, "numpy", decontaminate=[benchmark])
-    assert {"numpy_shingle_hashes", "scan_reference"} <= set(calls)
+    assert {"numpy_shingle_hashes", "_reference_scan_texts"} <= set(calls)
     assert decoded(numpy, tokenizer_dir) == decoded(compiled, tokenizer_dir)
     for key in ("dropped", "pii", "decontamination", "near_dedup", "docs_in"):
         assert numpy_manifest[key] == compiled_manifest[key], key

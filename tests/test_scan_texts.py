@@ -12,17 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import needs_compiler
-from rankzero.data import native
+from helpers import needs_extension
 from rankzero.data.native.hashing import EXPANDED, SLOW
-from rankzero.data.screen import scan as scan_module
+from rankzero.data.screen import scan as screen_scan
 from rankzero.data.screen.scan import Bitmap, code_points, marks_of, prepare, scan, scan_texts
 from test_dedup_kernel import random_texts
 
 REAL = Path("/work/shared/corpora/ko_real_dev")
 SHAPES = ((8, 8, 4), (2, 3, 1), (1, 1, 1))
 
-pytestmark = needs_compiler
+pytestmark = needs_extension
 
 
 def definition(texts: list[str], n: int, window: int, step: int, bitmap: Bitmap) -> tuple:
@@ -32,7 +31,7 @@ def definition(texts: list[str], n: int, window: int, step: int, bitmap: Bitmap)
 
 def assert_same(texts: list[str], bitmap: Bitmap = Bitmap.everything()):
     for n, window, step in SHAPES:
-        ours, expected = scan_texts(texts, n, window, step, bitmap), definition(texts, n, window, step, bitmap)
+        ours, expected = scan_texts.compiled(texts, n, window, step, bitmap), definition(texts, n, window, step, bitmap)
         for name, (got, want) in {"grams": (ours[0], expected[0]), "windows": (ours[1], expected[1])}.items():
             if not (np.array_equal(got.values, want.values) and np.array_equal(got.owners, want.owners)):
                 raise AssertionError(f"{name} {(n, window, step)}: differ in {_first_text(texts, got, want)!r}")
@@ -58,10 +57,10 @@ def contexts(code: int) -> list[str]:
 
 
 def test_the_table_is_the_normalised_folds_of_every_basic_plane_code_point():
-    table, expansions = scan_module._normalising_table()
+    table, expansions = screen_scan._normalising_table()
     for code in range(0x10000):
-        expected, value = scan_module.normalised_folds(code), int(table[code])
-        if expected is None or (len(expected) == 1 and not scan_module._composing(expected[0])):
+        expected, value = screen_scan.normalised_folds(code), int(table[code])
+        if expected is None or (len(expected) == 1 and not screen_scan._composing(expected[0])):
             assert value == (SLOW if expected is None else expected[0]), hex(code)
         else:  # several folds, or one that Hangul composes with the fold before it
             at = value - int(EXPANDED)
@@ -82,9 +81,9 @@ def test_hangul_that_composes_goes_to_prepare():
     texts = ["ㅎㅏ", "하ㄳ", "ᄒ ᅡ", "ㅋㅋㅋ ㅠㅠ", "각", "각", "ㄱ ㅏ", "각ㄱ"]
     assert_same(texts)
     codes, offsets = code_points(texts)
-    table, expansions = scan_module._normalising_table()
-    slow = scan_module._compiled_scan(native.library(), codes, offsets, 2, 3, 1, Bitmap.everything(), 2, table,
-                                            expansions, *scan_module._astral_normalised_folds(codes))[4]
+    table, expansions = screen_scan._normalising_table()
+    slow = screen_scan._compiled_scan(codes, offsets, 2, 3, 1, Bitmap.everything(), 2, table,
+                                      expansions, *screen_scan._astral_normalised_folds(codes))[4]
     # NFKC composes the first, second, fifth and sixth; the others are their own folds, compatibility jamo apart.
     assert slow.tolist() == [1, 1, 0, 0, 1, 1, 0, 0]
     assert [unicodedata.normalize("NFKC", text) != text for text in texts] == [True, True, False, True, True, True,
@@ -111,9 +110,9 @@ def test_real_korean():
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert_same(texts)
     codes, offsets = code_points(texts)
-    table, expansions = scan_module._normalising_table()
-    slow = scan_module._compiled_scan(native.library(), codes, offsets, 8, 8, 4, Bitmap.everything(), 2, table,
-                                     expansions, *scan_module._astral_normalised_folds(codes))[4]
+    table, expansions = screen_scan._normalising_table()
+    slow = screen_scan._compiled_scan(codes, offsets, 8, 8, 4, Bitmap.everything(), 2, table,
+                                      expansions, *screen_scan._astral_normalised_folds(codes))[4]
     changed = sum(prepare(text) != text for text in texts)
     assert changed > 20 and slow.sum() < changed / 5  # most texts NFKC changes stay on the compiled path
 
@@ -121,7 +120,7 @@ def test_real_korean():
 def test_without_the_compiled_pass_the_same(monkeypatch):
     texts = random_texts(500, seed=3)
     compiled = scan_texts(texts, 8, 8, 4, Bitmap.everything())
-    monkeypatch.setattr(native, "library", lambda: None)
+    monkeypatch.setenv("RANKZERO_PASSES", "numpy")
     numpy = scan_texts(texts, 8, 8, 4, Bitmap.everything())
     for got, want in zip((*numpy[0], *numpy[1], *numpy[2:]), (*compiled[0], *compiled[1], *compiled[2:])):
         assert np.array_equal(got, want)

@@ -1,4 +1,4 @@
-"""The compiled passes' code point tables, cached once per installation (rankzero/data/native/table_cache.py): a second
+"""The compiled passes' code point tables, cached once per user (rankzero/data/native/table_cache.py): a second
 process reads what the first built, every code point as its one-at-a-time definition says, and a stale, broken or
 unwritable cache never gives a wrong table."""
 
@@ -33,7 +33,7 @@ if os.environ.get("BUILD_FAILS"):
     reference._build_tables = kernel._build_normalising_table = unicode_context.build_composing_seconds = fail
     ngram_scan._build_normalising_table = fail
     shingles._build_fold_table = pii_forms._build_separator_codes = fail
-tables = {"ngram_scan": [reference._fold_table(), reference._kinds_table()],
+tables = {"ngram_scan": [reference.fold_table(), reference.kinds_table()],
           "shingles": [shingles.fold_table()],
           "dedup_kernel": list(kernel.normalising_table()[:2]),
           "composing_seconds": [sorted(unicode_context.composing_seconds())],
@@ -45,7 +45,7 @@ for name, arrays in tables.items():
 
 
 def run_probe(cache: Path, build_fails: bool) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RANKZERO_KERNEL_CACHE": str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANKZERO_TABLE_CACHE": str(cache)}
     if build_fails:
         env["BUILD_FAILS"] = "1"
     return subprocess.run([sys.executable, "-c", PROBE, "probe"], env=env, capture_output=True, text=True)
@@ -65,13 +65,13 @@ def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
 def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point(tmp_path, monkeypatch):
     """Read back from a cache file (what every process after the first uses), against the definitions one code
     point at a time (normalising_table's: tests/test_dedup_kernel.py)."""
-    monkeypatch.setattr(table_cache, "cache_directory", lambda source: tmp_path)
+    monkeypatch.setattr(table_cache, "cache_directory", lambda: tmp_path)
     for function in (reference._tables, shingles.fold_table):
         function.cache_clear()
         function()
         function.cache_clear()
     try:
-        fold, kinds, folds = reference._fold_table(), reference._kinds_table(), shingles.fold_table()
+        fold, kinds, folds = reference.fold_table(), reference.kinds_table(), shingles.fold_table()
     finally:
         reference._tables.cache_clear()
         shingles.fold_table.cache_clear()
@@ -117,18 +117,20 @@ def test_a_broken_file_is_rebuilt_and_replaced(tmp_path):
     assert len(built) == 2  # the replaced file is read
 
 
-def test_a_read_only_installation_keeps_them_in_the_user_cache(tmp_path, monkeypatch):
-    blocked = tmp_path / "not_a_directory"
-    blocked.write_text("")  # __pycache__ cannot be made under a file
+def test_they_are_kept_in_the_user_cache_never_in_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANKZERO_TABLE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert table_cache.cache_directory(str(blocked / "tables.py")) == tmp_path / "cache" / "rankzero" / "kernels"
+    assert table_cache.cache_directory() == tmp_path / "cache" / "rankzero" / "tables"
+    monkeypatch.setenv("RANKZERO_TABLE_CACHE", str(tmp_path / "shared"))
+    assert table_cache.cache_directory() == tmp_path / "shared"
 
 
 def test_no_writable_place_builds_per_process(tmp_path, monkeypatch):
     blocked = tmp_path / "not_a_directory"
-    blocked.write_text("")  # neither __pycache__ nor the user cache can be made under a file
+    blocked.write_text("")  # the user cache cannot be made under a file
+    monkeypatch.delenv("RANKZERO_TABLE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    assert table_cache.cache_directory(str(blocked / "tables.py")) is None
+    assert table_cache.cache_directory() is None
     built = []
 
     def build():

@@ -51,10 +51,13 @@ cuda = None if spec.endswith("+cpu") or os.environ.get("FAKE_PIP_ONLY_CPU") else
 
 @pytest.fixture
 def checkout(tmp_path):
-    """A copy of venv.sh and pyproject.toml with a .venv whose pip and torch are the stand-ins."""
+    """A copy of venv.sh and what it checksums (pyproject.toml, setup.py, the compiled passes' sources) with a .venv
+    whose pip and torch are the stand-ins."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in ("venv.sh", "pyproject.toml"):
+    native = Path("rankzero", "data", "native")
+    (repo / native).mkdir(parents=True)
+    sources = [path.relative_to(REPO) for path in (REPO / native).glob("*.[ch]")]
+    for name in ("venv.sh", "pyproject.toml", "setup.py", native / "constants.py", *sources):
         shutil.copy2(REPO / name, repo / name)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", repo / ".venv"], check=True)
     site = next((repo / ".venv" / "lib").glob("python3*/site-packages"))
@@ -106,6 +109,11 @@ def test_set_up_once_then_only_what_its_changed_inputs_need(checkout):
 
     with open(checkout / "pyproject.toml", "a") as f:
         f.write("\n# a dependency changed\n")
+    _, calls = setup(checkout, "true")
+    assert torch_installs(calls) == [] and len(project_installs(calls)) == 1
+    # An edited pass: the install builds the extension again (setup.py), else native/ refuses the stale one.
+    with open(checkout / "rankzero" / "data" / "native" / "passes.c", "a") as f:
+        f.write("\n/* edited */\n")
     _, calls = setup(checkout, "true")
     assert torch_installs(calls) == [] and len(project_installs(calls)) == 1
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rankzero import malloc
+from rankzero.data import native
 from rankzero.data.inputs.records import chat_rendering
 from rankzero.data.plan import FORMAT_VERSION
 from rankzero.data.screen.pii import NameMasker
@@ -314,9 +315,19 @@ def print_summary(manifest: dict, final: Path) -> None:
     lines.append("  seconds    " + "  ".join(f"{k[:-2]} {v:.2f}" for k, v in timings.items() if k.endswith("_s")))
     lines.append(f"  throughput {manifest['throughput']['mb_per_s']} MB/s, {manifest['throughput']['tokens_per_s']:,} tokens/s")
     print("\n".join(lines), file=sys.stderr, flush=True)
-    for warning in (untrainable_warning(manifest), eval_removed_warning(manifest)):
+    for warning in (untrainable_warning(manifest), eval_removed_warning(manifest), passes_warning()):
         if warning:
             logger.warning(warning)
+
+
+def passes_warning() -> str | None:
+    """A warning when the compiled passes are not installed: said once, here, for the whole prepare (its workers run
+    the numpy references without a word)."""
+    reason = native.missing()
+    if reason is None:
+        return None
+    return (f"{reason}. Near dedup, --decontaminate and --pii mask ran their numpy versions: the same output, more "
+            "CPU time (bench/RESULTS.md, 'The passes built at install').")
 
 
 def eval_removed_warning(manifest: dict) -> str | None:

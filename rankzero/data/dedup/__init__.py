@@ -6,7 +6,7 @@
 
   exact.py    first one wins among equal text hashes: sorted numpy runs (split.py's Holdout calls it)
   minhash.py  text → normalised word 5-grams → 120 MinHash values; the LSH bands of a threshold
-  shingles.py what a word and a 5-gram hash are, in numpy: the reference, and what runs without a C compiler
+  shingles.py what a word and a 5-gram hash are, in numpy: the reference, and what runs without the extension
   kernel.py   the same hashes in one compiled pass (passes.c, GIL released); NFKC + lower-case by table where they can
   near.py     the near-copy rule and its bounded-memory bookkeeping (band keys spilled in sorted runs)
 

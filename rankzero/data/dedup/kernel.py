@@ -6,8 +6,9 @@ for bit.
 
 shingles.py defines the numbers in whole-array numpy operations: a dozen passes over arrays of the text's
 size, and NFKC + lower-case in Python before them, all holding the GIL. Here one loop per character folds,
-drops, finds the words and hashes them, without the GIL (a ctypes call), so the stage's encode threads overlap.
-Callers check `native.library()` first (minhash.shingle_hashes): without a C compiler the numpy path runs.
+drops, finds the words and hashes them, without the GIL (the extension releases it), so the stage's encode threads
+overlap. Where the extension is not built (no C compiler at install), shingle_hashes runs shingles.py's numpy.
+word_hashes needs the extension (tests/test_dedup_kernel.py compares it with shingles.py's words).
 
 NFKC + lower-case happen in the same loop for every text where they are a function of each code point alone:
 one table maps a code point to the fold of its lower-cased NFKC form. The exceptions are tested against
@@ -31,19 +32,14 @@ import numpy as np
 
 from rankzero.data import native
 from rankzero.data.dedup import shingles
-from rankzero.data.dedup.shingles import PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, text_segments
-from rankzero.data.native import code_points, hashing, unicode_context
+from rankzero.data.dedup.shingles import (PIECE_CHARS, POSITION, SHINGLE_WORDS, fold, fold_table, numpy_shingle_hashes,
+                                          text_segments)
+from rankzero.data.native import code_points, constants, unicode_context
 from rankzero.data.native.hashing import SLOW
 from rankzero.data.native.table_cache import cached
 from rankzero.data.native.unicode_context import alone, fill_folds, in_context_table
 
 _CAPITAL_SIGMA = "\u03a3"
-
-
-def _passes():
-    passes = native.library()
-    assert passes is not None, "kernel.py needs the compiled passes: callers check native.library() first (minhash.py)"
-    return passes
 
 
 def _merge(fast: np.ndarray, fast_counts: np.ndarray, slow: np.ndarray,
@@ -79,12 +75,13 @@ def word_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return (np.concatenate(words) if words else np.empty(0, np.uint64)), per_text
 
 
+@native.or_reference(numpy_shingle_hashes)
 def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The 64-bit hash of every text's word 5-grams, flat, and each text's count of them (as shingles.py)."""
     words, per_text = word_hashes(texts)
     out = np.empty(int(np.maximum(per_text - SHINGLE_WORDS + 1, 0).sum()), dtype=np.uint64)
     out_per_text = np.empty(len(per_text), dtype=np.int64)
-    _passes().shingle_hashes(words, per_text, len(per_text), POSITION, SHINGLE_WORDS, out, out_per_text)
+    native.passes().shingle_hashes(words, per_text, POSITION, SHINGLE_WORDS, out, out_per_text)
     return out, out_per_text
 
 
@@ -124,8 +121,8 @@ def _scan_units(units: Sequence[str], normalising: bool) -> tuple[np.ndarray, np
     size = len(codes) // 2 + len(units) + most_words  # a word is a code point and a break, but for expansions
     while True:
         words = np.empty(size, dtype=np.uint64)
-        written = _passes().word_hashes(codes, offsets, len(units), table, expansions, most_words, astral_codes,
-                                       len(astral_codes), astral_folds, words, size, counts)
+        written = native.passes().word_hashes(codes, offsets, table, expansions, most_words, astral_codes,
+                                              astral_folds, words, counts)
         if written >= 0:
             return words[:written].copy(), counts
         size *= 2
@@ -154,7 +151,7 @@ def normalising_table() -> tuple[np.ndarray, np.ndarray, int]:
     for a code point of several folds (expansions[i] of them at expansions[i + 1:]); and the most folds of one
     code point. Built once per installation (~0.1 CPU-s; table_cache.py), then read from disk."""
     arrays = cached("dedup_kernel", _build_normalising_table,
-                    [__file__, shingles.__file__, hashing.__file__, unicode_context.__file__])
+                    [__file__, shingles.__file__, constants.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"], int(arrays["most_words"])
 
 

@@ -9,7 +9,7 @@ categories P* and S*, and "_") folded to a word break like whitespace, invisible
 characters dropped. A shingle is 5 consecutive words of that text; a text of fewer than 5 words has no
 shingle and no signature (it is never a near-copy). shingles.py defines the word and shingle hashes (numpy,
 the reference); kernel.py computes them in one compiled pass per character that releases the GIL (passes.c),
-wherever native/ could build it.
+wherever the install built the extension (native/), and runs the reference elsewhere.
 
 The MinHash itself is rensa's `RMinHash.digest_matrix_from_flat_token_hashes` (Rust) over the flat shingle
 hashes: bench/minhash_bench.py (at c8fddba) measured it against datasketch and rensa's per-document API on real
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankzero.data import native
-from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS, numpy_shingle_hashes
+from rankzero.data.dedup.kernel import shingle_hashes  # compiled where the extension is built, else shingles.py's
+from rankzero.data.dedup.shingles import POSITION, SHINGLE_WORDS
 from rankzero.data.native.hashing import fmix64
 
 PERMUTATIONS = 120  # divisible by many band sizes (lsh_shape)
@@ -51,16 +51,6 @@ def lsh_shape(threshold: float) -> tuple[int, int]:
         if 1 - (1 - threshold ** rows) ** bands >= CANDIDATE_PROBABILITY:
             return bands, rows
     return PERMUTATIONS, 1
-
-
-def shingle_hashes(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The hashes of every text's word 5-grams, flat, and each text's count of them: the same numbers on either
-    path. The compiled pass (kernel.py) where native/ could build it; else numpy (shingles.py, ~3.5x the CPU)."""
-    if native.library() is None:
-        return numpy_shingle_hashes(texts)
-    from rankzero.data.dedup import kernel
-
-    return kernel.shingle_hashes(texts)
 
 
 def signatures_from_shingles(shingles: np.ndarray, per_text: np.ndarray) -> np.ndarray:

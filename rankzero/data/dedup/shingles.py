@@ -10,7 +10,7 @@ text, hashed as sum word_j * POSITION_j, mixed again. A text of fewer than 5 wor
 
 This module is their definition, in a few whole-batch numpy operations per piece of text: the reference the
 compiled pass (kernel.py) must match bit for bit (tests/test_dedup_kernel.py), the table of the folding both
-use, and what the pipeline runs where no C compiler could build the compiled pass (minhash.shingle_hashes).
+use, and what the pipeline runs where the install built no extension (kernel.shingle_hashes chooses).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from rankzero.data.native import hashing
+from rankzero.data.native import constants
 from rankzero.data.native.hashing import DELETE, WORD_BASE, fmix64
 from rankzero.data.native.table_cache import cached
 
@@ -54,7 +54,7 @@ def fold(code: int) -> int:
 def fold_table() -> np.ndarray:
     """Code point → folded code point (0: a word break; DELETE: dropped), for the Basic Multilingual Plane. Read
     from this installation's cache after a first build (table_cache.py: 0.02 CPU-s a process)."""
-    return cached("shingles", _build_fold_table, [__file__, hashing.__file__])["fold"]
+    return cached("shingles", _build_fold_table, [__file__, constants.__file__])["fold"]
 
 
 def _build_fold_table() -> dict[str, np.ndarray]:

@@ -1,19 +1,18 @@
-/* The per-character passes of near dedup (dedup/kernel.py) and decontamination (scan.py), in C.
+/* The per-character passes of near dedup (dedup/kernel.py) and decontamination (screen/scan.py), in C.
  *
- * native/ compiles this file at a process's first use with the system's C compiler, once per installation (the
- * library is cached beside the tables of table_cache.py), and calls it through ctypes, which releases the GIL for
- * the call: the stage's encode threads keep running. The constants (bases, table markers, mark bits) are not
- * written here: native/ puts their Python definitions (hashing.C_CONSTANTS) in front of this file as #defines,
- * so the compiled passes and the numpy references read the same numbers. The references (dedup/shingles.py,
- * reference.py) define what each function returns; tests/test_dedup_kernel.py, tests/test_ngram_reference.py
- * and tests/test_scan_texts.py hold the two equal.
+ * setup.py compiles this file with module.c (the Python bindings: arrays in, the GIL released for each call) into
+ * the extension rankzero.data.native._passes when rankzero is installed. The constants (bases, table markers, mark
+ * bits) are not written here: setup.py writes their Python definitions (native/constants.py) into
+ * passes_constants.h, so the compiled passes and the numpy references read the same numbers. The references
+ * (dedup/shingles.py, screen/reference.py) define what each function returns; tests/test_dedup_kernel.py,
+ * tests/test_ngram_reference.py and tests/test_scan_texts.py hold the two equal.
  *
  * Why C rather than numba, which these passes were written in before: numba's start (its import, then its
  * target's registries at the first call of cached code) cost ~0.35 CPU-s and ~90 MB in every process that used
- * a pass; this library is a 19 KB file that loads in under a millisecond (bench/RESULTS.md). Every integer is
- * unsigned 64-bit where a hash is formed: C's wrap-around is the mod 2**64 of the references.
+ * a pass; this module loads in under a millisecond (bench/RESULTS.md). Every integer is unsigned 64-bit where a
+ * hash is formed: C's wrap-around is the mod 2**64 of the references.
  */
-#include <stdint.h>
+#include "passes.h"
 
 static inline uint64_t fmix64(uint64_t value) {
     value ^= value >> 33;
@@ -133,7 +132,7 @@ void shingle_hashes(const uint64_t *words, const int64_t *per_text, int64_t text
     }
 }
 
-/* ---- decontamination: scan.py ---------------------------------------------------------------------- */
+/* ---- decontamination: screen/scan.py ---------------------------------------------------------------------- */
 
 /* Whether `value`'s bit is set in the bitmap of `words` 64-bit words (a power of two). */
 static inline int passes(const uint64_t *bits, int64_t words, uint64_t value) {

@@ -1,4 +1,4 @@
-"""The compiled passes' per-code-point tables, built once per installation and Python, then read from disk.
+"""The compiled passes' per-code-point tables, built once per user and Python, then read from disk.
 
     arrays = cached("ngram_scan", build, sources=[__file__])   # build() -> {name: array}; from disk after the first time
 
@@ -8,9 +8,9 @@ process that starts either pass, about 4% of a 41 MB prepare with --decontaminat
 them faster is not on offer: each code point costs one or two C calls already (a vectorised build — the plane
 joined into one string, lower-cased and classified by `re` in whole-string passes — measured slower, 25 ms
 against 18 for one table). What they are depends only on the code that defines them and on Python's Unicode
-database, so, like the compiled passes beside them (native/), they are kept on disk: under RANKZERO_KERNEL_CACHE
-where that is set, else in the `__pycache__` beside the module, else (neither writable) nowhere, and built per
-process as before.
+database, so they are kept on disk: under RANKZERO_TABLE_CACHE where that is set (a shared disk), else in the
+user's cache directory, else (neither writable) nowhere, and built per process as before. Never in the installed
+package: an installation is not written to while rankzero runs (the compiled passes are built by `pip install`).
 
 A file's name holds everything that decides its content: the Python implementation and version (whose Unicode
 database `str.lower` and `unicodedata` read: its version is in the name too) and an xxh3 of the source files
@@ -23,7 +23,6 @@ A name says what a file should hold, not what it holds: a table copied over from
 place keeps its name, and one with the right keys and other values would change the rows under the same fingerprint.
 So each file has its digest beside it (`<file>.xxh3`: xxh3-128 of what was built, written before the file is renamed
 into place), checked at every read: a file that does not match is rebuilt with one warning.
-native/ keeps its compiled library the same way (`record_digest`, `recorded_digest`).
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ def cached(name: str, build: Callable[[], dict[str, np.ndarray]], sources: list[
            directory: Path | None = None) -> dict[str, np.ndarray]:
     """build()'s arrays, read from this installation's cache file when one exists, else built and written there.
     `sources`: the files whose code defines the arrays (their content is part of the file's name); `directory`:
-    where the cache lives (default: cache_directory(sources[0]))."""
-    directory = directory if directory is not None else cache_directory(sources[0])
+    where the cache lives (default: cache_directory())."""
+    directory = directory if directory is not None else cache_directory()
     if directory is None:
         return build()
     path = directory / f"{name}-{_key(sources)}.npz"
@@ -115,24 +114,16 @@ def _digest_path(path: Path) -> Path:
     return path.with_name(path.name + ".xxh3")
 
 
-def cache_directory(source: str) -> Path | None:
-    """Where the compiled passes and their tables are kept: RANKZERO_KERNEL_CACHE where set (a shared disk), else
-    the __pycache__ beside the module at `source`, else (a read-only installation) the user's cache directory;
-    None when none of them is writable."""
-    root = os.environ.get("RANKZERO_KERNEL_CACHE")
-    if root:
-        candidates = [Path(root)]
-    else:
-        user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rankzero" / "kernels"
-        candidates = [Path(source).resolve().parent / "__pycache__", user_cache]
-    for directory in candidates:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(directory, os.W_OK):
-            return directory
-    return None
+def cache_directory() -> Path | None:
+    """Where the tables are kept: RANKZERO_TABLE_CACHE where set (a shared disk), else the user's cache directory
+    ($XDG_CACHE_HOME or ~/.cache, then rankzero/tables); None when that cannot be made or written."""
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    directory = Path(os.environ.get("RANKZERO_TABLE_CACHE") or user_cache / "rankzero" / "tables")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return directory if os.access(directory, os.W_OK) else None
 
 
 def _key(sources: list[str]) -> str:

@@ -277,7 +277,7 @@ class ContaminationIndex:
         return self.find_with_marks(texts)[0]
 
     def find_with_marks(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
-        """`find`, and what the same pass tells the PII masker for free: per text, the marks (hashing.py) of what
+        """`find`, and what the same pass tells the PII masker for free: per text, the marks (native/constants.py) of what
         it may hold (a clear bit proves the text as given holds none of that), and the [start, end) of the text
         that holds all its number clusters (pii.PiiMasker.find's `numbers`)."""
         found: list[set[int]] = [set() for _ in texts]

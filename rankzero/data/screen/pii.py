@@ -27,14 +27,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rankzero.data.native.hashing import AT_SIGN, AT_SIGNS, COLONS, PASSPORT
+from rankzero.data.native.constants import AT_SIGN, AT_SIGNS, COLONS, PASSPORT
 from rankzero.data.screen.pii_checks import (FOREIGNER_DIGITS, business_number_ok, card_issuer, ipv6_candidates,
                                              luhn_ok, number_clusters, public_ip, registration_check_ok,
                                              registration_date_ok)
 from rankzero.data.screen.pii_forms import address_view, numbers_view
 
 # PiiMasker.mask's gate without marks spells these out (a loop there costs more than the test it saves)
-assert AT_SIGNS == "@\uff20\ufe6b", "hashing.AT_SIGNS changed: update the e-mail gate in PiiMasker.mask with it"
+assert AT_SIGNS == "@\uff20\ufe6b", "constants.AT_SIGNS changed: update the e-mail gate in PiiMasker.mask with it"
 
 PLACEHOLDERS = {
     "email": "|||EMAIL_ADDRESS|||",
@@ -232,7 +232,7 @@ class PiiMasker:
              marks: int | None = None) -> tuple[list[tuple], Counter]:
         """Accepted spans (start, end, detector, masked?), without overlaps, in text order; rejected counts.
         `numbers`: False where the caller knows the text has no number cluster, (start, end) where all lie there.
-        `marks`: the text's hashing.AT_SIGN, COLONS and PASSPORT bits where the caller has them from scan.py's
+        `marks`: the text's constants.AT_SIGN, COLONS and PASSPORT bits where the caller has them from scan.py's
         pass, so the text is not searched for them again (its COLONS, a run of hex digits and colons holding "::"
         or 7 colons, is narrower than the test below and as necessary for an IPv6 candidate)."""
         start, end = numbers if isinstance(numbers, tuple) else (0, len(text) if numbers else 0)
@@ -241,7 +241,7 @@ class PiiMasker:
             # An IPv6 candidate holds "::" or 7 colons (_ipv6); most texts with a colon have neither.
             ipv6 = ":" in text and ("::" in text or text.count(":") >= 7)
             passport = "여권" in text or "assport" in text
-            email = "@" in text or "\uff20" in text or "\ufe6b" in text  # hashing.AT_SIGNS, without a loop
+            email = "@" in text or "\uff20" in text or "\ufe6b" in text  # constants.AT_SIGNS, without a loop
         else:
             ipv6, passport, email = marks & COLONS, marks & PASSPORT, marks & AT_SIGN
         if not (clusters or ipv6 or passport or email):

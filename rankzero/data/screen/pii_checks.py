@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Iterator
 
-from rankzero.data.native.hashing import HEX_OR_COLON
+from rankzero.data.native.constants import HEX_OR_COLON
 from rankzero.data.screen.pii_forms import character_class, cluster_separators
 
 # The 7th digit of a resident (1-4, 9, 0) or foreigner (5-8) registration number: century and sex.

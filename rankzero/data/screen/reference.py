@@ -3,8 +3,8 @@ compiled pass must match bit for bit, and what a process without one runs.
 
     grams, windows, marks, runs = scan_reference(codes, offsets, 8, 8, 4, bitmap)   # as scan.scan
 
-Its code point tables are defined here, below scan.py, and its constants in hashing.py, which native/
-also compiles passes.c with: the compiled pass reads the same numbers. A word is a maximal
+Its code point tables are defined here, below scan.py, and its constants in native/constants.py, which the
+extension is compiled with: the compiled pass reads the same numbers. A word is a maximal
 run of letters (the fold table's nonzero entries: `str.isalnum`, lower-cased) within one text; its hash is
 fmix64(sum c_i * WORD_BASE**(length-1-i) ^ length); an n-gram is n consecutive words of a text, hashed as
 fmix64(sum word_j * GRAM_BASE**(n-1-j)); a window is `window` consecutive letters of a text with the breaks
@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rankzero.data.native.hashing import (AT_SIGN, AT_SIGNS, COLONS, GRAM_BASE, HEX_OR_COLON, NUMBERS, NUMBER_RUN,
-                                          PASSPORT, WINDOW_BASE, WORD_BASE, fmix64)
+from rankzero.data.native.constants import AT_SIGN, AT_SIGNS, COLONS, HEX_OR_COLON, NUMBER_RUN, NUMBERS, PASSPORT
+from rankzero.data.native.hashing import GRAM_BASE, WINDOW_BASE, WORD_BASE, fmix64
 from rankzero.data.native.table_cache import cached
 
 ASTRAL = 0x10000  # code points above the Basic Multilingual Plane are classified per batch (they are rare)
@@ -38,20 +38,20 @@ class Hashes(NamedTuple):
     owners: np.ndarray  # int64: the index of the text each hash comes from
 
 
-def _fold(code: int) -> int:
+def fold(code: int) -> int:
     """A code point's lower case if that is a word character (`str.isalnum`), else 0: a word break."""
     lower = chr(code).lower()
     return ord(lower) if len(lower) == 1 and lower.isalnum() else 0
 
 
-def _kinds_table() -> np.ndarray:
+def kinds_table() -> np.ndarray:
     """2 for a decimal digit (what `\\d` matches), 1 for a separator of the masker's number clusters
     (pii_checks.py), else 0 (BMP)."""
     return _tables()["kinds"]
 
 
-def _fold_table() -> np.ndarray:
-    """_fold of each code point of the Basic Multilingual Plane."""
+def fold_table() -> np.ndarray:
+    """fold of each code point of the Basic Multilingual Plane."""
     return _tables()["fold"]
 
 
@@ -69,13 +69,13 @@ def _build_tables() -> dict[str, np.ndarray]:
     separators = cluster_separators()
     kinds = np.fromiter((2 if chr(code).isdecimal() else 1 if chr(code) in separators else 0
                          for code in range(ASTRAL)), dtype=np.uint8, count=ASTRAL)
-    return {"fold": np.fromiter(map(_fold, range(ASTRAL)), dtype=np.uint32, count=ASTRAL), "kinds": kinds}
+    return {"fold": np.fromiter(map(fold, range(ASTRAL)), dtype=np.uint32, count=ASTRAL), "kinds": kinds}
 
 
-def _astral_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted code points above the BMP in `codes`, the _fold of each)."""
+def astral_folds_of(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted code points above the BMP in `codes`, the fold of each)."""
     astral = np.unique(codes[codes >= ASTRAL]) if len(codes) and codes.max() >= ASTRAL else np.empty(0, np.uint32)
-    return astral, np.array([_fold(int(code)) for code in astral], dtype=np.uint32)
+    return astral, np.array([fold(int(code)) for code in astral], dtype=np.uint32)
 
 
 def scan_reference(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
@@ -106,11 +106,11 @@ def _classify(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(each code point's fold: its lower-cased letter or 0, a break; its kind: 2 a digit, 1 a cluster separator,
     else 0). Above the BMP, kinds are 2: the masker's `\\d` range is the astral planes whole (pii_checks.py)."""
     if not len(codes) or codes.max() < ASTRAL:
-        return _fold_table()[codes], _kinds_table()[codes]
+        return fold_table()[codes], kinds_table()[codes]
     astral = codes >= ASTRAL
     basic = np.where(astral, 0, codes)
-    folds, kinds = _fold_table()[basic], _kinds_table()[basic]
-    distinct, distinct_folds = _astral_folds(codes)
+    folds, kinds = fold_table()[basic], kinds_table()[basic]
+    distinct, distinct_folds = astral_folds_of(codes)
     folds[astral] = distinct_folds[np.searchsorted(distinct, codes[astral])]
     kinds[astral] = 2
     return folds, kinds
@@ -224,7 +224,7 @@ def _runs(flags: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _marks(codes: np.ndarray, offsets: np.ndarray, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the marks of each text (hashing.py), the [start, end) that holds its qualifying number runs), as the
+    """(the marks of each text (native/constants.py), the [start, end) that holds its qualifying number runs), as the
     compiled pass sets them."""
     texts = len(offsets) - 1
     marks = np.zeros(texts, dtype=np.uint8)

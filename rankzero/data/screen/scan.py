@@ -16,8 +16,8 @@ benchmark item gives almost nothing back, so no per-hash Python or sorting follo
 One loop per character in C (passes.c, through native/: no GIL held, so the tokenizer's threads keep running)
 because the same work in Python (regex, split, a hash per word) ran at 12 MB/s per core, most of the prepare's
 time with --decontaminate; no library hashes word n-grams and spaceless windows of Unicode text in one pass.
-reference.py defines the same numbers in whole-array numpy: what a process without a C compiler runs, and
-what the tests hold the compiled pass to.
+reference.py defines the same numbers in whole-array numpy: what runs where the install built no extension
+(native.or_reference chooses per call), and what the tests hold the compiled pass to.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from functools import lru_cache
 import numpy as np
 
 from rankzero.data import native
-from rankzero.data.native import code_points, hashing, unicode_context
-from rankzero.data.native.hashing import AT_SIGNS, EXPANDED, HEX_OR_COLON, SLOW
+from rankzero.data.native import code_points, constants, unicode_context
+from rankzero.data.native.constants import AT_SIGNS, HEX_OR_COLON
+from rankzero.data.native.hashing import EXPANDED, SLOW
 from rankzero.data.native.table_cache import cached
 from rankzero.data.native.unicode_context import alone, in_context_table
 from rankzero.data.screen import reference
 # What scan computes is defined there, with its code point tables (Hashes is read from here by decontaminate.py).
-from rankzero.data.screen.reference import (ASTRAL, Hashes, _astral_folds, _fold, _fold_table, _kinds_table,
+from rankzero.data.screen.reference import (ASTRAL, Hashes, astral_folds_of, fold, fold_table, kinds_table,
                                             marks_reference, scan_reference)
 
 
@@ -84,8 +85,8 @@ def letters(codes: np.ndarray) -> str:
     kernel's windows read (for the few texts whose whole question is checked by a substring test)."""
     folded = np.zeros(len(codes), dtype=np.uint32)
     basic = codes < ASTRAL
-    folded[basic] = _fold_table()[codes[basic]]
-    astral, astral_folds = _astral_folds(codes)
+    folded[basic] = fold_table()[codes[basic]]
+    astral, astral_folds = astral_folds_of(codes)
     if len(astral):
         folded[~basic] = astral_folds[np.searchsorted(astral, codes[~basic])]
     return folded[folded != 0].tobytes().decode("utf-32-le", "surrogatepass")
@@ -115,21 +116,27 @@ class Bitmap:
         return cls(np.full(1, np.uint64(0xFFFFFFFFFFFFFFFF)))
 
 
+@native.or_reference(scan_reference)
 def scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int,
          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     """(word n-gram hashes, window hashes) of each text of `prepare`d code points, in text order, those whose bit
-    `bitmap` sets; a uint8 of marks per text: what of pii.py's candidates it may hold (hashing.py); and per text the
+    `bitmap` sets; a uint8 of marks per text: what of pii.py's candidates it may hold (native/constants.py); and per text the
     [start, end) offsets that hold every run of NUMBER_RUN digits and separators with a digit (0, 0 for none):
     where its clusters can be. reference.scan_reference defines them."""
-    passes = native.library()
-    if passes is None:
-        return scan_reference(codes, offsets, n, window, step, bitmap)
-    astral, astral_folds = _astral_folds(codes)
-    grams, windows, marks, runs, _ = _compiled_scan(passes, codes, offsets, n, window, step, bitmap, 1, _fold_table(),
+    astral, astral_folds = astral_folds_of(codes)
+    grams, windows, marks, runs, _ = _compiled_scan(codes, offsets, n, window, step, bitmap, 1, fold_table(),
                                                     _NO_EXPANSIONS, astral, astral_folds)
     return grams, windows, marks, runs
 
 
+def _reference_scan_texts(texts: list[str], n: int, window: int, step: int,
+                          bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
+    """scan_texts in numpy: scan_reference's hashes of the `prepare`d texts, marks_reference's of the texts as given."""
+    grams, windows, _, _ = scan_reference(*code_points([prepare(text) for text in texts]), n, window, step, bitmap)
+    return (grams, windows, *marks_reference(*code_points(texts)))
+
+
+@native.or_reference(_reference_scan_texts)
 def scan_texts(texts: list[str], n: int, window: int, step: int,
                bitmap: Bitmap) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray]:
     """`scan`'s hashes of the texts `prepare`d, with the marks and number runs of the texts as given (what the
@@ -137,14 +144,10 @@ def scan_texts(texts: list[str], n: int, window: int, step: int,
     (_normalising_table); a text where that is not a function of each code point alone (a combining mark, Hangul
     jamo that compose, capital sigma: 21 of 13,068 real Korean texts) is `prepare`d in Python and scanned again.
     `prepare` on every text, one in nine of which needs NFKC, held the GIL for a sixth of the screen's time."""
-    passes = native.library()
-    if passes is None:
-        grams, windows, _, _ = scan_reference(*code_points([prepare(text) for text in texts]), n, window, step, bitmap)
-        return (grams, windows, *marks_reference(*code_points(texts)))
     codes, offsets = code_points(texts)
     table, expansions = _normalising_table()
     astral, astral_folds = _astral_normalised_folds(codes)
-    grams, windows, marks, runs, slow = _compiled_scan(passes, codes, offsets, n, window, step, bitmap, 2, table,
+    grams, windows, marks, runs, slow = _compiled_scan(codes, offsets, n, window, step, bitmap, 2, table,
                                                        expansions, astral, astral_folds)
     again = np.flatnonzero(slow)
     if len(again):
@@ -164,15 +167,17 @@ def _merged(first: Hashes, second: Hashes) -> Hashes:
     return Hashes(np.concatenate((first.values, second.values))[order], owners[order])
 
 
+def _reference_marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    return marks_reference(*code_points(texts))
+
+
+@native.or_reference(_reference_marks_of)
 def marks_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """scan's marks and number runs of each text as given, with no hash formed: what the PII masker needs to skip
     most documents, where no --decontaminate pass gives it."""
-    passes = native.library()
     codes, offsets = code_points(texts)
-    if passes is None:
-        return marks_reference(codes, offsets)
-    astral, astral_folds = _astral_folds(codes)
-    _, _, marks, runs, _ = _compiled_scan(passes, codes, offsets, 1, 1, 1, Bitmap.everything(), 0, _fold_table(),
+    astral, astral_folds = astral_folds_of(codes)
+    _, _, marks, runs, _ = _compiled_scan(codes, offsets, 1, 1, 1, Bitmap.everything(), 0, fold_table(),
                                           _NO_EXPANSIONS, astral, astral_folds)
     return marks, runs
 
@@ -182,11 +187,11 @@ _NO_EXPANSIONS = np.zeros(1, dtype=np.uint32)
 
 @lru_cache(maxsize=1)
 def _marking_kinds() -> np.ndarray:
-    """_kinds_table (1 a number separator, 2 a digit) as the compiled pass reads it, with three bits more: 4 for the
+    """kinds_table (1 a number separator, 2 a digit) as the compiled pass reads it, with three bits more: 4 for the
     code points the other marks start from (the at signs, ":", "t" of "assport", "권" of "여권": one test a code point
     finds them all), 8 for what an IPv6 candidate is made of (ASCII hex digits and ':'), 16 for an at sign (the
-    table, not the C, says which code points are: hashing.AT_SIGNS)."""
-    kinds = _kinds_table().copy()
+    table, not the C, says which code points are: constants.AT_SIGNS)."""
+    kinds = kinds_table().copy()
     special = [ord(char) for char in AT_SIGNS + ":t권"]
     assert not kinds[special].any(), "a marked code point is a digit or a number separator"
     kinds[special] |= 4
@@ -195,7 +200,7 @@ def _marking_kinds() -> np.ndarray:
     return kinds
 
 
-def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int, bitmap: Bitmap,
+def _compiled_scan(codes: np.ndarray, offsets: np.ndarray, n: int, window: int, step: int, bitmap: Bitmap,
                    hashing: int, table: np.ndarray, expansions: np.ndarray, astral: np.ndarray,
                    astral_folds: np.ndarray) -> tuple[Hashes, Hashes, np.ndarray, np.ndarray, np.ndarray]:
     """passes.c's scan; `hashing` 0 (marks alone), 1 (prepared code points) or 2 (as read, `table` normalising)."""
@@ -210,9 +215,8 @@ def _compiled_scan(passes, codes: np.ndarray, offsets: np.ndarray, n: int, windo
     while True:
         grams = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
         windows = Hashes(np.empty(room, np.uint64), np.empty(room, np.int64))
-        passes.scan(codes, offsets, texts, table, expansions, astral, len(astral), astral_folds, n, window, step,
-                    hashing, bitmap.bits, len(bitmap.bits), _marking_kinds(), np.zeros(n, np.uint64),
-                    np.zeros(window, np.uint64), room, *grams, *windows, marks, runs, slow, counts)
+        native.passes().scan(codes, offsets, table, expansions, astral, astral_folds, n, window, step, hashing,
+                             bitmap.bits, _marking_kinds(), *grams, *windows, marks, runs, slow, counts)
         if not counts[2]:
             break
         room *= 2
@@ -228,15 +232,15 @@ def normalised_folds(code: int) -> list[int] | None:
     mapped = alone(chr(code))
     if mapped is None or "\u03a3" in mapped or "\u0130" in mapped:  # what `prepare` lower-cases whole texts for
         return None
-    return [_fold(ord(part)) for part in mapped]
+    return [fold(ord(part)) for part in mapped]
 
 
 def _astral_normalised_folds(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted code points above the BMP in `codes`, the normalised fold of each, SLOW where that is not one)."""
-    astral, _ = _astral_folds(codes)
+    astral, _ = astral_folds_of(codes)
     folds = [normalised_folds(int(code)) for code in astral]
-    return astral, np.array([fold[0] if fold and len(fold) == 1 and not _composing(fold[0]) else SLOW
-                             for fold in folds], dtype=np.uint32)
+    return astral, np.array([parts[0] if parts and len(parts) == 1 and not _composing(parts[0]) else SLOW
+                             for parts in folds], dtype=np.uint32)
 
 
 def _composing(folds):
@@ -251,7 +255,7 @@ def _normalising_table() -> tuple[np.ndarray, np.ndarray]:
     EXPANDED + i for several folds (expansions[i] of them at expansions[i + 1:]). Built once per installation
     (table_cache.py)."""
     arrays = cached("ngram_nfkc", _build_normalising_table,
-                    [__file__, reference.__file__, hashing.__file__, unicode_context.__file__])
+                    [__file__, reference.__file__, constants.__file__, unicode_context.__file__])
     return arrays["table"], arrays["expansions"]
 
 
@@ -262,7 +266,7 @@ def _build_normalising_table() -> dict[str, np.ndarray]:
     joined = "\0".join(chars)
     context = in_context_table()
     table = np.empty(ASTRAL, dtype=np.uint32)
-    table[:] = _fold_table()
+    table[:] = fold_table()
     unchanged = [a == b for a, b in zip(chars, unicodedata.normalize("NFKC", joined).split("\0"))]
     decomposed = [d[0] for d in unicodedata.normalize("NFKD", joined).split("\0")]
     expansions, _ = unicode_context.fill_folds(table, (

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.native.hashing import NUMBERS
+from rankzero.data.native.constants import NUMBERS
 from rankzero.data.screen.decontaminate import (COMMON_ITEMS, MIN_HANGUL, MIN_SHARE, N, ContaminationIndex,
                                                 benchmark_files, read_benchmarks)
 from rankzero.data.screen.eval_overlap import EVAL_OVERLAP, EvalOverlap
@@ -75,7 +75,7 @@ class Screen:
         "counted" (a bool per kept document: the masker counted something in it) is for the stage, which takes it
         out before the report goes on (the rest is JSON-safe)."""
         keep = np.ones(len(documents), dtype=bool)
-        marks = runs = None  # what the masker may find per document (hashing.py), where its number clusters lie
+        marks = runs = None  # what the masker may find per document (native/constants.py), where its number clusters lie
         report = {"pii": None, "contaminated": [], "documents": Counter(), "tokens": Counter(), "dropped": Counter()}
         if self.index is not None:
             found, marks, runs = self.index.find_with_marks(texts)
