@@ -121,8 +121,9 @@ def main() -> None:
         parser.error(f"no such file: {', '.join(missing)}")
     if args.rounds < 1 or args.repeat < 1 or args.batch < 1:
         parser.error("--rounds, --repeat and --batch must be at least 1")
-    if args.against is not None and not (args.against / "rankzero" / "data" / "scan.py").is_file():
-        parser.error(f"--against {args.against}: not a rankzero checkout (no rankzero/data/screen/scan.py there)")
+    if args.against is not None and not (args.against / "rankzero" / "data" / "screen" / "scan.py").is_file():
+        parser.error(f"--against {args.against}: not a rankzero checkout with data/ in rooms "
+                     "(no rankzero/data/screen/scan.py there)")
     args.files = [name.resolve() for name in args.files]  # the measurements run in each checkout's directory
     started = datetime.datetime.now(datetime.timezone.utc)
     runs = {"compiled": (REPO, "compiled"), "numpy": (REPO, "numpy")}
