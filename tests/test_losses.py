@@ -255,10 +255,11 @@ def test_fsdp2_gradients_equal_unsharded_hf_loss(tmp_path, tied):
     assert max(result["worst"].values()) <= 1e-5, result["worst"]
 
 
-def test_fsdp2_training_losses_equal_full_loss(tmp_path, train_corpus, tokenizer_dir):
-    """train.py under FSDP2 over 2 gloo ranks: --lm_loss chunked logs --lm_loss full's losses within 1e-5 over 6
-    steps."""
-    common = dict(max_steps=6, logging_steps=1, seed=3, fsdp="full_shard")
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+def test_two_rank_training_losses_equal_full_loss(tmp_path, train_corpus, tokenizer_dir, sharding):
+    """train.py over 2 gloo ranks, under DDP and under FSDP2: --lm_loss chunked logs --lm_loss full's losses within
+    1e-5 over 6 steps."""
+    common = dict(max_steps=6, logging_steps=1, seed=3, **({"fsdp": "full_shard"} if sharding == "fsdp" else {}))
     outputs = {}
     for loss in ("full", "chunked"):
         out = tmp_path / loss
