@@ -215,6 +215,8 @@ accelerator = Accelerator(cpu=True, fsdp_plugin=plugin)
 shard_on_cpu(accelerator, plugin)
 use_lm_loss(model, "chunked", chunk=16)
 model, _ = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.0))
+reduce_scatter, reduce_scatters = dist.reduce_scatter_single, []
+dist.reduce_scatter_single = lambda *args, **kwargs: reduce_scatters.append(1) or reduce_scatter(*args, **kwargs)
 rank, world = dist.get_rank(), dist.get_world_size()
 ids = torch.randint(0, 300, (2, 40), generator=torch.Generator().manual_seed(1 + rank))
 labels = ids.clone()
@@ -235,7 +237,7 @@ if rank == 0:
                   num_items_in_batch=count).loss.backward()
     worst = {{name: float((gathered[name] - p.grad).abs().max()) for name, p in reference.named_parameters()}}
     with open({out!r}, "w") as handle:
-        json.dump({{"sharded": sharded, "worst": worst}}, handle)
+        json.dump({{"sharded": sharded, "worst": worst, "reduce_scatters": len(reduce_scatters)}}, handle)
 dist.destroy_process_group()
 """
 
@@ -244,7 +246,7 @@ dist.destroy_process_group()
 def test_fsdp2_gradients_equal_unsharded_hf_loss(tmp_path, tied):
     """FSDP2 over 2 gloo ranks, the chunked loss computed inside the root forward where accelerate's head unit is
     gathered: every gradient (the head's and, tied, the embedding's) after two micro-steps equals HF's loss on
-    the unsharded model within 1e-5, the head's gradient reduce-scattered whole."""
+    the unsharded model within 1e-5, the head's gradient reduce-scattered whole, once a micro-step."""
     script, out = tmp_path / "fsdp_rank.py", tmp_path / "result.json"
     script.write_text(FSDP_RANK.format(repo=str(REPO), tied=tied, out=str(out)))
     run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2, "--master_port", free_port(), script],
@@ -253,6 +255,9 @@ def test_fsdp2_gradients_equal_unsharded_hf_loss(tmp_path, tied):
     assert result["sharded"]
     assert ("lm_head.weight" in result["worst"]) == (not tied) and len(result["worst"]) >= 20
     assert max(result["worst"].values()) <= 1e-5, result["worst"]
+    # One reduce-scatter per unit and micro-step: 2 decoder layers, the head's unit (with the embedding when tied)
+    # and, untied, the embedding's own. None more for the head's chunks.
+    assert result["reduce_scatters"] == 2 * (3 if tied else 4)
 
 
 @pytest.mark.parametrize("sharding", ["ddp", "fsdp"])

@@ -27,9 +27,9 @@ training forward with labels (evaluation and generation get the logits as before
 computed *inside* the model's forward: under FSDP2 accelerate shards the final norm and the head (with the
 embedding when tied) as one unit kept gathered from its first use in the forward until the backward, and
 reduce-scatters its gradients in its post-backward hook; under DDP the gradients are all-reduced only for a
-forward run through DDP. The head's weight is read once there (already gathered) and used as a tensor, never
-called as a module per chunk, which would register FSDP's post-backward hook once per chunk and
-reduce-scatter the head's gradient as many times.
+forward run through DDP. The head's weight is read once there (already gathered) and used as a tensor in every
+chunk and in its recompute, as liger-kernel does, so nothing rests on how FSDP's hooks treat a module called
+once per chunk and again in the backward.
 """
 
 from __future__ import annotations
