@@ -315,13 +315,12 @@ def loss_memory(args, work: Path) -> None:
                        args.tokenizer_path, "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"),
                        "--pretrained_model", str(work / "llama3-vocab"), "--output_dir", str(out), "--lm_loss", loss,
                        "--per_device_train_batch_size", "1", "--max_steps", str(args.steps), "--logging_steps", "1",
-                       "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-                       "--dataloader_num_workers", "0"]
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                       env=environment_without_preload())
-            _, status, usage = os.wait4(process.pid, 0)
+                       "--save_strategy", "no", "--report_to", "none", "--dataloader_num_workers", "0"]
+            with open(work / "stderr.txt", "w") as errors:  # a file: a full pipe would stall the run
+                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=environment_without_preload())
+            _, status, usage = os.wait4(process.pid, 0)  # this child's own peak RSS, not the largest child's
             if status:
-                raise SystemExit(f"train.py --lm_loss {loss} failed:\n{process.stderr.read()}")
+                raise SystemExit(f"train.py --lm_loss {loss} failed:\n{(work / 'stderr.txt').read_text()}")
             logged = json.loads((out / "trainer_state.json").read_text())["log_history"]
             runs[loss].append({"peak_rss_gib": round(usage.ru_maxrss / 2**20, 3),
                                "losses": [entry["loss"] for entry in logged if "loss" in entry]})
