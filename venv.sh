@@ -27,7 +27,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VENV=$HERE/.venv
-EXTRAS=test,ray  # every extra in pyproject.toml: the demo and the tests share one environment
+EXTRAS=test,ray  # every extra in pyproject.toml but gpu (added below for CUDA): the demo and the tests share one environment
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 
 say() { echo "venv.sh: $*" >&2; }
@@ -53,6 +53,9 @@ elif [[ -e /proc/driver/nvidia ]] || nvidia-smi -L >/dev/null 2>&1; then
   build=cuda
 else
   build=cpu
+fi
+if [[ "$build" == cuda ]]; then
+  EXTRAS+=,gpu  # liger-kernel's fused loss (rankzero/train/losses.py): Triton kernels, CUDA only
 fi
 spec=torch==$TORCH_VERSION
 index=${TORCH_INDEX_URL:-}
@@ -99,8 +102,8 @@ if [[ "$(cat "$VENV/.rankzero-torch" 2>/dev/null)" != "$torch_key" ]]; then
   changed=1
 fi
 
-project_key=$(cat "$HERE/pyproject.toml" "$HERE/setup.py" "$HERE"/rankzero/data/native/*.[ch] \
-  "$HERE/rankzero/data/native/constants.py" "${BASH_SOURCE[0]}" | cksum)
+project_key="$build $(cat "$HERE/pyproject.toml" "$HERE/setup.py" "$HERE"/rankzero/data/native/*.[ch] \
+  "$HERE/rankzero/data/native/constants.py" "${BASH_SOURCE[0]}" | cksum)"
 if [[ "$(cat "$VENV/.rankzero-project" 2>/dev/null)" != "$project_key" ]]; then
   say "installing rankzero (editable) and its extras [$EXTRAS]"
   rm -f "$VENV/.rankzero-project"

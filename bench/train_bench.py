@@ -4,6 +4,7 @@
     python bench/train_bench.py --model_config configs/model_config_125m.json --seq 1024 --batch 8 --steps 50
     python bench/train_bench.py --eval                   # what bits per byte cost an evaluation (below)
     python bench/train_bench.py --eval --vocab_size 32000 --rounds 7 --seq 1024 --rows 200
+    python bench/train_bench.py --loss_memory            # peak RSS of --lm_loss chunked against full (below)
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
    bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
@@ -32,6 +33,12 @@ by train.py (`--eval_dataset`, default ko_real_dev's three genres, each a source
 (default 5 here) evaluates the first `--rows` rows once without and once with the scores, in alternating
 order; the ratio is the median of the per-round ratios. Also prints the scores of the last evaluation (per
 source), from a model that has not been trained: what they look like, not what they are worth.
+
+`--loss_memory` measures the loss (rankzero/train/losses.py): train.py continuing a model with Llama-3's 128,256
+vocabulary rows (`--pretrained_model`, saved here: configs/model_config_tiny.json with those rows, untied) on
+packed rows of 1 x `--seq` (default 4,096 here) tokens for `--steps` (default 4 here), once with `--lm_loss full`
+(HF's loss: the baseline) and once with `--lm_loss chunked`, per round. Each process's peak RSS (wait4's
+ru_maxrss) and the logged losses of both are printed; the ratio is the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -76,9 +83,12 @@ def parse() -> argparse.Namespace:
                                                                ("dialogue", "encyclopedia", "qa")])
     parser.add_argument("--vocab_size", type=int, default=8000, help="the tokenizer --eval trains")
     parser.add_argument("--rows", type=int, default=96, help="validation rows --eval evaluates (the first ones)")
+    parser.add_argument("--loss_memory", action="store_true", help="peak RSS of --lm_loss chunked against full")
     args = parser.parse_args()
-    args.seq = args.seq or (512 if args.eval else 256)
-    args.rounds = args.rounds or (5 if args.eval else 3)
+    args.seq = args.seq or (512 if args.eval else 4096 if args.loss_memory else 256)
+    args.rounds = args.rounds or (5 if args.eval else 1 if args.loss_memory else 3)
+    if args.loss_memory and "--steps" not in sys.argv:
+        args.steps = 4
     if args.smoke:
         args.seq, args.steps, args.warmup, args.rounds = 128, 30, 5, 1
     return args
@@ -282,8 +292,60 @@ def eval_cost(args, work: Path) -> None:
 
 
 
+def loss_memory(args, work: Path) -> None:
+    """--loss_memory: train.py's peak RSS and losses with --lm_loss full (the baseline) and chunked, per round."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rankzero.train.model import load_config
+
+    config = load_config(args.model_config)
+    config.vocab_size, config.hidden_size, config.tie_word_embeddings = 128_256, 64, False
+    config.max_position_embeddings = max(config.max_position_embeddings, args.seq)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(work / "llama3-vocab")
+    parameters = sum(p.numel() for p in model.parameters())
+    runs: dict[str, list[dict]] = {"full": [], "chunked": []}
+    for round_ in range(args.rounds):
+        for loss in (["full", "chunked"] if round_ % 2 == 0 else ["chunked", "full"]):
+            out = work / f"run-{loss}"
+            shutil.rmtree(out, ignore_errors=True)
+            command = [sys.executable, str(REPO / "train.py"), "--dataset", *args.dataset, "--tokenizer_path",
+                       args.tokenizer_path, "--max_seq_length", str(args.seq), "--cache_dir", str(work / "cache"),
+                       "--pretrained_model", str(work / "llama3-vocab"), "--output_dir", str(out), "--lm_loss", loss,
+                       "--per_device_train_batch_size", "1", "--max_steps", str(args.steps), "--logging_steps", "1",
+                       "--save_strategy", "no", "--report_to", "none", "--dataloader_num_workers", "0"]
+            with open(work / "stderr.txt", "w") as errors:  # a file: a full pipe would stall the run
+                process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, env=environment_without_preload())
+            _, status, usage = os.wait4(process.pid, 0)  # this child's own peak RSS, not the largest child's
+            if status:
+                raise SystemExit(f"train.py --lm_loss {loss} failed:\n{(work / 'stderr.txt').read_text()}")
+            logged = json.loads((out / "trainer_state.json").read_text())["log_history"]
+            runs[loss].append({"peak_rss_gib": round(usage.ru_maxrss / 2**20, 3),
+                               "losses": [entry["loss"] for entry in logged if "loss" in entry]})
+            print(json.dumps({"round": round_ + 1, "lm_loss": loss, **runs[loss][-1]}), flush=True)
+    difference = max(abs(a - b) for full, chunked in zip(runs["full"], runs["chunked"])
+                     for a, b in zip(full["losses"], chunked["losses"]))
+    print(json.dumps({"device": f"CPU x{os.cpu_count()}", "parameters": parameters, "vocab_size": 128_256,
+                      "rows": f"1 x {args.seq}", "steps": args.steps, "rounds": args.rounds,
+                      "peak_rss_gib": {loss: statistics.median(r["peak_rss_gib"] for r in rows)
+                                       for loss, rows in runs.items()},
+                      "chunked_vs_full": round(statistics.median(c["peak_rss_gib"] / f["peak_rss_gib"]
+                                                                 for f, c in zip(runs["full"], runs["chunked"])), 3),
+                      "largest_loss_difference": difference}))
+
+
 def main() -> None:
     args = parse()
+    if args.loss_memory:
+        work = Path(tempfile.mkdtemp(prefix="loss-memory-bench-"))  # a tokenizer, a model, a prepared cache, runs
+        try:
+            prepare_data(args, work)
+            loss_memory(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.eval:
         work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))  # a tokenizer, a prepared cache, a run dir
         try:

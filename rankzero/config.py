@@ -306,6 +306,9 @@ class ModelConfig(_Config):
     allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
     train_new_embeddings_steps: int = flag(0, "with --pretrained_model and a tokenizer it lacks tokens of: train only "
                                               "the new embedding rows for this many steps, then everything")
+    lm_loss: str = flag("auto", "the training loss: full (HF's, over the full logits), chunked (the head applied a "
+                                "chunk of tokens at a time), liger (fused kernel, CUDA), auto (liger, else chunked where "
+                                "exact, else full; docs/training.md)", choices=("auto", "full", "chunked", "liger"))
 
     def problems(self) -> list[str]:
         problems = []

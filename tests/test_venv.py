@@ -142,6 +142,7 @@ def test_the_cuda_build_comes_from_pypi_and_a_cpu_build_in_its_place_is_an_error
 
     _, calls = setup(checkout, "true", TORCH_BUILD="cuda")
     assert torch_installs(calls) == [["install", "torch==2.13.0"]] and len(project_installs(calls)) == 1
+    assert project_installs(calls)[0][-1] == f"{checkout}[test,ray,gpu]"  # liger-kernel: a CUDA build's extra
     _, calls = setup(checkout, "true", TORCH_BUILD="cuda", TORCH_INDEX_URL="https://download.pytorch.org/whl/cu126")
     assert torch_installs(calls) == [
         ["install", "torch==2.13.0", "--extra-index-url", "https://download.pytorch.org/whl/cu126"]]
@@ -151,7 +152,7 @@ def test_every_extra_in_pyproject_is_installed():
     tomllib = pytest.importorskip("tomllib")
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     (line,) = re.findall(r"^EXTRAS=(\S+)", (REPO / "venv.sh").read_text(), re.MULTILINE)
-    assert sorted(line.split(",")) == sorted(extras)
+    assert sorted(line.split(",") + ["gpu"]) == sorted(extras)  # gpu: with the CUDA build only (test below)
 
 
 def test_readme_opens_with_two_commands_and_ci_runs_the_second():

@@ -47,6 +47,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.evaluation import evaluation_parts
+    from rankzero.train.losses import resolve_lm_loss, use_lm_loss
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.preemption import PreemptionCallback
@@ -100,6 +101,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
                                            parameters=parameters, has_eval=eval_dataset is not None,
                                            resuming=resume is not None)
     training, sharding = fsdp_defaults(training, model)
+    training, lm_loss, loss_reason = resolve_lm_loss(args.model.lm_loss, model, training)
+    use_lm_loss(model, lm_loss, compile=training.torch_compile)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
     training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
@@ -107,7 +110,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         if problems:
             raise ConfigError(problems)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
+    defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging,
+                **({"lm_loss": loss_reason} if args.model.lm_loss == "auto" else {})}
     scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,
                                                    sharded=bool(training.fsdp) or zero3(training))
     notes += more_notes + eval_notes
