@@ -306,6 +306,10 @@ class ModelConfig(_Config):
     allow_data_change: bool = flag(False, "resume although the checkpoint was trained on other data")
     train_new_embeddings_steps: int = flag(0, "with --pretrained_model and a tokenizer it lacks tokens of: train only "
                                               "the new embedding rows for this many steps, then everything")
+    activation_checkpointing: str = flag("none", "recompute in the backward: each decoder layer whole (full; "
+                                                 "--gradient_checkpointing), only its cheap ops (selective), or nothing",
+                                         choices=("none", "full", "selective"))
+    float8: bool = flag(False, "float8 matmuls and all-gathers (torchao; Hopper GPUs only)")
 
     def problems(self) -> list[str]:
         problems = []

@@ -50,6 +50,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.evaluation import evaluation_parts
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.preemption import PreemptionCallback
+    from rankzero.train.recompute import use_checkpointing, use_float8
     from rankzero.train.throughput import ThroughputCallback, full_numel
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
@@ -99,6 +100,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=parameters, has_eval=eval_dataset is not None,
                                            resuming=resume is not None)
+    training = use_checkpointing(args.model.activation_checkpointing, training, model)
+    float8_scales = use_float8(model, training) if args.model.float8 else None
     training, sharding = fsdp_defaults(training, model)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
     training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
@@ -148,6 +151,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     trainer.add_callback(CurvesCallback(output_dir))
     if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
         trainer.add_callback(RankZeroWeights(model, runtime))
+    if float8_scales is not None:
+        trainer.add_callback(float8_scales)
     if args.model.train_new_embeddings_steps and first_new_row is not None:
         trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
     if trainer.is_world_process_zero():
