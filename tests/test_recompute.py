@@ -129,6 +129,6 @@ def test_float8_on_an_older_gpu_or_without_torchao_is_refused(monkeypatch):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else
                         real_find_spec(name, *a))
-    assert float8_problems(True) == ["--float8: torchao is not installed (pip install 'rankzero[gpu]'); or drop "
+    assert float8_problems(True) == ["--float8: torchao is not installed (pip install torchao); or drop "
                                      "--float8"]
     assert float8_problems(False) == []

@@ -113,7 +113,7 @@ def float8_problems(float8: bool) -> list[str]:
         return [f"--float8: float8 training needs an NVIDIA Hopper GPU (compute capability 9.x); "
                 f"{torch.cuda.get_device_name()} is {major}.{minor}; drop --float8"]
     if importlib.util.find_spec("torchao") is None:
-        return ["--float8: torchao is not installed (pip install 'rankzero[gpu]'); or drop --float8"]
+        return ["--float8: torchao is not installed (pip install torchao); or drop --float8"]
     return []
 
 
