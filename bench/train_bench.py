@@ -5,6 +5,8 @@
     python bench/train_bench.py --eval                   # what bits per byte cost an evaluation (below)
     python bench/train_bench.py --eval --vocab_size 32000 --rounds 7 --seq 1024 --rows 200
     python bench/train_bench.py --loss_memory            # peak RSS of --lm_loss chunked against full (below)
+    python bench/train_bench.py --accumulation_memory --model_config configs/model_config_125m.json --seq 64
+    python bench/train_bench.py --activation_memory --seq 1024    # the terms of docs/training.md's 8B table
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
    bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
@@ -39,6 +41,13 @@ vocabulary rows (`--pretrained_model`, saved here: configs/model_config_tiny.jso
 packed rows of 1 x `--seq` (default 4,096 here) tokens for `--steps` (default 4 here), once with `--lm_loss full`
 (HF's loss: the baseline) and once with `--lm_loss chunked`, per round. Each process's peak RSS (wait4's
 ru_maxrss) and the logged losses of both are printed; the ratio is the median of the per-round ratios.
+
+`--accumulation_memory` asks what gradient accumulation costs a rank under FSDP2 (2 gloo ranks, fp32, CPU): each
+rank's peak RSS over `--steps` (default 3 here) steps of 4 micro-batches of `--batch` (default 1 here) rows, over its
+peak with 1, as a share of the model's fp32 gradient bytes; rankzero reduce-scatters every micro-batch, the baseline
+is the Trainer's own `no_sync` between micro-steps. `--activation_memory` measures the bytes per layer, token and
+hidden unit a forward keeps by `--activation_checkpointing` mode, and the loss's per token and vocabulary entry: the
+terms of docs/training.md's 8B table. Both are in bench/_measure.py, which says how RSS is made to mean "held".
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench._measure import accumulation_memory, activation_memory  # noqa: E402
 GENRES = Path("/work/shared/corpora/ko_real_dev")
 
 
@@ -84,7 +94,14 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--vocab_size", type=int, default=8000, help="the tokenizer --eval trains")
     parser.add_argument("--rows", type=int, default=96, help="validation rows --eval evaluates (the first ones)")
     parser.add_argument("--loss_memory", action="store_true", help="peak RSS of --lm_loss chunked against full")
+    parser.add_argument("--accumulation_memory", action="store_true",
+                        help="measure what 4 accumulation steps add to a rank's peak memory under FSDP2 instead")
+    parser.add_argument("--activation_memory", action="store_true",
+                        help="measure the activation and loss bytes docs/training.md's 8B table scales instead")
     args = parser.parse_args()
+    if args.accumulation_memory:
+        args.seq, args.batch = args.seq or 256, 1 if "--batch" not in sys.argv else args.batch
+        args.steps = 3 if "--steps" not in sys.argv else args.steps
     args.seq = args.seq or (512 if args.eval else 4096 if args.loss_memory else 256)
     args.rounds = args.rounds or (5 if args.eval else 1 if args.loss_memory else 3)
     if args.loss_memory and "--steps" not in sys.argv:
@@ -201,13 +218,18 @@ def run_clm_style(args, documents) -> dict:
             "tokens_per_second": Clock.tokens / (time.perf_counter() - Clock.started)}
 
 
-def prepare_data(args, work: Path) -> tuple[str, str]:
-    """The tokenizer (trained once into `work`) and the packed and unpacked datasets (cached in `work`)."""
+def prepare_tokenizer(args, work: Path) -> None:
+    """--tokenizer_path, or a 2048-token tokenizer trained once into `work` on --dataset."""
     if args.tokenizer_path is None:
         args.tokenizer_path = str(work / "tokenizer")
         if not (work / "tokenizer" / "tokenizer.json").is_file():
             subprocess.run([sys.executable, str(REPO / "scripts/train_tokenizer.py"), "--dataset", *args.dataset,
                             "--vocab_size", "2048", "--output_dir", args.tokenizer_path], check=True, capture_output=True)
+
+
+def prepare_data(args, work: Path) -> tuple[str, str]:
+    """The tokenizer (trained once into `work`) and the packed and unpacked datasets (cached in `work`)."""
+    prepare_tokenizer(args, work)
     prepared = []
     for extra, seq in (([], args.seq), (["--no_packing"], 100000)):
         result = subprocess.run([sys.executable, str(REPO / "train.py"), "--tokenize_only", *extra, "--dataset",
@@ -338,6 +360,23 @@ def loss_memory(args, work: Path) -> None:
 
 def main() -> None:
     args = parse()
+    if args.activation_memory:
+        print(json.dumps(activation_memory(args.seq)), flush=True)
+        return
+    if args.accumulation_memory:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        work = Path(args.work_dir or tempfile.mkdtemp(prefix="accumulation-bench-"))
+        try:
+            prepare_tokenizer(args, work)
+            with torch.device("meta"):
+                gradient_bytes = 4 * AutoModelForCausalLM.from_config(sized_config(args)).num_parameters()
+            print(json.dumps(accumulation_memory(args, work, gradient_bytes)), flush=True)
+        finally:
+            if args.work_dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     if args.loss_memory:
         work = Path(tempfile.mkdtemp(prefix="loss-memory-bench-"))  # a tokenizer, a model, a prepared cache, runs
         try:

@@ -309,6 +309,10 @@ class ModelConfig(_Config):
     lm_loss: str = flag("auto", "the training loss: full (HF's, over the full logits), chunked (the head applied a "
                                 "chunk of tokens at a time), liger (fused kernel, CUDA), auto (liger, else chunked where "
                                 "exact, else full; docs/training.md)", choices=("auto", "full", "chunked", "liger"))
+    activation_checkpointing: str = flag("none", "recompute in the backward: each decoder layer whole (full; "
+                                                 "--gradient_checkpointing), only its cheap ops (selective), or nothing",
+                                         choices=("none", "full", "selective"))
+    float8: bool = flag(False, "float8 matmuls and all-gathers (torchao; Hopper GPUs only)")
 
     def problems(self) -> list[str]:
         problems = []

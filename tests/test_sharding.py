@@ -226,7 +226,7 @@ def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path
 
 def test_the_8b_recipe_on_the_tiny_model_then_pretrain_cont(tmp_path, train_corpus, tokenizer_dir):
     """configs/recipes/8b-cont-fsdp.yaml as shipped, the tiny model in place of the 8B one, 2 ranks through
-    pretrain.sh: FSDP2 full_shard with bf16 compute and fp32 reduction, layers recomputed, DCP checkpoints, an HF
+    pretrain.sh: FSDP2 full_shard with bf16 compute and fp32 reduction, selective recompute, DCP checkpoints, an HF
     dir at the end. pretrain_cont.sh then resumes it exactly (RESUME=1) and continues from it."""
     recipe = REPO / "configs" / "recipes" / "8b-cont-fsdp.yaml"
     out = tmp_path / "run"
@@ -236,8 +236,9 @@ def test_the_8b_recipe_on_the_tiny_model_then_pretrain_cont(tmp_path, train_corp
                           save_strategy="steps", bf16="true", use_cpu="true")
     result = run([REPO / "pretrain.sh", recipe, *overrides], env=quiet_env(NGPU=2), timeout=600)
     assert ("data_parallel = FSDP2 full_shard over 2 process(es), one unit per LlamaDecoderLayer; parameters "
-            "bfloat16 for compute over fp32 shards, gradients reduced in float32; activations recomputed per unit; "
-            "SHARDED_STATE_DICT checkpoints") in result.stdout
+            "bfloat16 for compute over fp32 shards, gradients reduced in float32; SHARDED_STATE_DICT checkpoints"
+            ) in result.stdout
+    assert "model.activation_checkpointing = 'selective'" in result.stdout
     assert {p.name for p in (out / "checkpoint-2" / "pytorch_model_fsdp_0").iterdir()} >= {"__0_0.distcp",
                                                                                           "__1_0.distcp"}
     from transformers import AutoModelForCausalLM

@@ -51,6 +51,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.model import build_model, resolve_attention
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.preemption import PreemptionCallback
+    from rankzero.train.recompute import use_checkpointing, use_float8
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.run_config import describe_setup, print_config, resolved_config, write_run_files
     from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
@@ -100,6 +101,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
                                            parameters=parameters, has_eval=eval_dataset is not None,
                                            resuming=resume is not None)
+    training = use_checkpointing(args.model.activation_checkpointing, training, model)
+    float8_scales = use_float8(model, training) if args.model.float8 else None
     training, sharding = fsdp_defaults(training, model)
     training, lm_loss, loss_reason = resolve_lm_loss(args.model.lm_loss, model, training)
     use_lm_loss(model, lm_loss, compile=training.torch_compile)
@@ -152,6 +155,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     trainer.add_callback(CurvesCallback(output_dir))
     if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
         trainer.add_callback(RankZeroWeights(model, runtime))
+    if float8_scales is not None:
+        trainer.add_callback(float8_scales)
     if args.model.train_new_embeddings_steps and first_new_row is not None:
         trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
     if trainer.is_world_process_zero():

@@ -18,6 +18,9 @@ sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), a
 by rank 0, which sends every other rank only its shards (the others build the model without weights).
 Under bf16 the parameters are cast to bf16 for compute while the fp32 master weights stay sharded, and
 gradients are reduced in fp32 (torch's MixedPrecisionPolicy; accelerate's own default reduces in bf16).
+With gradient accumulation every micro-batch's gradients are reduce-scattered into the shards (accelerate's
+`sync_each_batch`, printed as a default): the Trainer's `no_sync` would keep the whole model's gradients unsharded
+on every rank between micro-steps.
 
 A requested sharding never silently becomes DDP: a Trainer that did not end up with FSDP stops the run.
 """
@@ -146,8 +149,34 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
         if key not in config:
             config[key] = value
             filled.append(f"{key} {value!r} ({why})")
+    reasons = {"fsdp_config": "; ".join(filled)} if filled else {}
+    accelerator_config, why = sync_each_micro_batch(training)
+    if why:
+        changes["accelerator_config"] = accelerator_config
+        reasons["accelerator_config"] = why
     training = dataclasses.replace(training, fsdp_config=config, **changes)
-    return training, ({"fsdp_config": "; ".join(filled)} if filled else {})
+    return training, reasons
+
+
+def sync_each_micro_batch(training) -> tuple[object, str | None]:
+    """Under FSDP with gradient accumulation: reduce-scatter every micro-batch's gradients (accelerate's
+    `sync_each_batch`) unless --accelerator_config says otherwise. Returns (accelerator_config, why or None).
+
+    Without it the Trainer runs the non-final micro-steps in `no_sync`, which FSDP2 turns into
+    set_requires_gradient_sync(False): each rank then keeps the whole model's gradients unsharded, in fp32 under
+    an fp32 reduce dtype, until the last micro-step (32 GB a GPU at 8B). Reduced each micro-batch, a rank holds
+    only its shard of the sum, as torchtitan does; the cost is one reduce-scatter per micro-batch instead of one
+    per step, which overlaps the backward as the last one does."""
+    import dataclasses
+
+    config = training.accelerator_config
+    accumulation = dict(config.gradient_accumulation_kwargs or {})
+    if training.gradient_accumulation_steps <= 1 or "sync_each_batch" in accumulation:
+        return config, None
+    accumulation["sync_each_batch"] = True
+    why = ("gradient_accumulation_kwargs.sync_each_batch True (each micro-batch's gradients reduce-scattered into the "
+           "shards: no unsharded copy of the model's gradients between micro-steps)")
+    return dataclasses.replace(config, gradient_accumulation_kwargs=accumulation), why
 
 
 def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
@@ -302,6 +331,7 @@ def shard_on_cpu(accelerator, plugin) -> None:
     over gloo, and a CPU-only test suite must exercise the sharded path, so for a MULTI_CPU run only the state
     that accelerate shares between its objects is switched to FSDP with the plugin the Trainer built. A GPU run
     never comes here: accelerate has set FSDP up itself."""
+    from accelerate import PartialState
     from accelerate.utils import DistributedType
 
     state = accelerator.state
@@ -312,6 +342,10 @@ def shard_on_cpu(accelerator, plugin) -> None:
                             f"on {state.device}: refusing to train unsharded (launch with torchrun, one process per "
                             "device, or drop --fsdp)")
     state.distributed_type = DistributedType.FSDP
+    # Every later AcceleratorState() copies PartialState's shared state over its own (accelerate's state.py), which
+    # turned the run back to MULTI_CPU: Accelerator.no_sync then did nothing, so gradient accumulation on CPU never
+    # ran the path GPUs run. accelerate records FSDP there itself when it sets FSDP up on a GPU.
+    PartialState._shared_state["distributed_type"] = DistributedType.FSDP
     state.fsdp_plugin = plugin
     if state.mixed_precision != "no":
         plugin.set_mixed_precision(state.mixed_precision)  # keeps a policy already set (mixed_precision_policy)
@@ -333,5 +367,7 @@ def describe_sharding(accelerator) -> str:
     layers = ", ".join(plugin.transformer_cls_names_to_wrap or []) or "the whole model"
     mode = "full_shard" if plugin.reshard_after_forward else "shard_grad_op"
     recompute = "; activations recomputed per unit" if plugin.activation_checkpointing else ""
+    reduced = "; gradients reduce-scattered every micro-batch" if \
+        accelerator.gradient_state.plugin_kwargs.get("sync_each_batch") else ""
     return (f"FSDP{plugin.fsdp_version} {mode} over {accelerator.num_processes} process(es), one unit per {layers}; "
-            f"{precision}{recompute}; {str(plugin.state_dict_type).rsplit('.', 1)[-1]} checkpoints")
+            f"{precision}{recompute}{reduced}; {str(plugin.state_dict_type).rsplit('.', 1)[-1]} checkpoints")
