@@ -5,7 +5,7 @@
         suite.name, suite.items[0].context, suite.items[0].continuations()   # what score_suites scores
 
 The shapes rankzero scores, told apart by their fields, each with the prompt of lm-eval's task (0.4.x YAMLs):
-  kmmlu             question, A, B, C, D, answer (1-4)            kmmlu_*: "{question}\\nA. ..\\nD. ..\\n정답：" → " A".." D"
+  kmmlu             question, A, B, C, D, answer (1-4)            "{question}\\nA. ..\\nD. ..\\n정답：" → " A".." D"
   kobest_boolq      paragraph, question, label (0/1)              "{paragraph} 질문: {question} 답변: " → 아니오 / 예
   kobest_copa       premise, question (원인/결과), alternative_1/2, label
   kobest_hellaswag  context, ending_1..ending_4, label (0-3)      "문장: {context}" → the endings
@@ -50,7 +50,8 @@ class Record:
 
     @property
     def where(self) -> str:
-        return f"{self.path}:{self.number}" if self.path.suffix.lower() != ".json" else f"{self.path} item {self.number}"
+        json_list = self.path.suffix.lower() == ".json"
+        return f"{self.path} item {self.number}" if json_list else f"{self.path}:{self.number}"
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,8 @@ def _text(record: Record, name: str) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
-        raise RankzeroError(f"{record.where}: its \"{name}\" is {'missing' if value is None else type(value).__name__}; "
-                            "a benchmark item needs it as text")
+        shown = "missing" if value is None else type(value).__name__
+        raise RankzeroError(f"{record.where}: its \"{name}\" is {shown}; a benchmark item needs it as text")
     return value
 
 
@@ -235,7 +236,8 @@ SHAPES = (
 
 def shape_of(record: Record) -> str:
     if not isinstance(record.fields, dict):
-        raise RankzeroError(f"{record.where}: expected an object (a benchmark item), got {type(record.fields).__name__}")
+        raise RankzeroError(f"{record.where}: expected an object (a benchmark item), got "
+                            f"{type(record.fields).__name__}")
     for name, fields, _ in SHAPES:
         if all(record.fields.get(field) is not None for field in fields):
             return name
@@ -279,8 +281,8 @@ def _questions(name: str, records: list[Record], shots: int, seed: int) -> tuple
     shape = shapes[records[0].where]
     for record in records:
         if shapes[record.where] != shape:
-            raise RankzeroError(f"{record.where}: a {shapes[record.where]} item in benchmark {name!r}, whose first item "
-                                f"({records[0].where}) is {shape}; give each benchmark's files as their own path")
+            raise RankzeroError(f"{record.where}: a {shapes[record.where]} item in benchmark {name!r}, whose first "
+                                f"item ({records[0].where}) is {shape}; give each benchmark's files as their own path")
     prompt = next(make for shape_name, _, make in SHAPES if shape_name == shape)
     asked = [prompt(record) for record in records]
     subjects: dict[str, dict[str, list[int]]] = {}
@@ -303,9 +305,10 @@ def _questions(name: str, records: list[Record], shots: int, seed: int) -> tuple
             drawn = _draw_shots(rng, pool, shots, None if separate else index, records) if shots else []
             context = "".join(f"{asked[i][0]}{TARGET_DELIMITER}{asked[i][1][asked[i][2]]}{FEWSHOT_DELIMITER}"
                               for i in drawn)
-            identifier = records[index].fields.get("id")
-            questions.append(Question(str(identifier) if isinstance(identifier, (str, int)) else records[index].where,
-                                      records[index].where, context + asked[index][0], asked[index][1], asked[index][2]))
+            identifier, where = records[index].fields.get("id"), records[index].where
+            text, choices, gold = asked[index]
+            questions.append(Question(str(identifier) if isinstance(identifier, (str, int)) else where, where,
+                                      context + text, choices, gold))
     if not questions:
         raise RankzeroError(f"{records[0].path}: benchmark {name!r} has only {'/'.join(SHOT_SPLITS)} items (shots); "
                             "give its test file too")
@@ -324,8 +327,9 @@ def read_suites(paths, *, shots: int = 0, max_items: int | None = None, seed: in
         for path in benchmark_files([raw], flag):
             records = file_records(path, flag)
             if not records:
-                raise RankzeroError(f"{path}: no benchmark items in this file ({'it is empty' if path.stat().st_size == 0 else 'no records'}); "
-                                    f"give the benchmark's items, or leave the file out of {flag}")
+                why = "it is empty" if path.stat().st_size == 0 else "no records"
+                raise RankzeroError(f"{path}: no benchmark items in this file ({why}); give the benchmark's items, or "
+                                    f"leave the file out of {flag}")
             grouped.setdefault(_suite_name(raw), []).extend(records)
     suites = []
     for name, records in grouped.items():

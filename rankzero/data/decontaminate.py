@@ -5,6 +5,8 @@
     found = index.find(texts)                                # per document: the indices of the items it holds
     identity = benchmark_identity(paths)                     # what the prepared data's fingerprint hashes
 
+The files are found and read by benchmark_files.py (shared with scoring: the same records, the same errors).
+
 An item is *found* in a document by either of two rules, both on normalised text (NFKC, lower case,
 punctuation and symbols folded to spaces: `words_of`):
 

@@ -16,12 +16,12 @@ the final hidden states at those positions alone, so the logits are [tokens scor
 
 Over ranks: items ordered by length and dealt round-robin, so each rank gets long and short ones alike; every
 rank runs as many forwards as the busiest one (a rank out of work runs a one-token forward: FSDP2 needs every
-rank in every forward) and the results are gathered with all_gather_object (gloo or NCCL).
+rank in every forward) and the results are gathered with all_gather_object (gloo or NCCL). Choices whose inputs are
+equal (" A".." D" after the same prompt) share one row, as HFLM's logits cache shares one.
 """
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -86,29 +86,19 @@ def _output_layer_at(model, rows: torch.Tensor, columns: torch.Tensor):
         handle.remove()
 
 
-def _forward(model, device, batch: list[tuple[list[int], int]]) -> list[tuple[float, bool, list[int]]]:
-    """(summed log-likelihood, greedy) of each (tokens, continuation length) of a batch, in one forward."""
-    width = max(len(tokens) - 1 for tokens, _ in batch)
-    inputs = torch.zeros(len(batch), width, dtype=torch.long)
-    rows, columns, targets = [], [], []
-    for row, (tokens, length) in enumerate(batch):
-        inputs[row, :len(tokens) - 1] = torch.tensor(tokens[:-1])
-        # the logits at position p predict token p + 1: the continuation's come from the length positions before it
-        rows += [row] * length
-        columns += range(len(tokens) - 1 - length, len(tokens) - 1)
-        targets += tokens[-length:]
-    rows_t, columns_t = torch.tensor(rows, device=device), torch.tensor(columns, device=device)
-    with _output_layer_at(model, rows_t, columns_t):
+def _forward(model, device, rows: list[tuple[tuple[int, ...], int]]) -> torch.Tensor:
+    """One forward over `rows` (input tokens, how many last positions to score), right-padded; the log-probabilities
+    at those positions, row after row: [positions, vocab]."""
+    width = max(len(tokens) for tokens, _ in rows)
+    inputs = torch.zeros(len(rows), width, dtype=torch.long)
+    at_rows, at_columns = [], []
+    for row, (tokens, scored) in enumerate(rows):
+        inputs[row, :len(tokens)] = torch.tensor(tokens)
+        at_rows += [row] * scored
+        at_columns += range(len(tokens) - scored, len(tokens))
+    with _output_layer_at(model, torch.tensor(at_rows, device=device), torch.tensor(at_columns, device=device)):
         logits = model(input_ids=inputs.to(device), use_cache=False).logits[0]
-    log_probs = F.log_softmax(logits.float(), dim=-1)
-    targets_t = torch.tensor(targets, device=device)
-    picked = log_probs.gather(1, targets_t[:, None])[:, 0].cpu()
-    greedy = (log_probs.argmax(-1) == targets_t).cpu()
-    results, start = [], 0
-    for _, length in batch:
-        results.append((float(picked[start:start + length].sum()), bool(greedy[start:start + length].all())))
-        start += length
-    return results
+    return F.log_softmax(logits.float(), dim=-1)
 
 
 def _idle_forward(model, device) -> None:
@@ -117,6 +107,24 @@ def _idle_forward(model, device) -> None:
     zero = torch.zeros(1, dtype=torch.long, device=device)
     with _output_layer_at(model, zero, zero):
         model(input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), use_cache=False)
+
+
+def _batches(requests, batch_size: int):
+    """The forwards' rows, longest first, and where each row's scored positions end in its forward's output.
+    Choices whose inputs are equal (one-token choices after the same prompt: " A".." D") share a row, as HFLM's
+    logits cache shares one; a row scores as many last positions as the longest of its continuations."""
+    rows: dict[tuple[int, ...], int] = {}
+    for *_, tokens, length in requests:
+        rows[tuple(tokens[:-1])] = max(rows.get(tuple(tokens[:-1]), 0), length)
+    ordered = sorted(rows.items(), key=lambda row: (-len(row[0]), row[0]))
+    batches = [ordered[start:start + batch_size] for start in range(0, len(ordered), batch_size)]
+    places = {}  # row -> (its forward, one past its last scored position in that forward's output)
+    for number, batch in enumerate(batches):
+        end = 0
+        for tokens, scored in batch:
+            end += scored
+            places[tokens] = (number, end)
+    return batches, places
 
 
 def _world() -> tuple[int, int]:
@@ -140,7 +148,6 @@ def score_suites(model, tokenizer, suites, *, batch_size: int = 8) -> dict[str, 
     # Longest first (an out-of-memory shows at once), then dealt round-robin: every rank gets long and short items.
     items.sort(key=lambda key: (-characters(key), key))
     shares = [items[r::world] for r in range(world)]
-    forwards = max(math.ceil(sum(len(suites[s].items[i].choices) for s, i in share) / batch_size) for share in shares)
 
     max_length = max_length_of(model, tokenizer)
     requests = []  # (suite, item, choice, tokens, continuation length)
@@ -156,17 +163,25 @@ def score_suites(model, tokenizer, suites, *, batch_size: int = 8) -> dict[str, 
                                     f"model's {max_length}")
             tokens = (context_ids + continuation_ids)[-(max_length + 1):]  # HFLM cuts the context from the left
             requests.append((s, i, c, tokens, len(continuation_ids)))
-    requests.sort(key=lambda request: (-len(request[3]), request[:3]))
-
+    batches, places = _batches(requests, batch_size)
+    forwards = [len(batches)]
+    if world > 1:  # the busiest rank's count: the others run idle forwards to match it
+        forwards = [None] * world
+        dist.all_gather_object(forwards, len(batches))
     local = {}
     with _scoring(model) as device:
-        for number in range(forwards):
-            batch = requests[number * batch_size:(number + 1) * batch_size]
-            if not batch:
+        for number in range(max(forwards)):
+            if number >= len(batches):
                 _idle_forward(model, device)
                 continue
-            for request, result in zip(batch, _forward(model, device, [(r[3], r[4]) for r in batch])):
-                local[request[:3]] = result
+            log_probs = _forward(model, device, batches[number])
+            for s, i, c, tokens, length in requests:
+                batch, end = places[tuple(tokens[:-1])]
+                if batch == number:
+                    targets = torch.tensor(tokens[-length:], device=log_probs.device)
+                    scored = log_probs[end - length:end]
+                    local[(s, i, c)] = (float(scored.gather(1, targets[:, None]).sum()),
+                                        bool((scored.argmax(-1) == targets).all()))
     gathered = [local]
     if world > 1:
         gathered = [None] * world
