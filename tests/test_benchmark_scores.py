@@ -4,6 +4,7 @@ HFLM running its own task YAML (kmmlu's, kobest's, ...) over the same local file
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,12 +85,34 @@ def model_dir(tmp_path_factory, tokenizer_dir):
     return tiny_model(tmp_path_factory.mktemp("model"), tokenizer_dir)
 
 
+@pytest.fixture(scope="module")
+def short_bos_model_dir(tmp_path_factory, model_dir):
+    """The same model whose tokenizer adds BOS to every encoding and whose context is 96 tokens: five-shot KMMLU
+    prompts are cut from the left, as HFLM cuts them."""
+    import shutil
+
+    from tokenizers import Tokenizer, processors
+
+    directory = tmp_path_factory.mktemp("short_bos")
+    shutil.copytree(model_dir, directory, dirs_exist_ok=True)
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    bos = tokenizer.token_to_id("<s>")
+    tokenizer.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False),
+                                                    processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                                                  special_tokens=[("<s>", bos)])])
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 96}))
+    return directory
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shots", [0, 5])
-@pytest.mark.parametrize("shape", ["kmmlu", "kobest_copa", "kobest_boolq"])
-def test_scores_equal_lm_evals_hflm(benchmarks, model_dir, shape, shots):
+@pytest.mark.parametrize("shape", ["kmmlu", "kobest_copa", "kobest_boolq", "kmmlu with BOS, cut to 96 tokens"])
+def test_scores_equal_lm_evals_hflm(request, benchmarks, model_dir, shape, shots):
     """Per choice, the summed log-likelihood and greediness equal HFLM's (within 1e-4 in fp32), and so do acc and
-    acc_norm: KMMLU's CSV, KoBEST's JSONL (boolq's prompt ends in a space: _encode_pair moves it)."""
+    acc_norm: KMMLU's CSV, KoBEST's JSONL (boolq's prompt ends in a space: _encode_pair moves it), and a tokenizer
+    that adds BOS with a context shorter than the prompts."""
     import torch
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -97,7 +120,14 @@ def test_scores_equal_lm_evals_hflm(benchmarks, model_dir, shape, shots):
 
     from rankzero.train.benchmarks import score_suites
 
+    if shape.startswith("kmmlu with BOS"):
+        shape, model_dir = "kmmlu", request.getfixturevalue("short_bos_model_dir")
     root, manager = benchmarks
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    suites = read_suites([root / shape], shots=shots)
+    if model_dir.name.startswith("short_bos"):
+        assert tokenizer.encode("정답")[0] == tokenizer.bos_token_id
+        assert shots == 0 or max(len(tokenizer.encode(q.context)) for q in suites[0].items) > 96
     reference = simple_evaluate(model=HFLM(pretrained=str(model_dir), batch_size=4, device="cpu", dtype="float32"),
                                 tasks=[f"rz_{shape}"], num_fewshot=shots, log_samples=True, task_manager=manager,
                                 random_seed=0, numpy_random_seed=0, torch_random_seed=0)
@@ -105,8 +135,7 @@ def test_scores_equal_lm_evals_hflm(benchmarks, model_dir, shape, shots):
     metrics = reference["results"][f"rz_{shape}"]
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    scores = score_suites(model, AutoTokenizer.from_pretrained(model_dir), read_suites([root / shape], shots=shots),
-                          batch_size=3)[shape]
+    scores = score_suites(model, tokenizer, suites, batch_size=3)[shape]
     assert scores["items"] == len(samples)
     for prediction, sample in zip(scores["predictions"], samples):
         theirs = [response[0] for response in sample["resps"]]
