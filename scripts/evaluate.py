@@ -121,8 +121,9 @@ def main(argv=None) -> int:
                                               indent=1), encoding="utf-8")
                 os.replace(partial, args.output)  # a reader never sees half a file
                 print(f"wrote {args.output}", flush=True)
-    except RankzeroError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
+    except RankzeroError as error:  # score_suites raises it on every rank alike: said once
+        if rank == 0:
+            print(f"error: {error}", file=sys.stderr, flush=True)
         return 1
     finally:
         if dist.is_initialized():

@@ -6,6 +6,7 @@ sees only the continuation positions."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -84,3 +85,27 @@ def test_scoring_leaves_mode_and_rng_and_computes_only_the_continuations_logits(
     assert sum(shape[1] for shape, _ in seen) == sum(rows.values()) and all(shape[0] == 1 for shape, _ in seen)
     assert all(output[-1] == model.config.vocab_size for _, output in seen)
     assert scores["kmmlu"]["items"] == 13 and len(rows) == 13 and len(seen) == -(-len(rows) // 8)
+
+
+def test_an_item_one_rank_cannot_score_ends_every_rank_with_its_error(setup, tmp_path):
+    """A choice longer than the model's context is found by the rank that holds it, which tells the others before
+    any forward (else they would wait in their first forward for it forever): exit 1, the error once."""
+    root, model_dir = setup
+    short = tmp_path / "short"
+    short.mkdir()
+    for path in model_dir.iterdir():
+        (short / path.name).write_bytes(path.read_bytes())
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 6}))
+    copa = tmp_path / "copa-test.jsonl"
+    copa.write_text(json.dumps({"premise": "비가 왔다.", "question": "결과", "alternative_1": "우산을 썼다.",
+                                "alternative_2": "사람들이 모두 우산을 챙겨서 천천히 집으로 걸어갔다.", "label": 0},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    # the item is the shortest of 14, the second rank's; scripts/torchrun.py (pretrain.sh's) keeps torchrun's own
+    # traceback out, so any traceback left is a rank's: a rank that crashed in a collective instead of saying why
+    result = run([sys.executable, REPO / "scripts" / "torchrun.py", "--nproc_per_node", 2, "--master_port", free_port(),
+                  REPO / "scripts" / "evaluate.py", short, "--benchmarks", root / "kmmlu", copa], check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and re.fullmatch(rf"error: {re.escape(str(copa))}:1: choice \d is \d+ tokens, more than "
+                                             r"the model's 6", errors[0]), result.stderr[-2000:]

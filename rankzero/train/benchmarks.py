@@ -109,6 +109,24 @@ def _idle_forward(model, device) -> None:
         model(input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), use_cache=False)
 
 
+def _requests(suites, share, tokenizer, max_length: int) -> list[tuple]:
+    """(suite, item, choice, tokens, continuation length) of each choice of this rank's items, cut as HFLM cuts."""
+    requests = []
+    for s, i in share:
+        question = suites[s].items[i]
+        for c, continuation in enumerate(question.continuations()):
+            context_ids, continuation_ids = encode_pair(tokenizer, question.context, continuation)
+            if not context_ids or not continuation_ids:
+                raise RankzeroError(f"{question.where}: choice {c} encodes to no tokens after its prompt; it cannot "
+                                    "be scored")
+            if len(continuation_ids) > max_length:
+                raise RankzeroError(f"{question.where}: choice {c} is {len(continuation_ids)} tokens, more than the "
+                                    f"model's {max_length}")
+            tokens = (context_ids + continuation_ids)[-(max_length + 1):]  # HFLM cuts the context from the left
+            requests.append((s, i, c, tokens, len(continuation_ids)))
+    return requests
+
+
 def _batches(requests, batch_size: int):
     """The forwards' rows, longest first, and where each row's scored positions end in its forward's output.
     Choices whose inputs are equal (one-token choices after the same prompt: " A".." D") share a row, as HFLM's
@@ -149,39 +167,35 @@ def score_suites(model, tokenizer, suites, *, batch_size: int = 8) -> dict[str, 
     items.sort(key=lambda key: (-characters(key), key))
     shares = [items[r::world] for r in range(world)]
 
-    max_length = max_length_of(model, tokenizer)
-    requests = []  # (suite, item, choice, tokens, continuation length)
-    for s, i in shares[rank]:
-        question = suites[s].items[i]
-        for c, continuation in enumerate(question.continuations()):
-            context_ids, continuation_ids = encode_pair(tokenizer, question.context, continuation)
-            if not context_ids or not continuation_ids:
-                raise RankzeroError(f"{question.where}: choice {c} encodes to no tokens after its prompt; it cannot "
-                                    "be scored")
-            if len(continuation_ids) > max_length:
-                raise RankzeroError(f"{question.where}: choice {c} is {len(continuation_ids)} tokens, more than the "
-                                    f"model's {max_length}")
-            tokens = (context_ids + continuation_ids)[-(max_length + 1):]  # HFLM cuts the context from the left
-            requests.append((s, i, c, tokens, len(continuation_ids)))
+    problem, requests = None, []
+    try:
+        requests = _requests(suites, shares[rank], tokenizer, max_length_of(model, tokenizer))
+    except RankzeroError as error:  # said on every rank below: the others must not wait for this one's forwards
+        problem = str(error)
     batches, places = _batches(requests, batch_size)
-    forwards = [len(batches)]
+    counts = [(len(batches), problem)]
     if world > 1:  # the busiest rank's count: the others run idle forwards to match it
-        forwards = [None] * world
-        dist.all_gather_object(forwards, len(batches))
+        counts = [None] * world
+        dist.all_gather_object(counts, (len(batches), problem))
+    for _, said in counts:
+        if said:
+            raise RankzeroError(said)
+    per_batch: list[list] = [[] for _ in batches]  # each request with where its positions end in its forward
+    for request in requests:
+        batch, end = places[tuple(request[3][:-1])]
+        per_batch[batch].append((request, end))
     local = {}
     with _scoring(model) as device:
-        for number in range(max(forwards)):
+        for number in range(max(count for count, _ in counts)):
             if number >= len(batches):
                 _idle_forward(model, device)
                 continue
             log_probs = _forward(model, device, batches[number])
-            for s, i, c, tokens, length in requests:
-                batch, end = places[tuple(tokens[:-1])]
-                if batch == number:
-                    targets = torch.tensor(tokens[-length:], device=log_probs.device)
-                    scored = log_probs[end - length:end]
-                    local[(s, i, c)] = (float(scored.gather(1, targets[:, None]).sum()),
-                                        bool((scored.argmax(-1) == targets).all()))
+            for (s, i, c, tokens, length), end in per_batch[number]:
+                targets = torch.tensor(tokens[-length:], device=log_probs.device)
+                scored = log_probs[end - length:end]
+                local[(s, i, c)] = (float(scored.gather(1, targets[:, None]).sum()),
+                                    bool((scored.argmax(-1) == targets).all()))
     gathered = [local]
     if world > 1:
         gathered = [None] * world
