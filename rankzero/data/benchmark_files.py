@@ -290,18 +290,18 @@ def _questions(name: str, records: list[Record], shots: int, seed: int) -> tuple
         subject, split = _subject_and_split(record)
         subjects.setdefault(subject, {}).setdefault(split if split in SHOT_SPLITS else "test", []).append(index)
     questions = []
-    for subject, split in subjects.items():
-        split.setdefault("test", [])
+    for subject, splits in subjects.items():
+        splits.setdefault("test", [])
         # lm-eval's rule: the task's few-shot split (KMMLU: dev), else its training split, else its validation split
-        pool = next((split[name] for name in SHOT_SPLITS if name in split), None)
-        pool, separate = (pool, True) if pool is not None else (split["test"], False)
+        pool = next((splits[kind] for kind in SHOT_SPLITS if kind in splits), None)
+        pool, separate = (pool, True) if pool is not None else (splits["test"], False)
         if shots and len(pool) < shots + (0 if separate else 1):
-            raise RankzeroError(f"{records[(pool or split['test'])[0]].path}: --benchmark_shots {shots} needs "
+            raise RankzeroError(f"{records[(pool or splits['test'])[0]].path}: --benchmark_shots {shots} needs "
                                 f"{shots + (0 if separate else 1)} items of {subject!r} to draw from "
                                 f"({'its dev/train split' if separate else 'the item itself left out'}); it has "
                                 f"{len(pool)}: give fewer shots or a dev file")
         rng = random.Random(seed)  # one sampler per subject, as lm-eval has one per task
-        for index in split["test"]:
+        for index in splits["test"]:
             drawn = _draw_shots(rng, pool, shots, None if separate else index, records) if shots else []
             context = "".join(f"{asked[i][0]}{TARGET_DELIMITER}{asked[i][1][asked[i][2]]}{FEWSHOT_DELIMITER}"
                               for i in drawn)
