@@ -7,6 +7,7 @@
     python bench/train_bench.py --loss_memory            # peak RSS of --lm_loss chunked against full (below)
     python bench/train_bench.py --accumulation_memory --model_config configs/model_config_125m.json --seq 64
     python bench/train_bench.py --activation_memory --seq 1024    # the terms of docs/training.md's 8B table
+    python bench/train_bench.py --benchmarks --items 1000 --shots 0   # what scoring 1,000 benchmark items costs
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
    bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
@@ -48,6 +49,11 @@ peak with 1, as a share of the model's fp32 gradient bytes; rankzero reduce-scat
 is the Trainer's own `no_sync` between micro-steps. `--activation_memory` measures the bytes per layer, token and
 hidden unit a forward keeps by `--activation_checkpointing` mode, and the loss's per token and vocabulary entry: the
 terms of docs/training.md's 8B table. Both are in bench/_measure.py, which says how RSS is made to mean "held".
+
+`--benchmarks` times scoring `--items` KMMLU-shaped items (questions and choices cut from ko_real_dev's texts, 4
+choices each, `--shots` examples before each) with rankzero/train/benchmarks.py's score_suites against
+lm-evaluation-harness's HFLM.loglikelihood on the same requests (the baseline: full fp32 log-softmax over
+[batch, length, vocab]), on the tiny model with the `--vocab_size` tokenizer, one thread, alternating per round.
 """
 
 from __future__ import annotations
@@ -98,6 +104,9 @@ def parse() -> argparse.Namespace:
                         help="measure what 4 accumulation steps add to a rank's peak memory under FSDP2 instead")
     parser.add_argument("--activation_memory", action="store_true",
                         help="measure the activation and loss bytes docs/training.md's 8B table scales instead")
+    parser.add_argument("--benchmarks", action="store_true", help="measure benchmark scoring against lm-eval's HFLM")
+    parser.add_argument("--items", type=int, default=1000, help="benchmark items --benchmarks scores")
+    parser.add_argument("--shots", type=int, default=0, help="examples before each item with --benchmarks")
     args = parser.parse_args()
     if args.accumulation_memory:
         args.seq, args.batch = args.seq or 256, 1 if "--batch" not in sys.argv else args.batch
@@ -313,6 +322,52 @@ def eval_cost(args, work: Path) -> None:
                       if "bits_per_byte" in key or "loss" in key}}, ensure_ascii=False))
 
 
+def benchmark_cost(args, work: Path) -> None:
+    """--benchmarks: score_suites against lm-eval's HFLM on the same requests, seconds per 1,000 items."""
+    import csv
+
+    import torch
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rankzero.data.benchmark_files import read_suites
+    from rankzero.tokenizer_trainer import train_tokenizer
+    from rankzero.train.benchmarks import score_suites
+    from rankzero.train.model import load_config
+
+    torch.set_num_threads(1)  # the box is shared: one thread per system keeps the rounds comparable
+    texts = [json.loads(line)["text"] for line in (GENRES / "encyclopedia.jsonl").read_text().splitlines()]
+    train_tokenizer(texts[:2000], args.vocab_size, work / "model")
+    words = " ".join(texts).split()
+    with open(work / "bench-test.csv", "w", newline="", encoding="utf-8") as handle:  # questions of 160-360 chars
+        csv.writer(handle).writerows([["question", "A", "B", "C", "D", "answer"]] + [
+            [texts[n % len(texts)][:160 + n % 200], *(" ".join(words[(n * 7 + k * 13) % len(words):][:1 + k])
+                                                      for k in range(4)), 1 + n % 4] for n in range(args.items)])
+    suites = read_suites([work / "bench-test.csv"], shots=args.shots, max_items=args.items)
+    tokenizer = AutoTokenizer.from_pretrained(work / "model")
+    config = load_config(REPO / "configs/model_config_tiny.json")
+    config.vocab_size = len(tokenizer)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(work / "model")
+    model = AutoModelForCausalLM.from_pretrained(work / "model", dtype=torch.float32)
+    reference = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=args.batch, device="cpu")
+    instances = [Instance("loglikelihood", {}, (q.context, c), i) for i, q in enumerate(suites[0].items)
+                 for c in q.continuations()]
+    systems = {"lm-eval HFLM": lambda: reference.loglikelihood(instances, disable_tqdm=True),
+               "rankzero score_suites": lambda: score_suites(model, tokenizer, suites, batch_size=args.batch)}
+    seconds: dict[str, list[float]] = {name: [] for name in systems}
+    for round_ in range(args.rounds):
+        for name in (list(systems) if round_ % 2 == 0 else list(reversed(systems))):
+            started = time.perf_counter()
+            systems[name]()
+            seconds[name].append(time.perf_counter() - started)
+    per_1000 = {name: round(1000 * statistics.median(values) / args.items, 2) for name, values in seconds.items()}
+    ratios = [a / b for a, b in zip(*seconds.values())]
+    print(json.dumps({"items": args.items, "shots": args.shots, "requests": len(instances), "batch": args.batch,
+                      "vocab_size": len(tokenizer), "seconds_per_1000_items": per_1000,
+                      "speedup_median": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios]}))
+
 
 def loss_memory(args, work: Path) -> None:
     """--loss_memory: train.py's peak RSS and losses with --lm_loss full (the baseline) and chunked, per round."""
@@ -382,6 +437,13 @@ def main() -> None:
         try:
             prepare_data(args, work)
             loss_memory(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    if args.benchmarks:
+        work = Path(tempfile.mkdtemp(prefix="benchmarks-bench-"))
+        try:
+            benchmark_cost(args, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return

@@ -5,6 +5,8 @@
     found = index.find(texts)                                # per document: the indices of the items it holds
     identity = benchmark_identity(paths)                     # what the prepared data's fingerprint hashes
 
+The files are found and read by benchmark_files.py (shared with scoring: the same records, the same errors).
+
 An item is *found* in a document by either of two rules, both on normalised text (NFKC, lower case,
 punctuation and symbols folded to spaces: `words_of`):
 
@@ -27,7 +29,6 @@ hold it is verified by a substring test.
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import Counter
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from rankzero.data.screen.benchmark_files import benchmark_files, file_records
 from rankzero.data.screen.scan import Bitmap, code_points, letters, prepare, scan, scan_texts
 from rankzero.errors import RankzeroError
 
@@ -47,7 +49,6 @@ MIN_SHARE = 0.5
 # real document of ko_real_dev matched (bench/RESULTS.md, "Personal information and contamination").
 MIN_HANGUL = 12
 WINDOW, WINDOW_STEP = 8, 4  # a question part of >= WINDOW + WINDOW_STEP - 1 characters is always sampled
-SUFFIXES = (".csv", ".jsonl", ".json")
 
 _PUNCTUATION = re.compile(r"[^\w\s]|_")  # faster in re than [\W_]+, the spaces go with str.split
 _HANGUL = re.compile(r"[가-힣]")
@@ -74,30 +75,6 @@ def words_of(text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Reading benchmark files
-
-
-def benchmark_files(paths) -> list[Path]:
-    """Every benchmark file under `paths` (a directory is read whole), sorted; RankzeroError for a path
-    that is missing or holds none."""
-    files = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
-            if not found:
-                raise RankzeroError(f"--decontaminate {raw}: no {', '.join(SUFFIXES)} file in this directory")
-            files += found
-        elif path.is_file():
-            if path.suffix.lower() not in SUFFIXES:
-                raise RankzeroError(f"--decontaminate {raw}: not a benchmark file; give {', '.join(SUFFIXES)} "
-                                    "files or a directory of them")
-            files.append(path)
-        elif path.exists():  # reading a FIFO would wait for a writer; a device or socket holds no benchmark
-            raise RankzeroError(f"--decontaminate {raw}: not a regular file or directory (a FIFO, socket or device); "
-                                f"give {', '.join(SUFFIXES)} files or a directory of them")
-        else:
-            raise RankzeroError(f"--decontaminate {raw}: no such file or directory")
-    return files
 
 
 def benchmark_identity(paths) -> dict:
@@ -138,36 +115,7 @@ def _nothing_in(path: Path) -> str:
 
 
 def _read_file(path: Path, benchmark: str) -> list[Item]:
-    suffix = path.suffix.lower()
-    try:
-        with open(path, encoding="utf-8-sig", newline="" if suffix == ".csv" else None) as handle:
-            if suffix == ".csv":
-                records = ((number, row) for number, row in enumerate(csv.DictReader(handle), start=2))
-                return [_item(record, benchmark, path, number) for number, record in records]
-            if suffix == ".jsonl":
-                items = []
-                for number, line in enumerate(handle, start=1):
-                    if line.strip():
-                        items.append(_item(_json(line, path, number), benchmark, path, number))
-                return items
-            data = _json(handle.read(), path, None)
-    except UnicodeDecodeError as error:
-        raise RankzeroError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except csv.Error as error:
-        raise RankzeroError(f"{path}: not a readable CSV file ({error})") from None
-    if isinstance(data, dict):  # {"data": [...]} or {"split": [...]}
-        data = next((value for value in data.values() if isinstance(value, list)), None)
-    if not isinstance(data, list):
-        raise RankzeroError(f"{path}: expected a JSON list of items (or an object holding one)")
-    return [_item(record, benchmark, path, number) for number, record in enumerate(data)]
-
-
-def _json(text: str, path: Path, line: int | None):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        where = f"{path}:{line}" if line is not None else f"{path}:{error.lineno}"
-        raise RankzeroError(f"{where}: not valid JSON ({error.msg}); fix or remove this file from --decontaminate") from None
+    return [_item(record.fields, benchmark, record.where, path, record.number) for record in file_records(path)]
 
 
 def _texts(value) -> list[str]:
@@ -180,8 +128,7 @@ def _texts(value) -> list[str]:
     return []
 
 
-def _item(record, benchmark: str, path: Path, number: int) -> Item:
-    where = f"{path}:{number}" if path.suffix.lower() != ".json" else f"{path} item {number}"
+def _item(record, benchmark: str, where: str, path: Path, number: int) -> Item:
     if not isinstance(record, dict):
         raise RankzeroError(f"{where}: expected an object with a question or a text, got {type(record).__name__}")
     parts = tuple(text for name in QUESTION_FIELDS for text in _texts(record.get(name)))
