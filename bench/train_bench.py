@@ -264,13 +264,13 @@ def eval_cost(args, work: Path) -> None:
     from transformers import AutoTokenizer
 
     from rankzero.tokenizer_trainer import train_tokenizer
+    from rankzero.train.collator import BlockCollator
     from rankzero.train.evaluation import EvalScores, source_names, token_bytes
     from rankzero.train.model import load_config
     from rankzero.train.run import load_validation
     from rankzero.train.throughput import ThroughputCallback
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.training_args import TrainingArguments
-    from rankzero.train.collator import BlockCollator
 
     texts = [json.loads(line)["text"] for line in (REPO / "data/sample/ko.jsonl").read_text().splitlines()]
     train_tokenizer(texts + (REPO / "data/sample/en.txt").read_text().splitlines(), args.vocab_size, work / "tok")
@@ -331,7 +331,7 @@ def benchmark_cost(args, work: Path) -> None:
     from lm_eval.models.huggingface import HFLM
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rankzero.data.benchmark_files import read_suites
+    from rankzero.data.screen.benchmark_files import read_suites
     from rankzero.tokenizer_trainer import train_tokenizer
     from rankzero.train.benchmarks import score_suites
     from rankzero.train.model import load_config

@@ -6,7 +6,7 @@
     torchrun --nproc_per_node 8 scripts/evaluate.py runs/8b --benchmarks kmmlu/ --fsdp     # each layer sharded
 
 MODEL_DIR is any Hugging Face causal LM dir with its tokenizer: a run's --output_dir (its final model) or a base
-model. The benchmark files and the shapes read are in rankzero/data/benchmark_files.py, the scoring in
+model. The benchmark files and the shapes read are in rankzero/data/screen/benchmark_files.py, the scoring in
 rankzero/train/benchmarks.py (the same code the training loop runs). Rank 0 prints a table and, with --output,
 writes the scores and every item's prediction as JSON. A benchmark file that cannot be scored is one error line
 (exit 2) before the model is loaded.
@@ -76,7 +76,7 @@ def _table(scores: dict, seconds: float) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    from rankzero.data.benchmark_files import read_suites
+    from rankzero.data.screen.benchmark_files import read_suites
 
     try:  # before torch and the model: a bad file costs a second, not a model load
         suites = read_suites(args.benchmarks, shots=args.benchmark_shots, max_items=args.benchmark_max_items,

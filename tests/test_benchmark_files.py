@@ -11,7 +11,7 @@ import pytest
 
 from benchmark_items import write_benchmark
 from helpers import REPO, run
-from rankzero.data.benchmark_files import read_suites
+from rankzero.data.screen.benchmark_files import read_suites
 from rankzero.errors import RankzeroError
 
 KMMLU_HEADER = "question,A,B,C,D,answer\n"

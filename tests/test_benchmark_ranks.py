@@ -14,7 +14,7 @@ import torch
 
 from benchmark_items import tiny_model, write_benchmark
 from helpers import REPO, free_port, run
-from rankzero.data.benchmark_files import read_suites
+from rankzero.data.screen.benchmark_files import read_suites
 from rankzero.train.benchmarks import encode_pair, score_suites
 
 

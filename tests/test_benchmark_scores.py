@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmark_items import tiny_model, write_benchmark
-from rankzero.data.benchmark_files import read_suites
+from rankzero.data.screen.benchmark_files import read_suites
 
 lm_eval = pytest.importorskip("lm_eval")  # a test dependency (pyproject's `test` extra), never a runtime one
 TASKS = Path(lm_eval.__file__).parent / "tasks"

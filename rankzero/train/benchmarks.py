@@ -1,6 +1,6 @@
 """Multiple-choice benchmarks scored as lm-evaluation-harness scores them, split over every rank.
 
-    suites = read_suites(["kmmlu/"], shots=5, max_items=500)      # rankzero/data/benchmark_files.py
+    suites = read_suites(["kmmlu/"], shots=5, max_items=500)      # rankzero/data/screen/benchmark_files.py
     scores = score_suites(model, tokenizer, suites)                # every rank calls it; every rank gets the scores
     scores["kmmlu"]["acc"], scores["kmmlu"]["acc_norm"], scores["kmmlu"]["predictions"][0]
 
