@@ -15,7 +15,7 @@ import xxhash
 from helpers import REPO, data_args, korean_documents, prepare
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.quality import REASONS, QualityFilter
-from rankzero.data.stage import STANDS_IN, StageSpec
+from rankzero.data.stage import STANDS_IN
 
 
 def test_line_verdicts_hold_each_key_s_code_until_another_key_takes_the_slot():
@@ -114,7 +114,7 @@ def test_only_where_a_repeat_would_count_nothing(tmp_path, tokenizer_dir):
     path, _ = corpus(tmp_path)
 
     def spec(**flags):
-        return StageSpec.of(plan_of(data_args(tokenizer_dir, tmp_path / "c", [path], **flags), seed=0), "fastokens")
+        return plan_of(data_args(tokenizer_dir, tmp_path / "c", [path], **flags), seed=0).stage_spec("fastokens")
 
     assert spec().skip_kept_lines
     assert not spec(on_decode_error="replace").skip_kept_lines

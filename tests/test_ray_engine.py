@@ -243,7 +243,7 @@ def test_a_task_judges_each_line_once_and_stages_what_judging_every_copy_stages(
     from rankzero.data.dedup.exact import LineVerdicts
     from rankzero.data.engines import ray_tasks
     from rankzero.data.quality import QualityFilter
-    from rankzero.data.stage import Stage, StageSpec
+    from rankzero.data.stage import Stage
 
     sample = [json.loads(line)["text"] for line in (REPO / "data" / "quality_sample.jsonl").read_text().splitlines()]
     lines = [json.dumps({"text": text}, ensure_ascii=False) for text in sample[::4] + korean_documents(20, seed=6)]
@@ -253,7 +253,7 @@ def test_a_task_judges_each_line_once_and_stages_what_judging_every_copy_stages(
     corpus.write_text("\n".join(every) + "\n", encoding="utf-8")
     plan = plan_of(data_args(tokenizer_dir, tmp_path / "cache", [corpus], prep_engine="ray", quality_filter="ko",
                              dataset_batch_size=20), seed=0)
-    spec = StageSpec.of(plan, "fastokens")
+    spec = plan.stage_spec("fastokens")
     stage = Stage.in_worker(spec, 1)
     [task] = ray_tasks.plan_tasks(plan.sources, 1 << 30)
     judged = []
@@ -264,7 +264,7 @@ def test_a_task_judges_each_line_once_and_stages_what_judging_every_copy_stages(
     def staged(name):
         judged.clear()
         (tmp_path / name).mkdir()
-        job = ray_tasks.Job.of(plan, spec, 1, tmp_path / name, "stage")
+        job = ray_tasks.Job.of(spec, plan.reading(), plan.output(), plan.held_out_below, 1, tmp_path / name, "stage")
         documents, meta = ray_tasks.TaskRunner(job, stage)._encode(task)
         meta.pop("seconds")
         arrays = [np.concatenate([document[column] for document in documents]) for column in (0, 1, 3)]

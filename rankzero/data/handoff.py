@@ -156,8 +156,8 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
-    near = plan.dedup.dedup_threshold if plan.near_dedup else None
-    needed, free, tmp = space_needed(plan.sources, plan.with_labels, near, plan.dedup_memory_bytes), None, None
+    needed = space_needed(plan.sources, plan.with_labels, plan.near_threshold, plan.dedup_memory_bytes)
+    free, tmp = None, None
     run_id = uuid.uuid4().hex
     try:
         with Heartbeat(heartbeat_path, runtime, run_id) as heartbeat:

@@ -3,13 +3,17 @@
     plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, seed)   # every rank; cheap
     plan.fingerprint                         # names the published dir
     choice = plan.choose_engine()            # the builder only: checks fastokens against HF on a sample
+    plan.reading(), plan.output(), plan.corpus(), plan.stage_spec(engine)   # what the build's parts take
 
 Both build engines (`local.py` on this machine, `ray_engine.py` on a cluster) take a plan and run the
 same per-chunk stage (`stage.py`) over its sources; the handoff (`handoff.py`) publishes the result
-under `plan.fingerprint`. The fingerprint hashes the configs that change the output (sources, stage,
-packing, dedup) as a canonical dict, with each source's identity and the tokenizer's content in place
-of their paths — never the workers config, nor the tokenizer engine (`select_engine` only takes an
-engine that gives the HF tokenizer's ids).
+under `plan.fingerprint`. What an engine hands on is never the Plan but the few settings each part
+uses, made here: how the sources are read (`Reading`), how documents become rows and shards (`Output`),
+what is counted and decided over the whole corpus (`Corpus`, for engines/tally.py, with `ManifestSettings`
+for report.py) and the stage (`StageSpec`). The fingerprint hashes the configs that change the output
+(sources, stage, packing, dedup) as a canonical dict, with each source's identity and the tokenizer's
+content in place of their paths — never the workers config, nor the tokenizer engine (`select_engine`
+only takes an engine that gives the HF tokenizer's ids).
 """
 
 from __future__ import annotations
@@ -17,16 +21,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
 from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.records import ChatRenderer, chat_rendering, chunk_documents
 from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.data.screen.decontaminate import benchmark_identity
 from rankzero.data.screen.screening import load_index
+from rankzero.data.split import threshold
+from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
 
 # Bump when the output of the same inputs changes (3: exact dedup without the filter; 4: SFT rows by bin packing
@@ -35,6 +42,71 @@ from rankzero.errors import RankzeroError
 # mask, the default; 9: validation rows of one source each, with document_sources, and personal numbers behind any
 # Unicode dash, space or invisible character masked: a cache built before would hold them raw).
 FORMAT_VERSION = 9
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the build reads its sources into documents: the engines' chunks, the held-out file (eval_overlap.py)
+    and the tokenizer-engine check's sample."""
+
+    batch_size: int  # --dataset_batch_size: lines or records per chunk
+    txt_sample_by: str
+    max_document_bytes: int  # --max_document_mb in bytes
+    text_column: str | None
+    with_masks: bool  # SFT: each segment says whether it is trained on
+    chat_template: str | None
+    special_tokens: dict[str, str]
+
+    def renderer(self) -> ChatRenderer:
+        return ChatRenderer(self.chat_template, self.special_tokens)
+
+
+@dataclass(frozen=True)
+class Output:
+    """How documents become rows and shards, on either engine."""
+
+    packing: PackingConfig
+    whole_samples: bool  # SFT: a sample is never split over rows
+    columns: dict[str, str]  # output column → Arrow value type
+    validation_columns: dict[str, str]
+    validation: bool  # a validation split is written
+    writer_batch_size: int
+    seed: int
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class ManifestSettings:
+    """What the manifest says of the settings that made the output (report.build_manifest)."""
+
+    fingerprint: str
+    max_seq_length: int
+    packing: bool
+    mode: str
+    chat_rendering: str | None  # SFT: how chats were rendered
+    columns: dict[str, str]
+    seed: int
+    tokenizer: dict  # path, content hash, vocabulary size, EOS and BOS ids
+    quality_filter: str
+    quality_settings: dict | None  # None without the filter
+    dedup: str
+    settings: dict  # the reading and worker settings, which never change the output
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a build counts and decides over the whole corpus (engines/tally.Tally), and reports."""
+
+    sources: tuple[Source, ...]
+    validation_split_percentage: float | None
+    validation_flags: str | None  # the flags that asked for a split, as given (None: no split)
+    exact_dedup: bool
+    near_threshold: float | None  # --dedup near's Jaccard threshold (None: no near dedup)
+    dedup_memory_bytes: int
+    mask_pii: bool
+    benchmarks: dict | None  # what the --decontaminate index holds
+    tokenizer: TokenizerInfo  # near dedup's samples show the start of each copy as text
+    manifest: ManifestSettings
 
 
 @dataclass(frozen=True)
@@ -81,6 +153,11 @@ class Plan:
         return self.dedup.dedup == "near"
 
     @property
+    def near_threshold(self) -> float | None:
+        """--dedup near's Jaccard threshold (None: near-copies are kept)."""
+        return self.dedup.dedup_threshold if self.near_dedup else None
+
+    @property
     def dedup_memory_bytes(self) -> int:
         """What near dedup's band keys may hold in memory before they spill (--dedup_memory_mb)."""
         return int(self.workers.dedup_memory_mb * (1 << 20))
@@ -112,9 +189,58 @@ class Plan:
         `sources`), by which training reports the eval loss per source."""
         return self.columns | {"document_sources": "int32"}
 
+    @property
+    def held_out_below(self) -> int | None:
+        """The text hash below which a document is held out (split.py; None: no --validation_split_percentage)."""
+        return threshold(self.source_config.validation_split_percentage)
+
     def choose_engine(self) -> EngineChoice:
-        sample = corpus_sample(self)
+        sample = corpus_sample(self.sources, self.reading())
         return select_engine(self.tokenizer, self.stage.tokenizer_engine, sample)
+
+    def stage_spec(self, engine: str, eval_overlap: dict | None = None) -> StageSpec:
+        """The per-chunk stage as one value (stage.py), with the tokenizer `engine` the builder checked and the
+        held-out documents' file (eval_overlap.write_evaluation; None: no split)."""
+        # A repeat of an earlier text is dropped whatever else happens to it, and counted as the engine's exact
+        # dedup would (`exact_duplicate`), so the stage drops it before the costly part. Not with --eval_dataset
+        # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
+        # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
+        drop_repeats = self.exact_dedup and not self.source_config.eval_dataset and not self.with_labels
+        # A line byte for byte like a kept document's gives the same record, text and verdicts, so it can be dropped
+        # before it is parsed, where nothing on its way would have been counted: not where its bytes may be replaced
+        # (--on_decode_error replace counts replaced lines), nor for a document whose mojibake the filter repaired or
+        # in which the screen counted something (the stage leaves those out: `line_stands_in`).
+        skip_kept_lines = drop_repeats and self.stage.on_decode_error == "error"
+        return StageSpec(self.stage, engine, self.quality, self.needs_hashes, self.near_dedup, self.truncate_to,
+                         drop_repeats, skip_kept_lines, eval_overlap)
+
+    def reading(self) -> Reading:
+        config, tokenizer = self.source_config, self.tokenizer
+        return Reading(self.workers.dataset_batch_size, config.txt_sample_by, self.max_document_bytes,
+                       self.stage.text_column, self.with_labels, tokenizer.chat_template, tokenizer.special_tokens)
+
+    def output(self) -> Output:
+        return Output(self.packing, self.with_labels, self.columns, self.validation_columns, self.has_validation,
+                      self.workers.dataset_writer_batch_size, self.seed, self.fingerprint)
+
+    def manifest_settings(self) -> ManifestSettings:
+        stage, workers, tokenizer = self.stage, self.workers, self.tokenizer
+        return ManifestSettings(
+            self.fingerprint, self.packing.max_seq_length, self.packing.packing, stage.mode,
+            chat_rendering(tokenizer.chat_template) if self.with_labels else None, self.columns, self.seed,
+            {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
+             "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
+            stage.quality_filter, self.quality.to_dict() if self.quality else None, self.dedup.dedup,
+            {"text_column": stage.text_column, "txt_sample_by": self.source_config.txt_sample_by,
+             "skip_bad_records": stage.skip_bad_records, "on_decode_error": stage.on_decode_error,
+             "num_proc": workers.dataset_num_proc, "batch_size": workers.dataset_batch_size,
+             "writer_batch_size": workers.dataset_writer_batch_size, "dedup_memory_mb": workers.dedup_memory_mb})
+
+    def corpus(self) -> Corpus:
+        return Corpus(self.sources, self.source_config.validation_split_percentage, self.validation_flags,
+                      self.exact_dedup, self.near_threshold,
+                      self.dedup_memory_bytes, self.stage.pii == "mask", self.benchmarks, self.tokenizer,
+                      self.manifest_settings())
 
 
 def token_dtype(max_token_id: int) -> str:
@@ -173,16 +299,16 @@ def compute_fingerprint(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def corpus_sample(plan: Plan) -> list[str]:
+def corpus_sample(sources: tuple[Source, ...], reading: Reading) -> list[str]:
     """Texts from the start of every source (~SAMPLE_CHARS in all), as the stage would encode them,
     for the tokenizer-engine check. Bad records are skipped here: the build itself reports them."""
-    renderer = ChatRenderer(plan.tokenizer.chat_template, plan.tokenizer.special_tokens)
-    budget = max(SAMPLE_CHARS // max(len(plan.sources), 1), 16 << 10)
+    renderer = reading.renderer()
+    budget = max(SAMPLE_CHARS // max(len(sources), 1), 16 << 10)
     sample = []
-    for index, source in enumerate(plan.sources):
-        chunks = iter_chunks(source, index, 64, plan.source_config.txt_sample_by, plan.max_document_bytes)
+    for index, source in enumerate(sources):
+        chunks = iter_chunks(source, index, 64, reading.txt_sample_by, reading.max_document_bytes)
         try:
-            parsed = chunk_documents(next(chunks), plan.stage.text_column, renderer, with_masks=plan.with_labels,
+            parsed = chunk_documents(next(chunks), reading.text_column, renderer, with_masks=reading.with_masks,
                                      skip_bad_records=True, on_decode_error="replace")
         except (StopIteration, RankzeroError):
             continue

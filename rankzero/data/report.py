@@ -1,7 +1,8 @@
 """What a build tells people when it is done: per-source counts, the manifest and the summary.
 
     stats = [SourceStats.of(source, name) ...]         # per-source counts the engines fill in
-    manifest = build_manifest(plan, stats, engine, ..., validation=validation_manifest(stats, percentage, ...))
+    manifest = build_manifest(plan.manifest_settings(), stats, engine, ...,
+                              validation=validation_manifest(stats, percentage, ...))
 
 Both build engines report through these, so a prepare looks the same on one machine and on a cluster.
 While it runs, progress.py prints how far it is.
@@ -10,7 +11,6 @@ While it runs, progress.py prints how far it is.
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import sys
 from collections import Counter
@@ -19,8 +19,7 @@ from pathlib import Path
 
 from rankzero import malloc
 from rankzero.data import native
-from rankzero.data.inputs.records import chat_rendering
-from rankzero.data.plan import FORMAT_VERSION
+from rankzero.data.plan import FORMAT_VERSION, ManifestSettings
 from rankzero.data.screen.pii import NameMasker
 from rankzero.data.split import HOW_CHOSEN
 from rankzero.errors import RankzeroError
@@ -197,8 +196,8 @@ def check_counts(stats: list[SourceStats], validation_flags: str | None) -> None
                             "the same data as --eval_dataset")
 
 
-def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, shards: int, tail_tokens: int,
-                   timings: dict, worker_seconds: Counter, extra: dict | None = None,
+def build_manifest(settings: ManifestSettings, stats: list[SourceStats], engine, *, sequences: int, shards: int,
+                   tail_tokens: int, timings: dict, worker_seconds: Counter, extra: dict | None = None,
                    validation: dict | None = None) -> dict:
     """The manifest of a finished build (the handoff adds who built it and writes it last)."""
     tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
@@ -206,9 +205,8 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
     total_s = max(timings["total_s"], 1e-9)
     timings = {**timings, "encode_stage_seconds_summed_over_workers": {k: round(v, 3) for k, v in worker_seconds.items()}}
     sources = [_source_manifest(s, tokens_out + tail_tokens) for s in stats]
-    tokenizer = plan.tokenizer
     return {
-        "fingerprint": plan.fingerprint,
+        "fingerprint": settings.fingerprint,
         "format_version": FORMAT_VERSION,
         "docs_in": sum(s.docs_in for s in stats),
         "docs_kept": sum(s.docs_kept for s in stats),
@@ -216,30 +214,25 @@ def build_manifest(plan, stats: list[SourceStats], engine, *, sequences: int, sh
         "tokens": tokens_out,
         "sequences": sequences,
         "shards": shards,
-        "max_seq_length": plan.packing.max_seq_length,
-        "packing": plan.packing.packing,
-        "mode": plan.stage.mode,
-        "chat_rendering": chat_rendering(tokenizer.chat_template) if plan.with_labels else None,
-        "columns": plan.columns,
+        "max_seq_length": settings.max_seq_length,
+        "packing": settings.packing,
+        "mode": settings.mode,
+        "chat_rendering": settings.chat_rendering,
+        "columns": settings.columns,
         "tail_tokens_dropped": tail_tokens,
         "truncated": sum(s.truncated for s in stats),
         "validation": validation,
-        "seed": plan.seed,
+        "seed": settings.seed,
         "sources": sources,
-        "tokenizer": {"path": os.path.abspath(tokenizer.path), "sha256": tokenizer.content_hash,
-                      "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id, "bos_ids": list(tokenizer.bos_ids)},
+        "tokenizer": settings.tokenizer,
         "tokenizer_engine": engine.describe(),
-        "quality_filter": plan.stage.quality_filter,
-        "quality_settings": plan.quality.to_dict() if plan.quality else None,
+        "quality_filter": settings.quality_filter,
+        "quality_settings": settings.quality_settings,
         "quality_samples": ("quality_samples.jsonl (the first documents each rule dropped: file, line, text, the values "
-                            "the rule read against its thresholds)") if plan.quality else None,
-        "dedup": plan.dedup.dedup,
+                            "the rule read against its thresholds)") if settings.quality_settings is not None else None,
+        "dedup": settings.dedup,
         "near_dedup": None,  # the engine's ledger says how near dedup went (in `extra`)
-        "settings": {"text_column": plan.stage.text_column, "txt_sample_by": plan.source_config.txt_sample_by,
-                     "skip_bad_records": plan.stage.skip_bad_records, "on_decode_error": plan.stage.on_decode_error,
-                     "num_proc": plan.workers.dataset_num_proc, "batch_size": plan.workers.dataset_batch_size,
-                     "writer_batch_size": plan.workers.dataset_writer_batch_size,
-                     "dedup_memory_mb": plan.workers.dedup_memory_mb},
+        "settings": settings.settings,
         "timings": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in timings.items()},
         "throughput": {"mb_per_s": round(total_bytes / 1e6 / total_s, 2), "tokens_per_s": round(tokens_out / total_s),
                        "docs_per_s": round(sum(s.docs_in for s in stats) / total_s, 1)},

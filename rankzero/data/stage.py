@@ -1,7 +1,7 @@
 """The per-chunk stage, the same for every build engine: records → text → quality → tokens.
 
-    spec = StageSpec.of(plan, engine.name)                   # once per build: what every worker needs
-    stage = Stage(spec, plan.tokenizer, engine, quality_filter)   # in the builder's process
+    spec = plan.stage_spec(engine.name)                      # once per build: what every worker needs
+    stage = Stage(spec, tokenizer, engine, quality_filter)   # in the builder's process
     stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray worker
     result = stage(chunk, seen, known_lines(verdicts, chunk))   # a ChunkResult: ids, lengths, drops
 
@@ -152,7 +152,7 @@ def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | 
 @dataclass(frozen=True)
 class StageSpec:
     """The stage as one value: its settings and paths, never a tokenizer or a thread pool, so it pickles to a
-    worker process or a Ray task. Built once per build from the plan (`StageSpec.of`)."""
+    worker process or a Ray task. Built once per build by the plan (`Plan.stage_spec`)."""
 
     config: StageConfig
     engine: str  # the tokenizer engine the builder checked ("fastokens" | "hf")
@@ -163,21 +163,6 @@ class StageSpec:
     drop_repeats: bool = False  # exact dedup: a repeat is dropped here, before it is signed and tokenized
     skip_kept_lines: bool = False  # with drop_repeats: a JSONL line byte for byte like a kept one, before it is parsed
     eval_overlap: dict | None = None  # the held-out documents' file (eval_overlap.py), with a split
-
-    @classmethod
-    def of(cls, plan, engine: str, eval_overlap: dict | None = None) -> StageSpec:
-        # A repeat of an earlier text is dropped whatever else happens to it, and counted as the engine's exact
-        # dedup would (`exact_duplicate`), so the stage drops it before the costly part. Not with --eval_dataset
-        # (a repeat of an evaluation text is `in_eval_dataset`, which the engine decides) nor in SFT (a sample
-        # with nothing to train is `no_trainable_tokens`, which is decided after tokenizing).
-        drop_repeats = plan.exact_dedup and not plan.source_config.eval_dataset and not plan.with_labels
-        # A line byte for byte like a kept document's gives the same record, text and verdicts, so it can be dropped
-        # before it is parsed, where nothing on its way would have been counted: not where its bytes may be replaced
-        # (--on_decode_error replace counts replaced lines), nor for a document whose mojibake the filter repaired or
-        # in which the screen counted something (the stage leaves those out: `line_stands_in`).
-        skip_kept_lines = drop_repeats and plan.stage.on_decode_error == "error"
-        return cls(plan.stage, engine, plan.quality, plan.needs_hashes, plan.near_dedup, plan.truncate_to,
-                   drop_repeats, skip_kept_lines, eval_overlap)
 
     @property
     def keys_lines(self) -> bool:

@@ -43,13 +43,15 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.data.dedup.exact import LineVerdicts
+from rankzero.data.encode import TokenizerInfo
 from rankzero.data.engines.local_workers import builder_threads, run_in_worker, start_pool
 from rankzero.data.engines.near_ledger import NearLedger
 from rankzero.data.engines.tally import Tally
 from rankzero.data.inputs.readers import iter_chunks
+from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import SourcePacker, make_packer, select_documents
-from rankzero.data.plan import Plan
+from rankzero.data.plan import Output, Plan, Reading
 from rankzero.data.report import SourceStats
 from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
@@ -62,7 +64,7 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
     # The builder's threads are its own decision, made before anything here encodes (the engine check does):
     # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
     # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say).
-    threads = builder_threads(plan)
+    threads = builder_threads(plan.workers.dataset_num_proc, plan.quality is not None)
     with rust_threads(threads["rust_threads"]) as replaced:
         threads["replaced_environment"] = replaced
         return _build(plan, out_dir, on_progress, threads)
@@ -70,15 +72,19 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
 
 def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
+    reading = plan.reading()
+    output = plan.output()
+    corpus = plan.corpus()
     engine = plan.choose_engine()
-    rng = np.random.default_rng(plan.seed)
+    rng = np.random.default_rng(output.seed)
     bucket_dir = out_dir / "_buckets"
-    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    packer = make_packer(output.packing, whole_samples=output.whole_samples)
     staging = out_dir / "_staging"
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in plan.sources]
-    tally = Tally(plan, staging / "near", sum(sizes) if all(x is not None for x in sizes) else None, on_progress)
+    total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
+    tally = Tally(corpus, staging / "near", total_bytes, on_progress)
     stats, progress, ledger = tally.stats, tally.progress, tally.ledger
     seconds = Counter()
     # Without weights every document goes out exactly once, so blocks are packed and scattered as the
@@ -90,29 +96,31 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     with contextlib.ExitStack() as cleanup:
         if direct:
             scatter = cleanup.enter_context(
-                BlockScatter(packer, bucket_count(progress.total_bytes, plan.with_labels), bucket_dir, rng))
+                BlockScatter(packer, bucket_count(progress.total_bytes, output.whole_samples), bucket_dir, rng))
             sinks = [_counting_sink(scatter, stat) for stat in stats]
         else:
             staging.mkdir(parents=True, exist_ok=True)
-            writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", plan.with_labels))
+            writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", output.whole_samples))
                        for i in range(len(plan.sources))]
             sinks = [writer.write for writer in writers]
         held_out, held_sources = None, []  # the held-out documents, and (source, documents) per batch of them
-        if plan.has_validation:
+        if output.validation:
             staging.mkdir(parents=True, exist_ok=True)
-            held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", plan.with_labels))
+            held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", output.whole_samples))
 
         def hold(source: int, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
             held_sources.append((source, len(lengths)))
             held_out.write(ids, lengths, labels)
         staging.mkdir(parents=True, exist_ok=True)
-        overlap = write_evaluation(plan, staging / "evaluation.jsonl")
+        overlap = write_evaluation(staging / "evaluation.jsonl", plan.sources, reading, plan.held_out_below)
+        spec = plan.stage_spec(engine.engine.name, overlap)
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan, engine.engine, tally, sinks, hold if held_out else None, seconds, overlap)
+            _encode_sources(plan.sources, reading, spec, plan.tokenizer, engine.engine, threads["workers"],
+                            tally, sinks, hold if held_out else None, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -131,7 +139,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                 writer.close()
             total_out_tokens = sum(s.tokens * s.ratio for s in stats if not s.evaluation)
             scatter = cleanup.enter_context(
-                BlockScatter(packer, bucket_count(total_out_tokens, plan.with_labels), bucket_dir, rng))
+                BlockScatter(packer, bucket_count(total_out_tokens, output.whole_samples), bucket_dir, rng))
             _feed_staged(scatter, [w.path for w in writers], stats, rng, ledger)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
@@ -142,14 +150,13 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
     t_pack = time.perf_counter()
 
     sequences = int(sum(bucket_counts))
-    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length)
-    names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, plan.columns,
-                                  plan.workers.dataset_writer_batch_size)
+    require_blocks(sequences, tail_tokens, output.packing.max_seq_length)
+    names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, output.columns, output.writer_batch_size)
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(out_dir, names)
-    write_dataset_metadata(out_dir, plan.columns, data_files, plan.fingerprint)
+    write_dataset_metadata(out_dir, output.columns, data_files, output.fingerprint)
     t_write = time.perf_counter()
-    validation = _write_validation(plan, staging / "validation.arrow", held_sources,
+    validation = _write_validation(output, staging / "validation.arrow", held_sources,
                                    sum(s.validation_tokens for s in stats), out_dir,
                                    ledger.validation_keep() if ledger else None) if held_out else None
     shutil.rmtree(staging, ignore_errors=True)
@@ -164,28 +171,28 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                           extra={"builder_threads": threads})
 
 
-def _write_validation(plan: Plan, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
+def _write_validation(output: Output, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
                       keep: np.ndarray | None) -> dict:
     """The held-out documents (`tokens` in all, less the near-copies `keep` leaves out; `held_sources`: (source,
     documents) per batch staged), packed as the training rows are but each source on its own, shuffled into
     `out_dir/validation/`; returns the rows' sequences, shards and tail tokens left out."""
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
-    rng = np.random.default_rng([plan.seed, 5])
+    rng = np.random.default_rng([output.seed, 5])
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
-    packer = SourcePacker(lambda: make_packer(plan.packing, whole_samples=plan.with_labels))
+    packer = SourcePacker(lambda: make_packer(output.packing, whole_samples=output.whole_samples))
     sources = np.repeat(*np.array(held_sources, dtype=np.int64).reshape(-1, 2).T)
-    with BlockScatter(packer, bucket_count(tokens, plan.with_labels), bucket_dir, rng) as scatter:
+    with BlockScatter(packer, bucket_count(tokens, output.whole_samples), bucket_dir, rng) as scatter:
         for ids, lengths, labels, document_sources in _kept_documents(read_staged(staged), keep, sources):
             scatter.add(ids, lengths, labels, document_sources)
         tail_tokens = scatter.finish()
     sequences = int(scatter.counts.sum())
-    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=True)
+    require_blocks(sequences, tail_tokens, output.packing.max_seq_length, validation=True)
     target.mkdir()
-    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, plan.validation_columns,
-                                  plan.workers.dataset_writer_batch_size)
+    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, output.validation_columns,
+                                  output.writer_batch_size)
     shutil.rmtree(bucket_dir)
     data_files = name_data_files(target, names)
-    write_dataset_metadata(target, plan.validation_columns, data_files, f"{plan.fingerprint}-validation")
+    write_dataset_metadata(target, output.validation_columns, data_files, f"{output.fingerprint}-validation")
     return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}
 
 
@@ -211,14 +218,14 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
 # Stage A: chunks in, results consumed in order (local_workers.py: where each chunk's work runs)
 
 
-def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
-                    seconds: Counter, overlap: dict | None) -> None:
-    """Stage A: every source's training documents, tokenized, to `sinks[source_index](ids, lengths, labels)`,
-    the held-out ones to `held_out_sink(source_index, ids, lengths, labels)`; counted, decided (exact dedup, the
-    split) and, with near dedup, their signatures given to the ledger in the tally, in source order."""
-    workers = plan.workers.dataset_num_proc
-    spec = StageSpec.of(plan, engine.name, overlap)
-    pool, stage = start_pool(plan, spec, engine, workers)
+def _encode_sources(sources: tuple[Source, ...], reading: Reading, spec: StageSpec, tokenizer: TokenizerInfo,
+                    engine, workers: int, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
+                    seconds: Counter) -> None:
+    """Stage A: every source's training documents, read as `reading` says and run through the stage `spec` by
+    `workers` (--dataset_num_proc), tokenized, to `sinks[source_index](ids, lengths, labels)`, the held-out ones to
+    `held_out_sink(source_index, ids, lengths, labels)`; counted, decided (exact dedup, the split) and, with near
+    dedup, their signatures given to the ledger in the tally, in source order."""
+    pool, stage = start_pool(spec, tokenizer, engine, workers)
     stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
 
     def consume(result: ChunkResult) -> None:
@@ -252,9 +259,9 @@ def _encode_sources(plan: Plan, engine, tally: Tally, sinks: list[Callable], hel
         screened.add(result.source_index, result.screen)
         progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
 
-    chunks = (chunk for index, source in enumerate(plan.sources)
-              for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size,
-                                       plan.source_config.txt_sample_by, plan.max_document_bytes))
+    chunks = (chunk for index, source in enumerate(sources)
+              for chunk in iter_chunks(source, index, reading.batch_size, reading.txt_sample_by,
+                                       reading.max_document_bytes))
     # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
     # source order, so those are earlier); worker processes run their own (local_workers.py).
     seen = holdout.duplicates.seen if holdout.duplicates is not None else None

@@ -50,10 +50,10 @@ from rankzero.data.engines.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.engines.ray_work import task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.engines.tally import Tally
 from rankzero.data.pack import SourcePacker, arrow_array, make_packer
+from rankzero.data.plan import Output, Plan
 from rankzero.data.report import SourceStats
 from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
-from rankzero.data.stage import StageSpec
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json
 
@@ -63,13 +63,16 @@ KIWI_THREADS_PER_TASK = 2
 TASK_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its model is ~500 MB)
 
 
-def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
+def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
+    reading = plan.reading()
+    output = plan.output()
+    corpus = plan.corpus()
     task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
-    tasks = plan_tasks(plan.sources, task_bytes, plan.source_config.txt_sample_by)
+    tasks = plan_tasks(plan.sources, task_bytes, reading.txt_sample_by)
     engine = plan.choose_engine()
     work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
-    tally = Tally(plan, work / "near", sum(t.nbytes for t in tasks), on_progress)
+    tally = Tally(corpus, work / "near", sum(t.nbytes for t in tasks), on_progress)
     stats, progress = tally.stats, tally.progress
     # Dedup, weights and evaluation sources need decisions over the whole corpus (or every source's count).
     two_pass = plan.exact_dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
@@ -79,8 +82,9 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_TASK if plan.quality is not None else 1
-        spec = StageSpec.of(plan, engine.engine.name, write_evaluation(plan, work / "evaluation.jsonl"))
-        job = Job.of(plan, spec, threads, work, "stage" if two_pass else "single")
+        overlap = write_evaluation(work / "evaluation.jsonl", plan.sources, reading, plan.held_out_below)
+        spec = plan.stage_spec(engine.engine.name, overlap)
+        job = Job.of(spec, reading, output, plan.held_out_below, threads, work, "stage" if two_pass else "single")
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -111,12 +115,12 @@ def build_ray(plan, out_dir: Path, on_progress: Callable[[dict], None] | None = 
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     t_pack = time.perf_counter()
 
-    shards, sequences, tail_tokens = _finish_shards(plan, work, tasks, packed, out_dir)
+    shards, sequences, tail_tokens = _finish_shards(output, work, tasks, packed, out_dir)
     validation = None
-    if plan.has_validation:
+    if output.validation:
         target = out_dir / "validation"
         target.mkdir()
-        held_shards, held_sequences, held_tail = _finish_shards(plan, work, tasks, packed, target, validation=True)
+        held_shards, held_sequences, held_tail = _finish_shards(output, work, tasks, packed, target, validation=True)
         validation = {"sequences": held_sequences, "shards": held_shards, "tail_tokens": held_tail}
     shutil.rmtree(work)
     t_write = time.perf_counter()
@@ -305,7 +309,7 @@ def _task_place(work: Path, survivors_of: list[tuple]) -> Callable[[int], tuple[
     return where
 
 
-def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: Path,
+def _finish_shards(output: Output, work: Path, tasks: list, packed: list[dict], out_dir: Path,
                    validation: bool = False) -> tuple[int, int, int]:
     """Move the tasks' shards of one split into `out_dir`, pack their tails into one last shard, list the shards in
     a seeded random order and write the save_to_disk metadata; return (shards, rows, tail tokens left out)."""
@@ -317,10 +321,10 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
             task_file(work, task.index, f"{prefix}shard.arrow").rename(out_dir / name)
             names.append(name)
             sequences += meta[rows]
-    packer = make_packer(plan.packing, whole_samples=plan.with_labels)
+    packer = make_packer(output.packing, whole_samples=output.whole_samples)
     if validation:  # each source's tails packed on their own: a validation row holds one source
-        packer = SourcePacker(lambda: make_packer(plan.packing, whole_samples=plan.with_labels))
-    columns = plan.validation_columns if validation else plan.columns
+        packer = SourcePacker(lambda: make_packer(output.packing, whole_samples=output.whole_samples))
+    columns = output.validation_columns if validation else output.columns
     batches = []
     for task in tasks:
         with np.load(task_file(work, task.index, f"{prefix}tail.npz")) as tail:
@@ -337,15 +341,15 @@ def _finish_shards(plan, work: Path, tasks: list, packed: list[dict], out_dir: P
     if batches:
         schema = output_schema(columns)
         table = pa.Table.from_batches(batches)
-        rng = np.random.default_rng([plan.seed, 6 if validation else 4])
+        rng = np.random.default_rng([output.seed, 6 if validation else 4])
         table = conform(table.take(arrow_array(rng.permutation(len(table)))), schema)
         with pa.ipc.new_stream(str(out_dir / "tails.arrow"), schema) as writer:
-            writer.write_table(table, max_chunksize=plan.workers.dataset_writer_batch_size)
+            writer.write_table(table, max_chunksize=output.writer_batch_size)
         names.append("tails.arrow")
         sequences += len(table)
-    require_blocks(sequences, tail_tokens, plan.packing.max_seq_length, validation=validation)
-    order = np.random.default_rng([plan.seed, 7 if validation else 3]).permutation(len(names))
+    require_blocks(sequences, tail_tokens, output.packing.max_seq_length, validation=validation)
+    order = np.random.default_rng([output.seed, 7 if validation else 3]).permutation(len(names))
     data_files = name_data_files(out_dir, [names[i] for i in order])
-    write_dataset_metadata(out_dir, columns, data_files, f"{plan.fingerprint}-validation" if validation
-                           else plan.fingerprint)
+    write_dataset_metadata(out_dir, columns, data_files, f"{output.fingerprint}-validation" if validation
+                           else output.fingerprint)
     return len(data_files), sequences, tail_tokens

@@ -47,9 +47,10 @@ from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks, line_for
 from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents
+from rankzero.data.plan import Output, Reading
 from rankzero.data.screen.screening import combine
 from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
-from rankzero.data.split import held_out, threshold
+from rankzero.data.split import held_out
 from rankzero.data.stage import Stage, StageSpec, known_lines, remember_lines
 from rankzero.errors import RankzeroError
 from rankzero.files import write_atomic, write_json_atomic
@@ -113,13 +114,14 @@ class Job:
     ratios: dict | None = None  # source index → mixing ratio, for "pack"
 
     @classmethod
-    def of(cls, plan, stage: StageSpec, threads: int, work: Path, phase: str) -> Job:
-        return cls(stage=stage, threads=threads, work=str(work), phase=phase,
-                   batch_size=plan.workers.dataset_batch_size, txt_sample_by=plan.source_config.txt_sample_by,
-                   packing=plan.packing, writer_batch_size=plan.workers.dataset_writer_batch_size, seed=plan.seed,
-                   columns=plan.columns, validation_columns=plan.validation_columns, validation=plan.has_validation,
-                   held_out_below=threshold(plan.source_config.validation_split_percentage),
-                   max_document_bytes=plan.max_document_bytes)
+    def of(cls, stage: StageSpec, reading: Reading, output: Output, held_out_below: int | None, threads: int,
+           work: Path, phase: str) -> Job:
+        """`reading`, `output`: the plan's (Plan.reading, Plan.output); `held_out_below`: Plan.held_out_below."""
+        return cls(stage=stage, threads=threads, work=str(work), phase=phase, batch_size=reading.batch_size,
+                   txt_sample_by=reading.txt_sample_by, packing=output.packing,
+                   writer_batch_size=output.writer_batch_size, seed=output.seed, columns=output.columns,
+                   validation_columns=output.validation_columns, validation=output.validation,
+                   held_out_below=held_out_below, max_document_bytes=reading.max_document_bytes)
 
 
 # The stage this worker process built last: (spec, threads, stage). Ray Data runs the tasks as plain Ray tasks, and

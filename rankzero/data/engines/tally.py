@@ -2,7 +2,7 @@
 line, the split and exact dedup, near dedup, the screen's totals, the quality filter's samples, and the
 manifest made from them.
 
-    tally = Tally(plan, near_dir, total_bytes, on_progress)
+    tally = Tally(plan.corpus(), near_dir, total_bytes, on_progress)
     tally.holdout(...), tally.ledger.add(...), tally.screened.add(...)    # per piece, in source order
     removed = tally.decide_near(where, out_dir / "dedup_samples.jsonl")   # --dedup near, once every document is in
     tally.check()                                    # something left, a real split, the mix
@@ -22,6 +22,7 @@ import numpy as np
 from rankzero.data.engines.near_ledger import NearLedger, write_samples
 from rankzero.data.engines.progress import Progress
 from rankzero.data.mixing import mixing_ratios
+from rankzero.data.plan import Corpus
 from rankzero.data.report import SourceStats, build_manifest, check_counts, validation_manifest
 from rankzero.data.screen.pii import NameMasker, mask_name
 from rankzero.data.screen.screening import ScreenTotals
@@ -29,24 +30,25 @@ from rankzero.data.split import Holdout
 
 
 class Tally:
-    """One build's counts and corpus-wide decisions (built from the Plan once, by the engine that builds)."""
+    """One build's counts and corpus-wide decisions (built once, by the engine that builds)."""
 
-    def __init__(self, plan, near_dir: Path, total_bytes: int | None,
+    def __init__(self, corpus: Corpus, near_dir: Path, total_bytes: int | None,
                  on_progress: Callable[[dict], None] | None):
-        """`near_dir`: where near dedup keeps its signatures (--dedup near only); `total_bytes`: the input's size
-        for the progress line's ETA (None: not known)."""
-        self.plan = plan
+        """`corpus`: the plan's settings of what is decided over the whole corpus (Plan.corpus); `near_dir`: where
+        near dedup keeps its signatures (--dedup near only); `total_bytes`: the input's size for the progress line's
+        ETA (None: not known)."""
+        self.corpus = corpus
         names = NameMasker()
-        self.names = [names(source.spec) for source in plan.sources]  # what every written file calls the sources
-        self.stats = [SourceStats.of(source, name) for source, name in zip(plan.sources, self.names)]
+        self.names = [names(source.spec) for source in corpus.sources]  # what every written file calls the sources
+        self.stats = [SourceStats.of(source, name) for source, name in zip(corpus.sources, self.names)]
         self.progress = Progress(total_bytes, on_progress)
         # Exact duplicates (first one wins) and the validation split, decided in source order.
-        self.holdout = Holdout([source.evaluation for source in plan.sources],
-                               plan.source_config.validation_split_percentage, plan.exact_dedup)
-        self.ledger = (NearLedger(plan.dedup.dedup_threshold, near_dir, plan.dedup_memory_bytes)
-                       if plan.near_dedup else None)
-        self.screened = ScreenTotals(self.names, plan.stage.pii == "mask",
-                                     plan.benchmarks, plan.has_validation)
+        self.holdout = Holdout([source.evaluation for source in corpus.sources],
+                               corpus.validation_split_percentage, corpus.exact_dedup)
+        self.ledger = (NearLedger(corpus.near_threshold, near_dir, corpus.dedup_memory_bytes)
+                       if corpus.near_threshold is not None else None)
+        self.screened = ScreenTotals(self.names, corpus.mask_pii, corpus.benchmarks,
+                                     corpus.validation_flags is not None)
         self.quality_samples: list[list[dict]] = []  # the quality filter's, per piece in source order
 
     def decide_near(self, where: Callable[[int], tuple[Path, int]], samples: Path) -> np.ndarray:
@@ -56,7 +58,7 @@ class Tally:
         assert self.ledger is not None, "decide_near needs --dedup near"
         self.progress.stage = "near-dedup"
         removed = self.ledger.decide(self.stats)
-        write_samples(samples, self.ledger, self.names, self.plan.tokenizer, where)
+        write_samples(samples, self.ledger, self.names, self.corpus.tokenizer, where)
         self.progress.remove(int(removed.sum()))
         return removed
 
@@ -64,7 +66,7 @@ class Tally:
         """After counting (before packing where the engine can; Ray's one-pass tasks pack as they go): nothing
         left, or a split that holds nothing or everything, is one line to the user (report.check_counts); then the
         training sources' mixing ratios (mixing.py)."""
-        check_counts(self.stats, self.plan.validation_flags)
+        check_counts(self.stats, self.corpus.validation_flags)
         mixing_ratios([stat for stat in self.stats if not stat.evaluation])
 
     def manifest(self, engine, out_dir: Path, *, sequences: int, shards: int, tail_tokens: int, timings: dict,
@@ -72,18 +74,18 @@ class Tally:
         """The build's manifest (report.build_manifest); `validation`: the validation rows' `sequences`, `shards`
         and `tail_tokens` (None without a split); `extra`: the engine's own entries. Near dedup's entry and the
         screen's are added here, and the quality filter's and the screen's sample files written into `out_dir`."""
-        if self.plan.quality is not None:
+        settings = self.corpus.manifest
+        if settings.quality_settings is not None:
             from rankzero.data.quality.samples import write_quality_samples
 
             write_quality_samples(out_dir / "quality_samples.jsonl", [[{**sample, "path": mask_name(sample["path"])}
                                                                        for sample in samples]
                                                                       for samples in self.quality_samples])
-        source_config = self.plan.source_config
         if validation is not None:
-            validation = validation_manifest(self.stats, source_config.validation_split_percentage,
+            validation = validation_manifest(self.stats, self.corpus.validation_split_percentage,
                                              [stat.spec for stat in self.stats if stat.evaluation], **validation)
         extra = {**extra, **self.screened.finish(self.stats, out_dir),
                  **({"near_dedup": self.ledger.describe()} if self.ledger is not None else {})}
-        return build_manifest(self.plan, self.stats, engine, sequences=sequences, shards=shards,
+        return build_manifest(settings, self.stats, engine, sequences=sequences, shards=shards,
                               tail_tokens=tail_tokens, timings=timings, worker_seconds=worker_seconds, extra=extra,
                               validation=validation)

@@ -1,7 +1,8 @@
 """The evaluation set kept out of training whatever `--dedup` says: a training document that is a near-copy
 of a held-out document, or contains one, is dropped (`eval_overlap`).
 
-    spec = write_evaluation(plan, build_dir / "evaluation.jsonl")   # the builder, before encoding; None: no split
+    spec = write_evaluation(build_dir / "evaluation.jsonl", plan.sources, plan.reading(), plan.held_out_below)
+                                                                     # the builder, before encoding; None: no split
     overlap = EvalOverlap(spec)                                      # in each process that runs the stage
     overlapping = overlap(texts, source_index)                       # a bool per document of a chunk
 
@@ -25,9 +26,8 @@ import numpy as np
 import xxhash
 
 from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.records import ChatRenderer, chunk_documents
+from rankzero.data.inputs.records import chunk_documents
 from rankzero.data.screen.decontaminate import ContaminationIndex, eval_items
-from rankzero.data.split import threshold
 
 EVAL_OVERLAP = "eval_overlap"
 
@@ -37,28 +37,28 @@ def text_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode())
 
 
-def write_evaluation(plan, path: Path) -> dict | None:
-    """Write the held-out documents' texts to `path` (JSON lines); what `EvalOverlap` needs, or None
-    without a validation split."""
-    if not plan.has_validation:
+def write_evaluation(path: Path, sources, reading, limit: int | None) -> dict | None:
+    """Write the held-out documents' texts to `path` (JSON lines): the --eval_dataset `sources` whole, and the
+    documents of the others whose text hash is below `limit` (split.threshold; None: no percentage split), read as
+    `reading` (plan.Reading) says. Returns what `EvalOverlap` needs, or None without a validation split."""
+    if limit is None and not any(source.evaluation for source in sources):
         return None
-    limit = threshold(plan.source_config.validation_split_percentage)
-    renderer = ChatRenderer(plan.tokenizer.chat_template, plan.tokenizer.special_tokens)
+    renderer = reading.renderer()
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
-        for index, source in enumerate(plan.sources):
+        for index, source in enumerate(sources):
             if not source.evaluation and limit is None:
                 continue
-            for chunk in iter_chunks(source, index, plan.workers.dataset_batch_size, plan.source_config.txt_sample_by):
+            for chunk in iter_chunks(source, index, reading.batch_size, reading.txt_sample_by):
                 # The build itself stops on a bad record or byte, naming it; here they are passed over.
-                parsed = chunk_documents(chunk, plan.stage.text_column, renderer, with_masks=plan.with_labels,
+                parsed = chunk_documents(chunk, reading.text_column, renderer, with_masks=reading.with_masks,
                                          skip_bad_records=True, on_decode_error="replace")
                 texts = ["".join(text for text, _ in segments) for segments in parsed.documents]
                 for text in texts:
                     if source.evaluation or text_hash(text) < limit:
                         handle.write(json.dumps(text, ensure_ascii=False) + "\n")
                         count += 1
-    evaluation = [index for index, source in enumerate(plan.sources) if source.evaluation]
+    evaluation = [index for index, source in enumerate(sources) if source.evaluation]
     return {"path": str(path), "documents": count, "evaluation_sources": evaluation, "held_out_below": limit}
 
 
