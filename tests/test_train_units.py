@@ -185,6 +185,13 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
     eager, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), torch_compile=False),
                                             frozenset({"torch_compile"}), runtime_of(1))
     assert eager.torch_compile is False and "torch_compile" not in applied
+    # Under FSDP2 too: each decoder layer compiled, then sharded, and the reason says so.
+    sharded, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), fsdp="full_shard"),
+                                              frozenset({"fsdp"}), runtime_of(2))
+    assert sharded.torch_compile is (gpu == "H100")
+    if gpu == "H100":
+        assert applied["torch_compile"] == ("True (Ampere or newer with Triton: each decoder layer compiled, then "
+                                            "sharded by FSDP2 (--torch_compile false for eager))")
     monkeypatch.setattr(training_args, "triton_available", lambda: False)
     no_triton, _, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
     assert no_triton.torch_compile is False

@@ -33,7 +33,7 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
         raise AssertionError(f"--fsdp requested, accelerate set up {kind.value}")
     # accelerate wraps in DDP on CPU whenever it runs distributed (even alone), on GPUs with 2+ processes.
     if kind == DistributedType.FSDP:
-        parallel = describe_sharding(accelerator)
+        parallel = describe_sharding(accelerator, bool(trainer.args.activation_checkpointing))
     elif kind == DistributedType.MULTI_CPU or (accelerator.use_distributed and kind.value.startswith("MULTI_")):
         handler = accelerator.ddp_handler
         unused = handler.find_unused_parameters if handler is not None else False
@@ -45,7 +45,9 @@ def describe_setup(trainer, attention: str, documents: bool) -> dict[str, str]:
     else:
         parallel = f"{kind.value} over {processes} processes"
     args = trainer.args
-    compiled = f"per layer (regional), backend {args.torch_compile_backend}" if args.torch_compile else "off"
+    order = ", each checkpointed inside, then sharded by FSDP2" if kind == DistributedType.FSDP and \
+        args.activation_checkpointing else ", then sharded by FSDP2" if kind == DistributedType.FSDP else ""
+    compiled = f"per layer (regional){order}, backend {args.torch_compile_backend}" if args.torch_compile else "off"
     return {"attn_implementation": attention, "attention": attention_cost(attention, documents),
             "data_parallel": parallel, "torch_compile": compiled}
 

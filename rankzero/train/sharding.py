@@ -21,6 +21,8 @@ gradients are reduced in fp32 (torch's MixedPrecisionPolicy; accelerate's own de
 With gradient accumulation every micro-batch's gradients are reduce-scattered into the shards (accelerate's
 `sync_each_batch`, printed as a default): the Trainer's `no_sync` would keep the whole model's gradients unsharded
 on every rank between micro-steps.
+With --torch_compile (the default on Ampere+) the order is torchtitan's: each decoder layer checkpointed
+(transformers' checkpointing, around its forward), compiled, then sharded (fsdp_defaults says why).
 
 A requested sharding never silently becomes DDP: a Trainer that did not end up with FSDP stops the run.
 """
@@ -28,6 +30,7 @@ A requested sharding never silently becomes DDP: a Trainer that did not end up w
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import socket
 
@@ -135,11 +138,24 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
     wanted = {**FSDP_DEFAULTS}
     if layers:
         wanted["transformer_layer_cls_to_wrap"] = (layers, f"{type(model).__name__}'s decoder layer")
-    changes = {}
-    if training.gradient_checkpointing:
-        # HF's own checkpointing re-runs each layer's forward outside FSDP's view: a second all-gather per layer in
-        # the backward. accelerate's wraps each decoder layer inside its FSDP unit: recomputed on the one gather.
-        # (transformers refuses the two together.)
+    changes, reasons = {}, {}
+    asked = str(config.get("activation_checkpointing", False)).lower() in ("true", "1")
+    if (training.gradient_checkpointing or asked) and checkpoints_forward(model):
+        # transformers' own checkpointing wraps each decoder layer's `forward`, not its __call__: FSDP2's hooks stay
+        # outside it and the recompute runs on the backward's one all-gather (2 gathers a layer a step, as without
+        # checkpointing: tests/test_compile_fsdp.py counts them), and a layer compiled whole (trainer.py) holds its
+        # checkpoint, as torchtitan's blocks do. accelerate's checkpoint_wrapper (fsdp_config
+        # activation_checkpointing) shards the layer inside the wrapper it compiles: dynamo stops at FSDP2's hooks
+        # there (a graph break) and every decoder layer runs eager.
+        config.pop("activation_checkpointing", None)
+        changes["activation_checkpointing"] = True
+        if not training.gradient_checkpointing:
+            reasons["activation_checkpointing"] = ("True (fsdp_config's activation_checkpointing: each decoder layer's "
+                                                   "forward recomputed inside its FSDP unit, compiled with the layer)")
+    elif training.gradient_checkpointing:
+        # An older transformers checkpoints the layer's __call__, FSDP2's hooks inside: a second all-gather per layer
+        # in the backward. accelerate's wrapper recomputes inside the FSDP unit on the one gather (eager only: see
+        # above). (transformers refuses the two together.)
         wanted["activation_checkpointing"] = (True, "--gradient_checkpointing under FSDP: each decoder layer "
                                                     "recomputed inside its FSDP unit, on the same all-gather")
         flags = {f.name for f in dataclasses.fields(training)}
@@ -149,7 +165,7 @@ def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
         if key not in config:
             config[key] = value
             filled.append(f"{key} {value!r} ({why})")
-    reasons = {"fsdp_config": "; ".join(filled)} if filled else {}
+    reasons = ({"fsdp_config": "; ".join(filled)} if filled else {}) | reasons
     accelerator_config, why = sync_each_micro_batch(training)
     if why:
         changes["accelerator_config"] = accelerator_config
@@ -177,6 +193,19 @@ def sync_each_micro_batch(training) -> tuple[object, str | None]:
     why = ("gradient_accumulation_kwargs.sync_each_batch True (each micro-batch's gradients reduce-scattered into the "
            "shards: no unsharded copy of the model's gradients between micro-steps)")
     return dataclasses.replace(config, gradient_accumulation_kwargs=accumulation), why
+
+
+def checkpoints_forward(model=None) -> bool:
+    """Whether transformers' checkpointing wraps a decoder layer's `forward` (GradientCheckpointingLayer from
+    transformers 5.23), leaving FSDP2's hooks outside the recompute, rather than its __call__; with `model`, also
+    whether that model's layers are such layers."""
+    import transformers
+    from packaging.version import Version
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    if Version(transformers.__version__) < Version("5.23"):
+        return False
+    return model is None or any(isinstance(module, GradientCheckpointingLayer) for module in model.modules())
 
 
 def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
@@ -351,6 +380,23 @@ def shard_on_cpu(accelerator, plugin) -> None:
         plugin.set_mixed_precision(state.mixed_precision)  # keeps a policy already set (mixed_precision_policy)
 
 
+class NoExtraAllGatherWarning(logging.Filter):
+    """transformers warns on every copy of the arguments that --activation_checkpointing under FSDP costs a second
+    all-gather per layer; with its checkpoint around `forward` it does not (fsdp_defaults; training_args.py installs
+    this filter for every --fsdp run)."""
+
+    def filter(self, record):
+        return "redundant AllGather" not in record.getMessage()
+
+
+def quiet_checkpointing_warning() -> None:
+    if not checkpoints_forward():
+        return  # there the warning is right
+    logger = logging.getLogger("transformers.training_args")
+    if not any(isinstance(existing, NoExtraAllGatherWarning) for existing in logger.filters):
+        logger.addFilter(NoExtraAllGatherWarning())
+
+
 def quiet_checkpoint_logs() -> None:
     """accelerate logs four INFO lines per checkpoint under FSDP ("Saving model to …"); rankzero says it once."""
     import logging
@@ -358,7 +404,8 @@ def quiet_checkpoint_logs() -> None:
     logging.getLogger("accelerate.utils.fsdp_utils").setLevel(logging.WARNING)
 
 
-def describe_sharding(accelerator) -> str:
+def describe_sharding(accelerator, recomputed: bool) -> str:
+    """The `data_parallel = …` line; `recomputed`: decoder layers checkpointed (--activation_checkpointing)."""
     plugin = accelerator.state.fsdp_plugin
     policy = plugin.mixed_precision_policy
     precision = ("fp32 throughout" if policy is None else
@@ -366,7 +413,7 @@ def describe_sharding(accelerator) -> str:
                  f"gradients reduced in {str(policy.reduce_dtype).removeprefix('torch.')}")
     layers = ", ".join(plugin.transformer_cls_names_to_wrap or []) or "the whole model"
     mode = "full_shard" if plugin.reshard_after_forward else "shard_grad_op"
-    recompute = "; activations recomputed per unit" if plugin.activation_checkpointing else ""
+    recompute = "; activations recomputed per unit" if recomputed or plugin.activation_checkpointing else ""
     reduced = "; gradients reduce-scattered every micro-batch" if \
         accelerator.gradient_state.plugin_kwargs.get("sync_each_batch") else ""
     return (f"FSDP{plugin.fsdp_version} {mode} over {accelerator.num_processes} process(es), one unit per {layers}; "

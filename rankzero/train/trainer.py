@@ -32,7 +32,9 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   the default batch holds one document per row, and hands SDPA a 4-D mask with `is_causal=False`
   (no flash kernel, K/V heads repeated for GQA); eager, it returns no mask and SDPA gets
   `attn_mask=None, is_causal=True`. Compiling one layer and reusing it for the others also compiles
-  in a fraction of the time.
+  in a fraction of the time. Under FSDP2 accelerate compiles each layer in place (`module.compile()`) before
+  `fully_shard`, so FSDP2's hooks run outside the compiled code; checkpointing is transformers' own, inside
+  the layer's forward (sharding.fsdp_defaults says why).
 The progress bar stays (steps, rate, ETA); its printing of raw log dicts is replaced by the meter's
 one line per logging step.
 """
