@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 from collections import defaultdict
 
 from transformers import TrainerCallback
@@ -140,3 +141,33 @@ class Float8Scales(TrainerCallback):
         from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
 
         precompute_float8_dynamic_scale_for_fsdp(model)
+
+
+def checkpoints_forward(model=None) -> bool:
+    """Whether transformers' checkpointing wraps a decoder layer's `forward` (GradientCheckpointingLayer from
+    transformers 5.23), leaving FSDP2's hooks outside the recompute, rather than its __call__; with `model`, also
+    whether that model's layers are such layers."""
+    import transformers
+    from packaging.version import Version
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    if Version(transformers.__version__) < Version("5.23"):
+        return False
+    return model is None or any(isinstance(module, GradientCheckpointingLayer) for module in model.modules())
+
+
+class NoExtraAllGatherWarning(logging.Filter):
+    """transformers warns on every copy of the arguments that --activation_checkpointing under FSDP costs a second
+    all-gather per layer; with its checkpoint around `forward` it does not (sharding.fsdp_defaults; training_args.py installs
+    this filter for every --fsdp run)."""
+
+    def filter(self, record):
+        return "redundant AllGather" not in record.getMessage()
+
+
+def quiet_checkpointing_warning() -> None:
+    if not checkpoints_forward():
+        return  # there the warning is right
+    logger = logging.getLogger("transformers.training_args")
+    if not any(isinstance(existing, NoExtraAllGatherWarning) for existing in logger.filters):
+        logger.addFilter(NoExtraAllGatherWarning())

@@ -30,13 +30,13 @@ A requested sharding never silently becomes DDP: a Trainer that did not end up w
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import socket
 
 from transformers import TrainerCallback
 
 from rankzero.errors import RankzeroError
+from rankzero.train.recompute import checkpoints_forward
 
 # What --fsdp full_shard alone leaves open: key → (value, why). The decoder-layer class is the model's.
 FSDP_DEFAULTS = {
@@ -193,19 +193,6 @@ def sync_each_micro_batch(training) -> tuple[object, str | None]:
     why = ("gradient_accumulation_kwargs.sync_each_batch True (each micro-batch's gradients reduce-scattered into the "
            "shards: no unsharded copy of the model's gradients between micro-steps)")
     return dataclasses.replace(config, gradient_accumulation_kwargs=accumulation), why
-
-
-def checkpoints_forward(model=None) -> bool:
-    """Whether transformers' checkpointing wraps a decoder layer's `forward` (GradientCheckpointingLayer from
-    transformers 5.23), leaving FSDP2's hooks outside the recompute, rather than its __call__; with `model`, also
-    whether that model's layers are such layers."""
-    import transformers
-    from packaging.version import Version
-    from transformers.modeling_layers import GradientCheckpointingLayer
-
-    if Version(transformers.__version__) < Version("5.23"):
-        return False
-    return model is None or any(isinstance(module, GradientCheckpointingLayer) for module in model.modules())
 
 
 def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
@@ -378,23 +365,6 @@ def shard_on_cpu(accelerator, plugin) -> None:
     state.fsdp_plugin = plugin
     if state.mixed_precision != "no":
         plugin.set_mixed_precision(state.mixed_precision)  # keeps a policy already set (mixed_precision_policy)
-
-
-class NoExtraAllGatherWarning(logging.Filter):
-    """transformers warns on every copy of the arguments that --activation_checkpointing under FSDP costs a second
-    all-gather per layer; with its checkpoint around `forward` it does not (fsdp_defaults; training_args.py installs
-    this filter for every --fsdp run)."""
-
-    def filter(self, record):
-        return "redundant AllGather" not in record.getMessage()
-
-
-def quiet_checkpointing_warning() -> None:
-    if not checkpoints_forward():
-        return  # there the warning is right
-    logger = logging.getLogger("transformers.training_args")
-    if not any(isinstance(existing, NoExtraAllGatherWarning) for existing in logger.filters):
-        logger.addFilter(NoExtraAllGatherWarning())
 
 
 def quiet_checkpoint_logs() -> None:

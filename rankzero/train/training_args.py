@@ -31,7 +31,8 @@ class TrainingArguments(transformers.TrainingArguments):
     __doc__ = transformers.TrainingArguments.__doc__
 
     def __post_init__(self):
-        from rankzero.train.sharding import fsdp_words_to_config, quiet_checkpointing_warning
+        from rankzero.train.recompute import quiet_checkpointing_warning
+        from rankzero.train.sharding import fsdp_words_to_config
 
         # Several backends in one value (`--report_to tensorboard,wandb`, a recipe's list): the command line
         # gives this field one string, which TrainingArguments would take as one backend's name.
