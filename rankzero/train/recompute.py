@@ -158,8 +158,8 @@ def checkpoints_forward(model=None) -> bool:
 
 class NoExtraAllGatherWarning(logging.Filter):
     """transformers warns on every copy of the arguments that --activation_checkpointing under FSDP costs a second
-    all-gather per layer; with its checkpoint around `forward` it does not (sharding.fsdp_defaults; training_args.py installs
-    this filter for every --fsdp run)."""
+    all-gather per layer; with its checkpoint around `forward` it does not (sharding.fsdp_defaults;
+    training_args.py installs this filter for every --fsdp run)."""
 
     def filter(self, record):
         return "redundant AllGather" not in record.getMessage()
