@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import DATA_RECORD, resolve_resume, verify_checkpoint
+from rankzero.train.checkpoints.resume import DATA_RECORD, resolve_resume, verify_checkpoint
 from helpers import REPO, log_history, quiet_env, run, train_flags
 
 STEPS = 8

@@ -7,7 +7,7 @@ collator.py       packed blocks, per-document positions or one flattened row, pe
 throughput.py     tokens/s, MFU, peak memory into the Trainer's logs; the rank-0 log line
 preemption.py     SIGTERM/SIGUSR1: all ranks agree on a step, save it and stop
 trainer.py        Trainer subclass: token counting, metrics in logs, whole checkpoints, regional compile
-checkpoints.py    checkpoints verified before a resume, the data fingerprint in each, a full disk on save
+checkpoints/      resume: checkpoints verified, the data and run in each, DCP shards, a full disk on save
 output_dir.py     the output dir: writable before the prepare, one job at a time (flock), run history
 run_config.py     the resolved configuration: run_config.json, recipe.yaml, the printed configuration
 """

@@ -75,7 +75,7 @@ class OutputDirBusy(RankzeroError):
 
 def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
     """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
-    from rankzero.train.checkpoint_records import checkpoints_in
+    from rankzero.train.checkpoints.records import checkpoints_in
 
     found = checkpoints_in(output_dir) if output_dir and not resume else []
     if not found or overwrite:

@@ -15,7 +15,7 @@ A run whose gradients stop being finite (divergence.py) stops, saves no model an
 naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
 run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
-checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
+checkpoints/ has checked it and the data it was trained on; every checkpoint records that data, and
 an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 """
 
@@ -43,7 +43,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints import batch_layout, data_record, resolve_resume
+    from rankzero.train.checkpoints.resume import batch_layout, data_record, resolve_resume
     from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
@@ -68,7 +68,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
-    # The samples each step takes, recorded with the data: a resume must take as many (checkpoint_records.py).
+    # The samples each step takes, recorded with the data: a resume must take as many (checkpoints/records.py).
     data = {**data_record(prepared_dir), "batch": batch_layout(args.training, runtime.world_size)}
     # Before the model is built: a damaged checkpoint, other data or another batch stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
@@ -216,7 +216,7 @@ def evaluate_at_end(trainer) -> None:
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
-    from rankzero.train.checkpoints import full_disk_reported
+    from rankzero.train.checkpoints.resume import full_disk_reported
 
     model.config.use_cache = True  # off while training (see model.py); generation wants it
     with full_disk_reported(output_dir, "the final model", "its files there are incomplete; the newest checkpoint "

@@ -18,12 +18,12 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
   dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
   and `--resume_from_checkpoint auto` never picks one a kill cut short; each one also records the data
-  it was trained on (checkpoints.py) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
+  it was trained on (checkpoints/) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
   the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
   reduced in fp32 under bf16, and sharding on CPU too;
 - `_load_optimizer_and_scheduler` under FSDP loads the optimizer state of exactly the parameters the checkpoint
-  holds one for (sharded_checkpoints.optimizer_as_saved: a checkpoint saved inside --train_new_embeddings_steps);
+  holds one for (checkpoints.sharded.optimizer_as_saved: a checkpoint saved inside --train_new_embeddings_steps);
 - `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
   never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
@@ -48,12 +48,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
+from rankzero.train.checkpoints.resume import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
                                         save_failure, write_data_record)
 from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.evaluation import EvalScores, FixedPromptSample, kept_rng_state
 from rankzero.train.preemption import PreemptionCallback
-from rankzero.train.sharded_checkpoints import gathered_state_dict, optimizer_as_saved, save_model_files
+from rankzero.train.checkpoints.sharded import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
@@ -240,7 +240,7 @@ class RankzeroTrainer(Trainer):
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         if self.is_fsdp_enabled and not _internal_call:
             # The finished model as one plain HF dir: the Trainer writes nothing for a sharded state dict, and a
-            # checkpoint's own save (_internal_call) keeps its DCP shards (sharded_checkpoints.py).
+            # checkpoint's own save (_internal_call) keeps its DCP shards (checkpoints/sharded.py).
             state_dict = gathered_state_dict(self.model)  # every rank takes part; rank 0 gets the weights
             if self.args.should_save:
                 self._save(output_dir or self.args.output_dir, state_dict=state_dict)

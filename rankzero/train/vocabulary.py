@@ -68,7 +68,7 @@ def stage_start(model_args, tokenizer, extension: Extension | None, checkpoint: 
 
     from rankzero.errors import RankzeroError
     from rankzero.files import read_json
-    from rankzero.train.checkpoint_records import DATA_RECORD
+    from rankzero.train.checkpoints.records import DATA_RECORD
 
     if extension is not None:
         return extension.first_new_row

@@ -1,6 +1,6 @@
 """FSDP checkpoints: verified before a resume like the others, and exported as one plain HF directory.
 
-    problems = fsdp_checkpoint_problems(path, names)   # checkpoints.verify_checkpoint, for FSDP's own files
+    problems = fsdp_checkpoint_problems(path, names)   # resume.verify_checkpoint, for FSDP's own files
     problems = pretrained_weights_problems(directory)   # checks.py: --pretrained_model naming an FSDP checkpoint
     state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
     with optimizer_as_saved(model, optimizer, checkpoint): …  # trainer.py: a resume's optimizer, as it was saved
@@ -14,7 +14,7 @@ last, once every rank has written its part), or with `state_dict_type FULL_STATE
 `pytorch_model_fsdp.bin` and `optimizer.bin` gathered on rank 0. What a kill or a full disk breaks is
 checked as for the other formats, without loading a tensor: `.metadata` is there and unpickles, and
 every file it names holds the bytes it says (offset + length). The `.bin` files are torch zips
-(checkpoints.py's check).
+(resume.py's check).
 
 **`.metadata` is a pickle**, and torch (2.13) reads it with plain `pickle.load`: a planted file would run
 code from the checks themselves. rankzero reads it with an unpickler that builds only what DCP metadata
@@ -110,7 +110,7 @@ def is_fsdp_checkpoint(names: set[str]) -> bool:
 
 def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
     """What is wrong with FSDP's files in the checkpoint dir `path` ([] when they are whole, or there are none)."""
-    from rankzero.train.checkpoint_records import torch_file_problems
+    from rankzero.train.checkpoints.records import torch_file_problems
 
     problems = []
     for name in sorted(names):

@@ -15,7 +15,7 @@ central directory sits at its very end, so reading that directory (a few KB, one
 finds any cut, and each member must lie inside the file; JSON files must parse. A sharded model's
 index must name shards that exist and pass the same check. `--resume_from_checkpoint auto` takes the
 newest checkpoint that passes and warns naming each one it skipped and why; a damaged checkpoint given
-by name is an error naming the file; FSDP's files likewise (sharded_checkpoints.py). Not checked: bytes
+by name is an error naming the file; FSDP's files likewise (checkpoints/sharded.py). Not checked: bytes
 changed in place inside a tensor (no tool writes a checksum of everything), DeepSpeed's own folders.
 
 **The data a checkpoint was trained on** is recorded in it (`data_fingerprint.json`: the prepared
@@ -24,7 +24,7 @@ data: the Trainer finds its place by skipping as many batches as the old run con
 data is no place at all. A mismatch stops with both fingerprints and what differs, unless
 `--allow_data_change`. For the same reason the record holds the samples each step took (processes ×
 per-device batch × accumulation): a resume that would take another number per step is an argument error
-saying how to go on (checkpoint_records.batch_problem).
+saying how to go on (records.batch_problem).
 
 **A full disk**: torch.save reports it as "basic_ios::clear: iostream error" with no errno, so after
 a failed save a 1 MiB probe write in the same dir (random bytes: a compressing filesystem stores
@@ -46,11 +46,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rankzero.files import out_of_space, size_text
-from rankzero.train.checkpoint_records import (CHECKPOINT, DATA_RECORD, batch_layout, check_data,  # noqa: F401 (re-exported)
+from rankzero.train.checkpoints.records import (CHECKPOINT, DATA_RECORD, batch_layout, check_data,  # noqa: F401 (re-exported)
                                                checkpoints_in, data_record, data_record_problems, not_resumable, step_of,
                                                torch_file_problems, trainer_state_problems, write_data_record)
 from rankzero.errors import RankzeroError
-from rankzero.train.sharded_checkpoints import fsdp_checkpoint_problems, is_fsdp_checkpoint
+from rankzero.train.checkpoints.sharded import fsdp_checkpoint_problems, is_fsdp_checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The JSON records of a checkpoint a resume acts on, checked before it is trusted, and which of a dir's
-checkpoints a resume may take (checkpoints.py and output_dir.py call these; they import neither).
+checkpoints a resume may take (resume.py and output_dir.py call these; they import neither).
 
     problems = trainer_state_problems(checkpoint / "trainer_state.json")   # [] when the Trainer can resume from it
     problems = data_record_problems(checkpoint / "data_fingerprint.json")  # [] when it names the data
