@@ -20,9 +20,10 @@ from pathlib import Path
 
 from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
-from rankzero.train.checkpoints.resume import checkpoints_in, resume_problems
-from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
+from rankzero.train.checkpoints.resume import resume_problems
+from rankzero.train.checkpoints.runs import checkpoints_in, used_output_dir_problems
 from rankzero.train.checkpoints.sharded import pretrained_weights_problems
+from rankzero.train.output_dir import output_dir_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
 from rankzero.train.vocabulary import stage_problems

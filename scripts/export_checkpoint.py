@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
         parser.error(f"{output_dir} exists and is not an empty dir: choose a new output_dir")
 
-    from rankzero.train.checkpoints.resume import verify_checkpoint
+    from rankzero.train.checkpoints.verify import verify_checkpoint
     from rankzero.train.checkpoints.sharded import export_checkpoint, export_problems
 
     problems = verify_checkpoint(checkpoint)

@@ -22,7 +22,9 @@ import torch
 
 from helpers import REPO, TINY, quiet_env, train_flags
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints.resume import checkpoint_size_text, resolve_resume, verify_checkpoint
+from rankzero.train.checkpoints.full_disk import checkpoint_size_text
+from rankzero.train.checkpoints.resume import resolve_resume
+from rankzero.train.checkpoints.verify import verify_checkpoint
 
 
 def fsdp_checkpoint(directory: Path, **config_changes) -> Path:
@@ -161,7 +163,7 @@ def test_no_space_is_found_inside_dcps_exception(tmp_path, monkeypatch):
     import torch.distributed.checkpoint.filesystem as filesystem
     from torch.distributed.checkpoint import CheckpointException
 
-    from rankzero.train.checkpoints import resume as checkpoints
+    from rankzero.train.checkpoints import full_disk as checkpoints
 
     monkeypatch.setattr(checkpoints, "disk_full", lambda directory: False)  # this disk has room: the error says it
     for fault, full in ((OSError(errno.ENOSPC, "No space left on device"), True), (KeyError("x"), False)):

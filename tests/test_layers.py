@@ -20,6 +20,7 @@ LAYERS = [  # lowest first
                                       "data.dedup.*", "data.split", "data.mixing", "data.report", "data.progress", "data.tally"]),
     ("data: engines", ["data.space", "data.local", "data.local_workers", "data.ray_work", "data.ray_tasks", "data.ray_engine", "data.pipeline"]),
     ("data: the handoff", ["data.heartbeat", "data.handoff"]),
+    ("training: checkpoints for resume", ["train.checkpoints", "train.checkpoints.*"]),
     ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
 ]

@@ -176,7 +176,8 @@ def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path
     missing .metadata is found, and auto falls back past it."""
     from test_train_preemption import finish, read_until, start
 
-    from rankzero.train.checkpoints.resume import newest_intact_checkpoint, verify_checkpoint
+    from rankzero.train.checkpoints.resume import newest_intact_checkpoint
+    from rankzero.train.checkpoints.verify import verify_checkpoint
 
     steps, cache = 20, tmp_path / "cache"
     common = dict(max_steps=steps, logging_steps=1, lr_scheduler_type="constant", fsdp="full_shard")

@@ -43,8 +43,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints.resume import batch_layout, data_record, resolve_resume
-    from rankzero.train.output_dir import new_run_id, run_id_of
+    from rankzero.train.checkpoints.records import batch_layout, data_record
+    from rankzero.train.checkpoints.resume import resolve_resume
+    from rankzero.train.checkpoints.runs import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.evaluation import evaluation_parts
@@ -216,7 +217,7 @@ def evaluate_at_end(trainer) -> None:
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
-    from rankzero.train.checkpoints.resume import full_disk_reported
+    from rankzero.train.checkpoints.full_disk import full_disk_reported
 
     model.config.use_cache = True  # off while training (see model.py); generation wants it
     with full_disk_reported(output_dir, "the final model", "its files there are incomplete; the newest checkpoint "

@@ -48,12 +48,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints.resume import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
-                                        save_failure, write_data_record)
+from rankzero.train.checkpoints.full_disk import (checkpoint_size_text, failures_on_every_rank, free_bytes,
+                                                  no_space_message, save_failure)
+from rankzero.train.checkpoints.records import write_data_record
+from rankzero.train.checkpoints.sharded import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.evaluation import EvalScores, FixedPromptSample, kept_rng_state
 from rankzero.train.preemption import PreemptionCallback
-from rankzero.train.checkpoints.sharded import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
@@ -77,7 +78,7 @@ class RankzeroTrainer(Trainer):
                  scores: EvalScores | None = None, sampler: FixedPromptSample | None = None, **kwargs):
         self._staging = False
         self.scores, self.sampler = scores, sampler
-        self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
+        self.data_record = data_record  # written into every checkpoint (checkpoints/records.py)
         super().__init__(*args, **kwargs)
         self.meter = meter
         self.guard = guard
