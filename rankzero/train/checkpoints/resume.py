@@ -19,7 +19,7 @@ from pathlib import Path
 from rankzero.errors import RankzeroError
 from rankzero.train.checkpoints.records import check_data
 from rankzero.train.checkpoints.runs import CHECKPOINT, checkpoints_in, not_resumable, run_id_of, step_of
-from rankzero.train.checkpoints.verify import verify_checkpoint
+from rankzero.train.checkpoints.verify import newest_intact_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -37,18 +37,6 @@ def resume_problems(tokenize_only: bool, resume: str | None, allow_data_change: 
     return problems
 
 
-def newest_intact_checkpoint(output_dir: str | os.PathLike, candidates: list[Path] | None = None
-                             ) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
-    """(the newest checkpoint that passes verification, [(each newer one skipped, its problems)])."""
-    skipped = []
-    for path in checkpoints_in(output_dir) if candidates is None else candidates:
-        problems = verify_checkpoint(path)
-        if not problems:
-            return path, skipped
-        skipped.append((path, problems))
-    return None, skipped
-
-
 def resolve_resume(value: str | None, output_dir: str, data: dict | None = None, allow_data_change: bool = False,
                    report: bool = True, max_steps: int = -1) -> str | None:
     """--resume_from_checkpoint DIR, or `auto`: the newest intact checkpoint of the dir's run up to max_steps.
@@ -56,11 +44,24 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
     Every rank calls it and reads the same files, so all of them choose alike; `report` (rank 0) says why."""
     if value is None or value == "":
         return None  # a dir holding checkpoints is an argument error (used_output_dir_problems)
-    if value == "auto":
-        run_id = run_id_of(output_dir)
-        reasons = {path: not_resumable(path, run_id, max_steps) for path in checkpoints_in(output_dir)}
+    auto = value == "auto"
+    if not auto and not Path(value).is_dir():
+        raise RankzeroError(f"--resume_from_checkpoint {value}: no such directory (give a checkpoint-N dir or 'auto')")
+    # `auto` looks only at the dir's run's checkpoints up to --max_steps (runs.py); one given by name is checked
+    # for the steps alone, and after its files, whose damage is the first thing to say.
+    run_id = run_id_of(output_dir) if auto else None
+    candidates = checkpoints_in(output_dir) if auto else [Path(value)]
+    reasons = {path: not_resumable(path, run_id, max_steps) if auto or CHECKPOINT.fullmatch(path.name) else None
+               for path in candidates}
+    chosen, skipped = newest_intact_checkpoint([path for path in candidates if not (auto and reasons[path])])
+    if not auto:
+        if skipped:
+            raise RankzeroError(f"--resume_from_checkpoint {value} is damaged: {'; '.join(skipped[0][1])}. Give another "
+                                "checkpoint, or 'auto' for the newest intact one in --output_dir")
+        if reasons[chosen]:
+            raise RankzeroError(f"--resume_from_checkpoint {value}: {reasons[chosen]}")
+    else:
         foreign = [(path, [reason]) for path, reason in reasons.items() if reason]
-        chosen, skipped = newest_intact_checkpoint(output_dir, [path for path, reason in reasons.items() if not reason])
         if chosen is None and (skipped or foreign):
             what = f"no checkpoint in {output_dir} belongs to this run" if foreign else \
                 f"every checkpoint in {output_dir} is damaged"
@@ -78,18 +79,6 @@ def resolve_resume(value: str | None, output_dir: str, data: dict | None = None,
         if report and any(step_of(path) > step_of(chosen) for path, _ in foreign):
             logger.warning("--resume_from_checkpoint auto: resuming from %s, not from:\n%s", chosen.name,
                            _describe_skipped([(path, why) for path, why in foreign if step_of(path) > step_of(chosen)]))
-    else:
-        chosen = Path(value)
-        if not chosen.is_dir():
-            raise RankzeroError(f"--resume_from_checkpoint {value}: no such directory (give a checkpoint-N dir or "
-                                "'auto')")
-        problems = verify_checkpoint(chosen)
-        if problems:
-            raise RankzeroError(f"--resume_from_checkpoint {value} is damaged: {'; '.join(problems)}. Give another "
-                                "checkpoint, or 'auto' for the newest intact one in --output_dir")
-        past = not_resumable(chosen, None, max_steps) if CHECKPOINT.fullmatch(chosen.name) else None
-        if past:
-            raise RankzeroError(f"--resume_from_checkpoint {value}: {past}")
     if data is not None:
         check_data(chosen, data, allow_data_change, report)
     return str(chosen)

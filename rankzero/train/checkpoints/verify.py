@@ -1,6 +1,7 @@
 """Whether a checkpoint dir is whole, without loading a tensor: one line per damaged file.
 
     problems = verify_checkpoint(path)                  # [] when every file of it is whole
+    chosen, skipped = newest_intact_checkpoint(checkpoints_in(output_dir))   # resume.py, for `auto`
     problems = torch_file_problems(path / "optimizer.pt")  # one torch.save zip
 
 A checkpoint is cut short by a kill or a full disk mid-write (rankzero renames whole checkpoints into
@@ -70,6 +71,17 @@ def verify_checkpoint(path: str | os.PathLike) -> list[str]:
     if "config.json" in names:
         problems += _json_problems(path / "config.json")
     return problems
+
+
+def newest_intact_checkpoint(candidates: list[Path]) -> tuple[Path | None, list[tuple[Path, list[str]]]]:
+    """(the first of `candidates`, newest first, that passes verification, [(each one before it, its problems)])."""
+    skipped = []
+    for path in candidates:
+        problems = verify_checkpoint(path)
+        if not problems:
+            return path, skipped
+        skipped.append((path, problems))
+    return None, skipped
 
 
 
