@@ -248,11 +248,14 @@ def test_the_first_stage_trains_only_new_rows_then_everything(tmp_path, tokenize
 
 
 def test_continued_pretraining_defaults(tmp_path):
-    from rankzero.train.training_args import TrainingArguments, learning_defaults
+    from rankzero.runtime import Runtime
+    from rankzero.train.defaults import Facts, learning_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
     def resolved(given: frozenset, parameters: int, **flags):
         args = TrainingArguments(output_dir=str(tmp_path), **flags)
-        return learning_defaults(args, given, from_scratch=False, parameters=parameters, has_eval=False)
+        facts = Facts(given, Runtime.from_env(), parameters=parameters, from_scratch=False)
+        return resolve(args, facts, (learning_defaults,))[:2]
 
     args, reasons = resolved(frozenset(), int(8e9))
     assert args.learning_rate == 2.2e-05 and "continued pretraining, 8,000M parameters" in reasons["learning_rate"]

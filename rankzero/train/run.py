@@ -1,4 +1,4 @@
-"""Train on a prepared dataset: tokenizer → dataset → model → fast defaults → Trainer → saved model.
+"""Train on a prepared dataset: tokenizer → dataset → defaults and devices → model → Trainer → saved model.
 
     from rankzero.train.run import train
     train(args, runtime, prepared_dir)     # called by train.py once the data is ready on every rank
@@ -21,6 +21,7 @@ an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -55,8 +56,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.trainer import RankzeroTrainer
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.run_config import describe_setup, print_config, resolved_config, write_run_files
-    from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
-    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
+    from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
+    from rankzero.train.sharding import RankZeroWeights, rank_zero_loads, zero3
+    from rankzero.train.training_args import set_up_devices
     from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
@@ -88,30 +90,29 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
     # shards from the checkpoint (sharding.py).
     empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
-    training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
-    training, zero_defaults = deepspeed_defaults(training)
-    if zero3(training):  # the model's weights are partitioned as it is built (deepspeed.zero.Init), over the group
-        set_up_devices(training, runtime)
+    facts = Facts(given=args.given, runtime=runtime)
+    training, defaults, more_notes = resolve(args.training, facts, BEFORE_MODEL)
+    # Devices and the process group, now that every rank holds the data; before the model, which ZeRO-3 partitions
+    # over the group as it is built (deepspeed.zero.Init). The copies the later defaults make keep the set-up.
+    set_up_devices(training, runtime)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
     first_new_row = stage_start(args.model, tokenizer, extension, resume)
     data = {**data, "new_rows_from": first_new_row}  # where a resume finds the stage's rows again (vocabulary.py)
-    parameters = sum(full_numel(p) for p in model.parameters())
-    training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
-                                           parameters=parameters, has_eval=eval_dataset is not None,
-                                           resuming=resume is not None)
-    training, sharding = fsdp_defaults(training, model)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
-    training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
+    facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
+                                from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
+                                resuming=resume is not None, steps_per_epoch=epoch_steps)
+    training, later, later_notes = resolve(training, facts, WITH_MODEL)
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
         problems = stage_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
         if problems:
             raise ConfigError(problems)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging}
+    defaults = {**args.defaults, **defaults, **later}
     scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,
                                                    sharded=bool(training.fsdp) or zero3(training))
-    notes += more_notes + eval_notes
+    notes += more_notes + later_notes + eval_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     if args.model.train_new_embeddings_steps and first_new_row is None:
@@ -130,7 +131,6 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
     guard = DivergenceGuard()
-    set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
         args=training,
