@@ -26,7 +26,7 @@ from rankzero.train.checkpoints.sharded import pretrained_weights_problems
 from rankzero.train.output_dir import output_dir_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
-from rankzero.train.vocabulary import stage_problems
+from rankzero.train.vocabulary import new_embeddings_problems
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += resume_problems(False, training.resume_from_checkpoint, args.model.allow_data_change)
     problems += report_to_problems(training.report_to)
     problems += fsdp_problems(training)
-    problems += stage_problems(args.model.train_new_embeddings_steps, training)
+    problems += new_embeddings_problems(args.model.train_new_embeddings_steps, training)
     problems += silenced_problems(args, training)
     if problems:
         raise ConfigError(problems)

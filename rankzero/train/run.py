@@ -59,7 +59,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
     from rankzero.train.sharding import RankZeroWeights, rank_zero_loads, zero3
     from rankzero.train.training_args import set_up_devices
-    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, new_embeddings_problems, new_rows_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -97,15 +97,15 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     set_up_devices(training, runtime)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
-    first_new_row = stage_start(args.model, tokenizer, extension, resume)
-    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the stage's rows again (vocabulary.py)
+    first_new_row = new_rows_start(args.model, tokenizer, extension, resume)
+    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the new rows again (vocabulary.py)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
     facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
                                 from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
                                 resuming=resume is not None, steps_per_epoch=epoch_steps)
     training, later, later_notes = resolve(training, facts, WITH_MODEL)
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
-        problems = stage_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
+        problems = new_embeddings_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
         if problems:
             raise ConfigError(problems)
     # ours (checks.py: data_defaults) with the Trainer's, printed together

@@ -235,7 +235,7 @@ class RankzeroTrainer(Trainer):
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         if checkpoint is None or not self.is_fsdp_enabled:
             return super()._load_optimizer_and_scheduler(checkpoint)
-        with optimizer_as_saved(self.model, self.optimizer, checkpoint):  # saved inside the new-embeddings stage
+        with optimizer_as_saved(self.model, self.optimizer, checkpoint):  # saved inside the new-embeddings steps
             super()._load_optimizer_and_scheduler(checkpoint)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:

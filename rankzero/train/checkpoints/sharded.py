@@ -129,7 +129,7 @@ def optimizer_as_saved(model, optimizer, checkpoint: str | os.PathLike):
     optimizer once with zero gradients (lr 0) so that every parameter has a state; then set_optimizer_state_dict
     refuses a parameter that requires a gradient and has no state in the checkpoint. A checkpoint saved inside
     --train_new_embeddings_steps holds none for the parameters that had not trained yet (vocabulary.py: they
-    start fresh when the stage ends), so the resume stopped at "Missing key in checkpoint state_dict:
+    start fresh when those steps end), so the resume stopped at "Missing key in checkpoint state_dict:
     optimizer.state.….step". Here the optimizer is stepped the same way with zero gradients on the checkpoint's
     parameters only, and the others are marked as needing no gradient while it loads: it asks for the
     checkpoint's keys and no others, the rest start fresh when they first train, as in the run that saved it,
