@@ -83,35 +83,39 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     run_id = (resume and run_id_of(args.training.output_dir)) or new_run_id()
     data = {**data, "run_id": run_id}  # into every checkpoint: `auto` takes only this run's
 
-    documents = args.model.mask_across_documents and args.packing.packing
-    attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
-                                         mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
     # shards from the checkpoint (sharding.py).
-    empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
+    rank_zero = rank_zero_loads(args.training, runtime)
+    sharded = bool(args.training.fsdp) or zero3(args.training)
+    empty = rank_zero and (runtime.rank > 0 or resume is not None)
     facts = Facts(given=args.given, runtime=runtime)
     training, defaults, more_notes = resolve(args.training, facts, BEFORE_MODEL)
     # Devices and the process group, now that every rank holds the data; before the model, which ZeRO-3 partitions
     # over the group as it is built (deepspeed.zero.Init). The copies the later defaults make keep the set-up.
     set_up_devices(training, runtime)
+    documents = args.model.mask_across_documents and args.packing.packing
+    attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
+                                         mask_across_documents=documents)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
     first_new_row = new_rows_start(args.model, tokenizer, extension, resume)
     data = {**data, "new_rows_from": first_new_row}  # where a resume finds the new rows again (vocabulary.py)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
-    facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
-                                from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
-                                resuming=resume is not None, steps_per_epoch=epoch_steps)
-    training, later, later_notes = resolve(training, facts, WITH_MODEL)
+    new_rows_first = None
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
         problems = new_embeddings_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
         if problems:
             raise ConfigError(problems)
+        if args.model.train_new_embeddings_steps:
+            new_rows_first = NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps)
+    facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
+                                from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
+                                resuming=resume is not None, steps_per_epoch=epoch_steps)
+    training, later, later_notes = resolve(training, facts, WITH_MODEL)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
     defaults = {**args.defaults, **defaults, **later}
-    scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,
-                                                   sharded=bool(training.fsdp) or zero3(training))
+    scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training, sharded=sharded)
     notes += more_notes + later_notes + eval_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
@@ -147,10 +151,10 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
-    if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
+    if rank_zero and resume is None:  # a resume reads each shard from the checkpoint
         trainer.add_callback(RankZeroWeights(model, runtime))
-    if args.model.train_new_embeddings_steps and first_new_row is not None:
-        trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
+    if new_rows_first is not None:
+        trainer.add_callback(new_rows_first)
     if trainer.is_world_process_zero():
         setup = describe_setup(trainer, attention, documents)
         if extension is not None:
