@@ -24,7 +24,7 @@ from rankzero.runtime import Runtime
 from rankzero.train.sharding import zero3
 from rankzero.train.training_args import TrainingArguments
 
-Row = tuple[dict[str, Any], dict[str, str], list[str]]  # what a row returns: (changes, reasons, notes)
+RowResult = tuple[dict[str, Any], dict[str, str], list[str]]  # what a row returns: (changes, reasons, notes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Facts:
     steps_per_epoch: int | None = None  # optimizer steps in one pass over the data
 
 
-def resolve(training: TrainingArguments, facts: Facts, rows: tuple[Callable[[TrainingArguments, Facts], Row], ...]
+def resolve(training: TrainingArguments, facts: Facts, rows: tuple[Callable[[TrainingArguments, Facts], RowResult], ...]
             ) -> tuple[TrainingArguments, dict[str, str], list[str]]:
     """The rows applied in order: (the arguments, {flag: "value (why)"}, notes on the settings ignored)."""
     reasons: dict[str, str] = {}
@@ -76,7 +76,7 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def fast_defaults(training: TrainingArguments, facts: Facts) -> Row:
+def fast_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     """What makes training fast here: the device, the data loader, and the Trainer's settings rankzero overrides."""
     import torch
 
@@ -149,7 +149,7 @@ def fast_defaults(training: TrainingArguments, facts: Facts) -> Row:
     return changes, reasons, warnings
 
 
-def deepspeed_defaults(training: TrainingArguments, facts: Facts) -> Row:
+def deepspeed_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     """ZeRO-3 saves the finished model as one HF dir unless the JSON says otherwise: without
     stage3_gather_16bit_weights_on_model_save the Trainer writes only DeepSpeed's own checkpoint (zero_to_fp32.py
     to recover weights) where rankzero promises a dir that from_pretrained loads."""
@@ -206,7 +206,7 @@ def learning_rate_for(parameters: int) -> float:
     return points[-1][1]
 
 
-def learning_defaults(training: TrainingArguments, facts: Facts) -> Row:
+def learning_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     """What a run needs to learn and to be watched, for flags the user (or a recipe) did not set:
 
     - from scratch, a pretraining schedule instead of Hugging Face's fine-tuning defaults (lr 5e-5, no
@@ -267,7 +267,7 @@ FSDP_DEFAULTS = {
 }
 
 
-def fsdp_defaults(training: TrainingArguments, facts: Facts) -> Row:
+def fsdp_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     """What `--fsdp full_shard` leaves open (FSDP_DEFAULTS, the model's decoder layer); keys given in --fsdp_config
     win. One reason for them all: {"fsdp_config": "key value (why); …"} for the keys filled in."""
     if not training.fsdp:
@@ -299,7 +299,7 @@ LOGGING_POINTS = 50  # training-loss lines a run logs by default: a curve, and f
 MAX_LOGGING_STEPS = 100
 
 
-def logging_defaults(training: TrainingArguments, facts: Facts) -> Row:
+def logging_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     """--logging_steps about the run's steps / LOGGING_POINTS (1..MAX_LOGGING_STEPS) unless given: HF's 500 leaves
     a shorter run without a training loss anywhere (log, TensorBoard, curves, summary). Evaluation, which HF
     runs every --logging_steps, then every 10 of them unless --eval_steps or --logging_steps is given.
