@@ -20,14 +20,15 @@ from pathlib import Path
 
 from rankzero.config import Args, SourcesConfig
 from rankzero.errors import ConfigError, RankzeroError
-from rankzero.train.checkpoints import checkpoints_in, resume_problems
+from rankzero.train.checkpoints.resume import resume_problems
+from rankzero.train.checkpoints.runs import checkpoints_in, used_output_dir_problems
+from rankzero.train.checkpoints.sharded import pretrained_weights_problems
 from rankzero.train.losses import lm_loss_problems
-from rankzero.train.output_dir import output_dir_problems, used_output_dir_problems
+from rankzero.train.output_dir import output_dir_problems
 from rankzero.train.recompute import checkpointing_problems, float8_problems
-from rankzero.train.sharded_checkpoints import pretrained_weights_problems
 from rankzero.train.sharding import fsdp_problems
 from rankzero.train.training_args import max_steps_problems
-from rankzero.train.vocabulary import stage_problems
+from rankzero.train.vocabulary import new_embeddings_problems
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += lm_loss_problems(args.model.lm_loss, training)
     problems += checkpointing_problems(args.model.activation_checkpointing, args.given, training)
     problems += float8_problems(args.model.float8)
-    problems += stage_problems(args.model.train_new_embeddings_steps, training)
+    problems += new_embeddings_problems(args.model.train_new_embeddings_steps, training)
     problems += silenced_problems(args, training)
     if problems:
         raise ConfigError(problems)

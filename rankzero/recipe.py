@@ -158,7 +158,7 @@ REPLAY = {
              "text_column", "quality_filter", "quality_config", "skip_bad_records", "on_decode_error", "pii",
              "decontaminate", "dedup", "dedup_threshold"),
     # The optimizer's schedule, the run's length and the cadences measured in its steps: each kind of run has
-    # its own defaults (training_args.learning_defaults).
+    # its own defaults (defaults.learning_defaults).
     "schedule": ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio",
                  "weight_decay", "adam_beta1", "adam_beta2", "max_steps", "num_train_epochs", "logging_strategy",
                  "logging_steps", "logging_first_step", "eval_strategy", "eval_steps", "eval_delay", "eval_on_start",

@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
         parser.error(f"{output_dir} exists and is not an empty dir: choose a new output_dir")
 
-    from rankzero.train.checkpoints import verify_checkpoint
-    from rankzero.train.sharded_checkpoints import export_checkpoint, export_problems
+    from rankzero.train.checkpoints.verify import verify_checkpoint
+    from rankzero.train.checkpoints.sharded import export_checkpoint, export_problems
 
     problems = verify_checkpoint(checkpoint)
     problems = problems or export_problems(checkpoint)  # config.json against the shards' tensors

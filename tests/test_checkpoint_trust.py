@@ -22,7 +22,9 @@ import torch
 
 from helpers import REPO, TINY, quiet_env, train_flags
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import checkpoint_size_text, resolve_resume, verify_checkpoint
+from rankzero.train.checkpoints.full_disk import checkpoint_size_text
+from rankzero.train.checkpoints.resume import resolve_resume
+from rankzero.train.checkpoints.verify import verify_checkpoint
 
 
 def fsdp_checkpoint(directory: Path, **config_changes) -> Path:
@@ -161,7 +163,7 @@ def test_no_space_is_found_inside_dcps_exception(tmp_path, monkeypatch):
     import torch.distributed.checkpoint.filesystem as filesystem
     from torch.distributed.checkpoint import CheckpointException
 
-    from rankzero.train import checkpoints
+    from rankzero.train.checkpoints import full_disk as checkpoints
 
     monkeypatch.setattr(checkpoints, "disk_full", lambda directory: False)  # this disk has room: the error says it
     for fault, full in ((OSError(errno.ENOSPC, "No space left on device"), True), (KeyError("x"), False)):
@@ -218,7 +220,7 @@ def test_a_resume_with_other_samples_per_step_is_refused_and_the_same_in_another
     ((2, 4, 1), (1, 4, 1), True), ((1, 4, 1), (2, 4, 1), True), ((2, 4, 1), (1, 4, 2), False),
     ((2, 4, 1), (1, 8, 1), False), ((1, 8, 1), (1, 8, 2), True)])
 def test_the_batch_decision_across_world_sizes(tmp_path, saved, now, refused):
-    from rankzero.train.checkpoint_records import batch_problem
+    from rankzero.train.checkpoints.records import batch_problem
 
     def layout(values):
         return dict(zip(("world_size", "per_device_train_batch_size", "gradient_accumulation_steps"), values))

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import DATA_RECORD, resolve_resume, verify_checkpoint
+from rankzero.train.checkpoints.records import DATA_RECORD
+from rankzero.train.checkpoints.resume import resolve_resume
+from rankzero.train.checkpoints.verify import verify_checkpoint
 from helpers import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
 
 STEPS = 4  # checkpoints at 2 and 4
@@ -196,7 +198,7 @@ def test_resume_on_changed_data_stops_with_both_fingerprints_unless_allowed(run_
 
 
 def test_the_data_check_decisions(run_dir):
-    from rankzero.train.checkpoints import data_record
+    from rankzero.train.checkpoints.records import data_record
 
     saved = json.loads((run_dir / "checkpoint-4" / DATA_RECORD).read_text())
     same = data_record(saved["prepared_dir"])
@@ -338,7 +340,7 @@ FAULTS = [("model", "ENOSPC"), ("optimizer and scheduler", "ENOSPC"), ("rng stat
 @pytest.mark.parametrize("stage,fault", FAULTS, ids=[f"{s}-{f}" for s, f in FAULTS])
 def test_enospc_at_every_stage_of_a_save_is_reported_and_the_staging_removed(tmp_path, tokenizer_dir, monkeypatch,
                                                                               stage, fault):
-    import rankzero.train.checkpoints as checkpoints
+    import rankzero.train.checkpoints.full_disk as checkpoints
 
     raiser = {"ENOSPC": _enospc, "safetensors": _safetensors_full, "torch with a full disk": _torch_full}[fault]
     monkeypatch.setattr(*_stage(stage), raiser)
@@ -356,7 +358,7 @@ def test_enospc_at_every_stage_of_a_save_is_reported_and_the_staging_removed(tmp
 def test_another_save_failure_is_not_called_a_full_disk(tmp_path, tokenizer_dir, monkeypatch):
     import transformers
 
-    from rankzero.train.checkpoints import disk_full
+    from rankzero.train.checkpoints.full_disk import disk_full
 
     assert not disk_full(tmp_path)  # the real probe: this disk has room
     monkeypatch.setattr(transformers.Trainer, "_save_optimizer_and_scheduler", _torch_full)
@@ -367,7 +369,7 @@ def test_another_save_failure_is_not_called_a_full_disk(tmp_path, tokenizer_dir,
 
 
 def test_a_full_disk_saving_the_final_model(tmp_path):
-    from rankzero.train.checkpoints import full_disk_reported
+    from rankzero.train.checkpoints.full_disk import full_disk_reported
 
     with pytest.raises(RankzeroError, match=rf"--output_dir {tmp_path}: no space left on the device while saving the "
                                             r"final model \([\d.,]+ [MG]B were free when the save started"):

@@ -95,14 +95,16 @@ def test_two_ranks_stop_at_the_same_step_and_both_exit_1(tmp_path, train_corpus,
 
 def test_the_nan_filter_is_off_and_giving_it_says_it_is_ignored(tmp_path):
     from rankzero.runtime import Runtime
-    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+    from rankzero.train.defaults import Facts, fast_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
     runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname="h")
-    args, applied, warnings = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime)
+    args, applied, warnings = resolve(TrainingArguments(output_dir=str(tmp_path)),
+                                      Facts(frozenset(), runtime), (fast_defaults,))
     assert args.logging_nan_inf_filter is False and "logging_nan_inf_filter" in applied
     assert not [w for w in warnings if "nan_inf" in w]  # not given: nothing ignored
     given = TrainingArguments(output_dir=str(tmp_path), logging_nan_inf_filter=True)
-    args, _, warnings = apply_fast_defaults(given, frozenset({"logging_nan_inf_filter"}), runtime)
+    args, _, warnings = resolve(given, Facts(frozenset({"logging_nan_inf_filter"}), runtime), (fast_defaults,))
     assert args.logging_nan_inf_filter is False
     assert any(w.startswith("--logging_nan_inf_filter is ignored: a NaN or inf loss is logged") for w in warnings)
 

@@ -27,7 +27,7 @@ from rankzero.runtime import Runtime
 path, hold_s = Path(sys.argv[1]), int(sys.argv[2])
 runtime = Runtime(rank=0, world_size=2, local_rank=0, local_world_size=2, node_rank=0, hostname="n0")
 with Heartbeat(path, runtime, "run") as heartbeat:
-    heartbeat.progress({"stage": "quality"})
+    heartbeat.progress({"phase": "quality"})
     worker = os.fork()
     if worker == 0:
         time.sleep(600)
@@ -107,7 +107,7 @@ def test_one_waiting_rank_a_node_prints_the_builders_progress(tmp_path, monkeypa
     monkeypatch.setattr(handoff, "REPORT_EVERY_S", 0.0)
     heartbeat, failed = tmp_path / "fp.heartbeat.job", tmp_path / "fp.failed"
     stop = threading.Event()
-    progress = {"stage": "encode", "docs": 1000, "bytes": 2_000_000, "mb_per_s": 1.5, "percent": 40.0, "eta_s": 3.0}
+    progress = {"phase": "encode", "docs": 1000, "bytes": 2_000_000, "mb_per_s": 1.5, "percent": 40.0, "eta_s": 3.0}
 
     def builder():
         for beat in range(1, 1000):
@@ -164,11 +164,11 @@ def test_a_builder_that_cannot_start_its_child_beats_from_a_thread(tmp_path, mon
     path = tmp_path / "fp.heartbeat.job"
     runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname="n0")
     with module.Heartbeat(path, runtime, "run") as beat:
-        beat.progress({"stage": "quality", "done": 7})
+        beat.progress({"phase": "quality", "done": 7})
         for _ in range(1200):  # the thread's next beats; bounded, never a wall-clock judgement
             state = json.loads(path.read_text())
             if state["beat"] >= 3 and state["progress"].get("done") == 7:
                 break
             time.sleep(0.05)
-        assert state["beat"] >= 3 and state["progress"] == {"stage": "quality", "done": 7}
+        assert state["beat"] >= 3 and state["progress"] == {"phase": "quality", "done": 7}
     assert not path.exists()

@@ -22,6 +22,7 @@ LAYERS = [  # lowest first
     ("data: the stage and its plan", ["data.stage", "data.plan", "data.report", "data.published"]),
     ("data: engines", ["data.engines", "data.engines.*", "data.pipeline"]),
     ("data: the handoff", ["data.heartbeat", "data.handoff"]),
+    ("training: checkpoints for resume", ["train.checkpoints", "train.checkpoints.*"]),
     ("training", ["train", "train.*", "recipe"]),
     ("command line", ["checks", "args"]),
 ]

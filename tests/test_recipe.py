@@ -18,20 +18,18 @@ from helpers import REPO, TINY, losses, quiet_env, run, single_rank, train_flags
 from rankzero.args import parse_args
 from rankzero.config import CONFIGS
 from rankzero.recipe import absolute_paths, effective_recipe, write_recipe
-from rankzero.train.training_args import CONTINUED_RATE_SHARE
+from rankzero.train.defaults import CONTINUED_RATE_SHARE
 
 PARAMETERS = 164_160  # the tiny model's: the from-scratch learning rate depends on it
 
 
 def effective(args, steps_per_epoch: int = 7):
     """The TrainingArguments a run trains with: the parsed ones and the defaults train() applies."""
-    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults
+    from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
 
-    training, _, _ = apply_fast_defaults(args.training, args.given, single_rank())
-    training, _ = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
-                                    parameters=PARAMETERS, has_eval=args.sources.has_validation)
-    training, _ = logging_defaults(training, args.given, steps_per_epoch=steps_per_epoch)
-    return training
+    facts = Facts(args.given, single_rank(), parameters=PARAMETERS, from_scratch=not args.model.pretrained_model,
+                  has_eval=args.sources.has_validation, steps_per_epoch=steps_per_epoch)
+    return resolve(args.training, facts, BEFORE_MODEL + WITH_MODEL)[0]
 
 
 def round_trip(argv: list[str], tmp_path: Path) -> tuple[dict, Path]:
@@ -173,7 +171,7 @@ def test_tensorboard_run_then_pretrain_cont_then_resume_from_another_directory(t
     continued = json.loads((work / "runs" / "cont" / "run_config.json").read_text())["training"]
     for name in ("optim", "max_grad_norm", "adam_beta1", "adam_beta2", "weight_decay"):  # the run's, and pretraining's
         assert continued[name] == first[name], name
-    # Not the from-scratch schedule: continued pretraining's own (training_args.learning_defaults).
+    # Not the from-scratch schedule: continued pretraining's own (defaults.learning_defaults).
     assert continued["learning_rate"] == float(f"{first['learning_rate'] * CONTINUED_RATE_SHARE:.2g}")
     assert (first["lr_scheduler_type"], continued["lr_scheduler_type"]) == ("cosine", "cosine_with_min_lr")
     assert continued["report_to"] == ["tensorboard"]

@@ -17,7 +17,7 @@ from rankzero.args import parse_args
 from rankzero.config import CONFIGS
 from rankzero.errors import ConfigError
 from rankzero.recipe import GROUP_OF, ONCE, RECORDED_GROUPS, RECORDED_TRAINING, describe, effective_recipe, write_recipe
-from rankzero.train.training_args import CONTINUED_MIN_LR_RATE, CONTINUED_RATE_SHARE, learning_rate_for
+from rankzero.train.defaults import CONTINUED_MIN_LR_RATE, CONTINUED_RATE_SHARE, learning_rate_for
 from test_recipe import PARAMETERS, effective
 
 

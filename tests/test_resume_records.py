@@ -14,7 +14,9 @@ import sys
 import pytest
 
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import DATA_RECORD, resolve_resume, verify_checkpoint
+from rankzero.train.checkpoints.records import DATA_RECORD
+from rankzero.train.checkpoints.resume import resolve_resume
+from rankzero.train.checkpoints.verify import verify_checkpoint
 from helpers import REPO, log_history, quiet_env, run, train_flags
 
 STEPS = 8

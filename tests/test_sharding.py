@@ -176,7 +176,8 @@ def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path
     missing .metadata is found, and auto falls back past it."""
     from test_train_preemption import finish, read_until, start
 
-    from rankzero.train.checkpoints import newest_intact_checkpoint, verify_checkpoint
+    from rankzero.train.checkpoints.runs import checkpoints_in
+    from rankzero.train.checkpoints.verify import newest_intact_checkpoint, verify_checkpoint
 
     steps, cache = 20, tmp_path / "cache"
     common = dict(max_steps=steps, logging_steps=1, lr_scheduler_type="constant", fsdp="full_shard")
@@ -220,7 +221,7 @@ def test_sigterm_under_fsdp_saves_shards_that_verify_and_resume_exactly(tmp_path
     (unfinished / "pytorch_model_fsdp_0" / ".metadata").unlink()
     assert [p for p in verify_checkpoint(unfinished) if "pytorch_model_fsdp_0/.metadata is missing" in p]
     shutil.copytree(checkpoint, tmp_path / "damaged" / checkpoint.name)
-    chosen, skipped = newest_intact_checkpoint(tmp_path / "damaged")
+    chosen, skipped = newest_intact_checkpoint(checkpoints_in(tmp_path / "damaged"))
     assert chosen.name == checkpoint.name and [p.name for p, _ in skipped] == [unfinished.name, cut.name]
 
 

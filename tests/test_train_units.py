@@ -99,17 +99,19 @@ def test_vocabulary_resize_and_out_of_range(tokenizer_dir):
 
 def test_fast_defaults_respect_given_flags(tmp_path):
     from rankzero.runtime import Runtime
-    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+    from rankzero.train.defaults import Facts, fast_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
     runtime = Runtime(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, hostname="h")
     given = TrainingArguments(output_dir=str(tmp_path), dataloader_num_workers=0, dataloader_prefetch_factor=None)
-    args, applied, warnings = apply_fast_defaults(given, frozenset({"dataloader_num_workers", "output_dir"}), runtime)
+    given_flags = frozenset({"dataloader_num_workers", "output_dir"})
+    args, applied, warnings = resolve(given, Facts(given_flags, runtime), (fast_defaults,))
     assert args.dataloader_num_workers == 0 and "dataloader_num_workers" not in applied
     assert args.use_cpu is True and "use_cpu" in applied  # no CUDA here
     assert args.remove_unused_columns is False
 
     forced = TrainingArguments(output_dir=str(tmp_path), remove_unused_columns=True)
-    _, _, warnings = apply_fast_defaults(forced, frozenset({"remove_unused_columns"}), runtime)
+    _, _, warnings = resolve(forced, Facts(frozenset({"remove_unused_columns"}), runtime), (fast_defaults,))
     assert any("--remove_unused_columns is ignored" in w for w in warnings)
 
 
@@ -146,7 +148,8 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
     """bf16 only where the GPU has it natively, TF32 only on CUDA Ampere+, and the arguments still validate."""
     import types
 
-    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+    from rankzero.train.defaults import Facts, fast_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
     capability, cuda, hip = GPUS[gpu]
     monkeypatch.setattr(torch.version, "cuda", cuda)
@@ -171,10 +174,11 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
         function.cache_clear()
         request.addfinalizer(function.cache_clear)
 
-    from rankzero.train import training_args
+    from rankzero.train import defaults
 
-    monkeypatch.setattr(training_args, "triton_available", lambda: True)
-    args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
+    monkeypatch.setattr(defaults, "triton_available", lambda: True)
+    args, applied, _ = resolve(TrainingArguments(output_dir=str(tmp_path)),
+                               Facts(frozenset(), runtime_of(1)), (fast_defaults,))
     assert args.bf16 is (gpu != "V100")
     assert args.tf32 is (True if gpu == "H100" else None)
     assert args.use_cpu is False and args.optim == "adamw_torch_fused" and args.dataloader_pin_memory is True
@@ -182,29 +186,32 @@ def test_fast_defaults_on_a_faked_gpu(gpu, tmp_path, monkeypatch, request):
     assert args.torch_compile is (gpu == "H100")
     if gpu == "V100":
         assert "capability 7.0 has no native bf16" in applied["bf16"]
-    eager, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), torch_compile=False),
-                                            frozenset({"torch_compile"}), runtime_of(1))
+    eager, applied, _ = resolve(TrainingArguments(output_dir=str(tmp_path), torch_compile=False),
+                                Facts(frozenset({"torch_compile"}), runtime_of(1)), (fast_defaults,))
     assert eager.torch_compile is False and "torch_compile" not in applied
     # Under FSDP2 too: each decoder layer compiled, then sharded, and the reason says so.
-    sharded, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), fsdp="full_shard"),
-                                              frozenset({"fsdp"}), runtime_of(2))
+    sharded, applied, _ = resolve(TrainingArguments(output_dir=str(tmp_path), fsdp="full_shard"),
+                                  Facts(frozenset({"fsdp"}), runtime_of(2)), (fast_defaults,))
     assert sharded.torch_compile is (gpu == "H100")
     if gpu == "H100":
         assert applied["torch_compile"] == ("True (Ampere or newer with Triton: each decoder layer compiled, then "
                                             "sharded by FSDP2 (--torch_compile false for eager))")
-    monkeypatch.setattr(training_args, "triton_available", lambda: False)
-    no_triton, _, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(1))
+    monkeypatch.setattr(defaults, "triton_available", lambda: False)
+    no_triton, _, _ = resolve(TrainingArguments(output_dir=str(tmp_path)),
+                              Facts(frozenset(), runtime_of(1)), (fast_defaults,))
     assert no_triton.torch_compile is False
 
 
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_ddp_never_searches_for_unused_parameters(world_size, tmp_path):
-    from rankzero.train.training_args import TrainingArguments, apply_fast_defaults
+    from rankzero.train.defaults import Facts, fast_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
-    args, applied, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path)), frozenset(), runtime_of(world_size))
+    args, applied, _ = resolve(TrainingArguments(output_dir=str(tmp_path)),
+                               Facts(frozenset(), runtime_of(world_size)), (fast_defaults,))
     assert args.ddp_find_unused_parameters is False and "ddp_find_unused_parameters" in applied
-    given, _, _ = apply_fast_defaults(TrainingArguments(output_dir=str(tmp_path), ddp_find_unused_parameters=True),
-                                      frozenset({"ddp_find_unused_parameters"}), runtime_of(world_size))
+    given, _, _ = resolve(TrainingArguments(output_dir=str(tmp_path), ddp_find_unused_parameters=True),
+                          Facts(frozenset({"ddp_find_unused_parameters"}), runtime_of(world_size)), (fast_defaults,))
     assert given.ddp_find_unused_parameters is True
 
 
@@ -227,6 +234,31 @@ print(args.distributed_state.distributed_type == DistributedType.NO, os.environ[
     env = quiet_env(RANK=0, LOCAL_RANK=0, WORLD_SIZE=1, LOCAL_WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=29599)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
     assert result.stdout.split() == ["True", "0"], result.stderr[-2000:]
+
+
+def test_a_copy_of_set_up_arguments_keeps_the_set_up(tmp_path):
+    """The defaults chosen after the model (defaults.WITH_MODEL) copy arguments whose devices are set up already.
+    HF's set-up, run again on a plain copy, resets accelerate's state and, with LOCAL_RANK visible, makes the one
+    CPU process a MULTI_CPU (DDP) run; `replaced` keeps what set_up_devices chose."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, quiet_env
+
+    script = f"""
+from accelerate import PartialState
+from accelerate.utils import DistributedType
+from rankzero.runtime import Runtime
+from rankzero.train.training_args import TrainingArguments, set_up_devices
+args = TrainingArguments(output_dir={str(tmp_path)!r}, use_cpu=True)
+set_up_devices(args, Runtime.from_env())
+copy = args.replaced(learning_rate=1e-3)
+print(copy.device, copy.learning_rate, copy.distributed_state.distributed_type == DistributedType.NO,
+      PartialState().distributed_type == DistributedType.NO)
+"""
+    env = quiet_env(RANK=0, LOCAL_RANK=0, WORLD_SIZE=1, LOCAL_WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=29597)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
+    assert result.stdout.split() == ["cpu", "0.001", "True", "True"], result.stderr[-2000:]
 
 
 def qwen3_like():

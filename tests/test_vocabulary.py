@@ -1,4 +1,4 @@
-"""A checkpoint continued with an extended tokenizer: sub-word init of the new rows, and the stage that trains them first."""
+"""A checkpoint continued with an extended tokenizer: sub-word init of the new rows, and the steps that train them first."""
 
 from __future__ import annotations
 
@@ -130,17 +130,17 @@ def test_a_resume_finds_the_stages_first_row_again(tmp_path, tokenizer_dir, exte
     from transformers import AutoTokenizer
 
     from rankzero.config import ModelConfig
-    from rankzero.train.vocabulary import stage_start
+    from rankzero.train.vocabulary import new_rows_start
 
     tokenizer = AutoTokenizer.from_pretrained(extended_dir)
     with_tokenizer = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "a", tokenizer_dir)),
                                  train_new_embeddings_steps=2)
     without = ModelConfig(pretrained_model=str(save_checkpoint(tmp_path / "b", tokenizer_dir, with_tokenizer=False)),
                           train_new_embeddings_steps=2)
-    assert stage_start(with_tokenizer, tokenizer, None) == BASE_SIZE
-    assert stage_start(without, tokenizer, None) == CHECKPOINT_ROWS
-    assert stage_start(with_tokenizer, AutoTokenizer.from_pretrained(tokenizer_dir), None) is None
-    assert stage_start(ModelConfig(), tokenizer, None) is None
+    assert new_rows_start(with_tokenizer, tokenizer, None) == BASE_SIZE
+    assert new_rows_start(without, tokenizer, None) == CHECKPOINT_ROWS
+    assert new_rows_start(with_tokenizer, AutoTokenizer.from_pretrained(tokenizer_dir), None) is None
+    assert new_rows_start(ModelConfig(), tokenizer, None) is None
 
 
 def test_a_resume_reads_the_stages_first_row_from_its_checkpoint(tmp_path, tokenizer_dir, extended_dir):
@@ -150,20 +150,20 @@ def test_a_resume_reads_the_stages_first_row_from_its_checkpoint(tmp_path, token
 
     from rankzero.config import ModelConfig
     from rankzero.errors import RankzeroError
-    from rankzero.train.vocabulary import stage_start
+    from rankzero.train.vocabulary import new_rows_start
 
     tokenizer = AutoTokenizer.from_pretrained(extended_dir)
     gone = ModelConfig(pretrained_model=str(tmp_path / "gone"), train_new_embeddings_steps=2)
     checkpoint = tmp_path / "run" / "checkpoint-2"
     checkpoint.mkdir(parents=True)
     (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f", "new_rows_from": 1000}')
-    assert stage_start(gone, tokenizer, None, str(checkpoint)) == BASE_SIZE
-    assert stage_start(ModelConfig(pretrained_model=str(tmp_path / "gone")), tokenizer, None, str(checkpoint)) is None
+    assert new_rows_start(gone, tokenizer, None, str(checkpoint)) == BASE_SIZE
+    assert new_rows_start(ModelConfig(pretrained_model=str(tmp_path / "gone")), tokenizer, None, str(checkpoint)) is None
     (checkpoint / "data_fingerprint.json").write_text('{"fingerprint": "f"}')  # an older rankzero's
     with pytest.raises(RankzeroError, match=r"--train_new_embeddings_steps 2: .*checkpoint-2 does not record which "
                                             r"embedding rows are new .* --pretrained_model .*gone, where they would be "
                                             r"found again, is gone: restore it"):
-        stage_start(gone, tokenizer, None, str(checkpoint))
+        new_rows_start(gone, tokenizer, None, str(checkpoint))
 
 
 def test_a_continued_run_resumes_after_its_pretrained_model_dir_is_gone(tmp_path, tokenizer_dir, extended_dir,
@@ -248,11 +248,14 @@ def test_the_first_stage_trains_only_new_rows_then_everything(tmp_path, tokenize
 
 
 def test_continued_pretraining_defaults(tmp_path):
-    from rankzero.train.training_args import TrainingArguments, learning_defaults
+    from rankzero.runtime import Runtime
+    from rankzero.train.defaults import Facts, learning_defaults, resolve
+    from rankzero.train.training_args import TrainingArguments
 
     def resolved(given: frozenset, parameters: int, **flags):
         args = TrainingArguments(output_dir=str(tmp_path), **flags)
-        return learning_defaults(args, given, from_scratch=False, parameters=parameters, has_eval=False)
+        facts = Facts(given, Runtime.from_env(), parameters=parameters, from_scratch=False)
+        return resolve(args, facts, (learning_defaults,))[:2]
 
     args, reasons = resolved(frozenset(), int(8e9))
     assert args.learning_rate == 2.2e-05 and "continued pretraining, 8,000M parameters" in reasons["learning_rate"]
@@ -427,5 +430,5 @@ def test_a_stage_longer_than_a_run_of_epochs_is_refused(tmp_path, tokenizer_dir,
     [line] = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
     assert re.fullmatch(r"  - --train_new_embeddings_steps 500: the run ends after (\d+) optimizer steps "
                         r"\(--num_train_epochs 1 of \1 step\(s\) each\), so the whole model would never train; give "
-                        r"fewer stage steps, more --num_train_epochs, or --max_steps", line), line
+                        r"fewer new-embeddings steps, more --num_train_epochs, or --max_steps", line), line
     assert not (tmp_path / "run" / "model.safetensors").exists()

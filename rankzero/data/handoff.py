@@ -180,7 +180,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
                         prefix = f"{fingerprint}.tmp-{runtime.hostname}-{os.getpid()}-"
                         tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=prefix))
                         return _build_and_publish(plan, runtime, tmp, final, heartbeat)
-                heartbeat.progress({"stage": "waiting for another job building the same dataset"})
+                heartbeat.progress({"phase": "waiting for another job building the same dataset"})
                 time.sleep(POLL_S)
     except BaseException as error:
         if tmp is not None:
@@ -338,10 +338,10 @@ def _never_started(builder: str, grace_s: float, cache_dir: Path, beat: dict | N
 
 def _describe(progress: dict) -> str:
     if not progress or "docs" not in progress:
-        return progress.get("stage", "starting") if progress else "starting"
+        return progress.get("phase", "starting") if progress else "starting"
     eta = f", ETA {progress['eta_s']:.0f} s" if progress.get("eta_s") is not None else ""
     percent = f" ({progress['percent']}%)" if progress.get("percent") is not None else ""
-    return (f"{progress['stage']}: {progress['docs']:,} docs, {progress['bytes'] / 1e6:,.1f} MB{percent}, "
+    return (f"{progress['phase']}: {progress['docs']:,} docs, {progress['bytes'] / 1e6:,.1f} MB{percent}, "
             f"{progress['mb_per_s']} MB/s{eta}")
 
 

@@ -80,7 +80,7 @@ class Heartbeat:
         # "started_at" is for people reading the file; waiters never compare it with their own clock.
         self.state = {"run_id": run_id, "rank": runtime.rank, "host": runtime.hostname, "pid": os.getpid(),
                       "process": process_identity(), "started_at": time.time(), "beat": 1,
-                      "progress": {"stage": "starting"}, "time": time.time()}
+                      "progress": {"phase": "starting"}, "time": time.time()}
         self._child: subprocess.Popen | None = None
 
     def __enter__(self) -> "Heartbeat":

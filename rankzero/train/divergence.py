@@ -82,7 +82,7 @@ class DivergenceGuard(TrainerCallback):
 
     def message(self, output_dir: str | Path, learning_rate: float) -> str:
         """The error a diverged run ends with: what happened, when, and the checkpoint to go back to."""
-        from rankzero.train.checkpoints import checkpoints_in
+        from rankzero.train.checkpoints.runs import checkpoints_in
 
         steps = (f"steps {self.first_bad_step}-{self.first_bad_step + self.streak - 1}" if self.streak > 1
                  else f"step {self.first_bad_step}")

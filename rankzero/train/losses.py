@@ -146,8 +146,6 @@ def exactness_problem(model) -> str | None:
 def resolve_lm_loss(requested: str, model, training) -> tuple[object, str, str]:
     """The loss this run uses: (training args, with the liger flags when it is liger; "full" | "chunked" |
     "liger"; "choice (why)" for the printed defaults). An explicit choice the model cannot take is a ConfigError."""
-    import dataclasses
-
     problem = exactness_problem(model)
     model_type = getattr(model.config, "model_type", None)
     if requested == "auto" and training.use_liger_kernel:
@@ -173,7 +171,7 @@ def resolve_lm_loss(requested: str, model, training) -> tuple[object, str, str]:
             raise ConfigError([f"--lm_loss liger: liger-kernel has no kernels for model type {model_type!r}; use "
                                "--lm_loss chunked or full"])
         config = {**LIGER_LOSS_ONLY, **(training.liger_kernel_config or {})}
-        training = dataclasses.replace(training, use_liger_kernel=True, liger_kernel_config=config)
+        training = training.replaced(use_liger_kernel=True, liger_kernel_config=config)
     return training, requested, f"{requested!r} ({why})"
 
 

@@ -1,16 +1,11 @@
-"""The run's output dir: writable before anything is prepared, written by one job at a time, its history kept.
+"""The run's output dir: writable before anything is prepared, and written by one job at a time.
 
     problems = output_dir_problems(training.output_dir)    # argument time, with every other check
     with hold_output_dir(training.output_dir, runtime):    # train.py: from before the prepare to the end
                                                            # (None: --tokenize_only, nothing held)
         ...
-    keep_earlier_run_files(output_dir)                     # before run_config.json / recipe.yaml are rewritten
-    move_earlier_run(output_dir)                           # --overwrite_output_dir: the whole earlier run
 
-One run per output dir: a run started from scratch in a dir holding checkpoints would mix them with its
-own, and `--resume_from_checkpoint auto` would later pick the newest, whichever run wrote it. So that
-is an argument error (`used_output_dir_problems`) unless --overwrite_output_dir moves the earlier run
-into run_history/<time>/ first.
+The runs the dir holds (its checkpoints, the run's id, run_history/) are checkpoints/runs.py's.
 
 Two jobs given one `--output_dir` (a re-submitted Slurm job, a typo) both write
 `.checkpoint-staging/checkpoint-N` and rename it into place: checkpoints mixing the files of two runs.
@@ -61,8 +56,6 @@ LOCK_NAME = ".rankzero-run.lock"
 CONFIRM_S = 1.0
 LOCK_WAIT_S = 10.0  # longer than PyTorch's DataLoader workers take to notice that their parent died (5 s)
 LOCK_POLL_S = 0.1
-HISTORY_DIR = "run_history"
-RUN_FILES = ("run_config.json", "recipe.yaml")
 
 
 class OutputDirBusy(RankzeroError):
@@ -71,20 +64,6 @@ class OutputDirBusy(RankzeroError):
 
 # ---------------------------------------------------------------------------------------------
 # Argument time
-
-
-def used_output_dir_problems(output_dir: str | os.PathLike | None, resume: str | None, overwrite: bool) -> list[str]:
-    """A run from scratch into a dir holding another run's checkpoints: continue it, or move it aside."""
-    from rankzero.train.checkpoint_records import checkpoints_in
-
-    found = checkpoints_in(output_dir) if output_dir and not resume else []
-    if not found or overwrite:
-        return []
-    names = ", ".join(path.name for path in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-    return [f"--output_dir {output_dir} holds an earlier run's checkpoints ({names}): continue it with "
-            f"--resume_from_checkpoint auto (RESUME=1 ./pretrain_cont.sh {output_dir}), or start over with "
-            f"--overwrite_output_dir (the earlier run moves to {Path(output_dir) / HISTORY_DIR}/<time>/), or choose "
-            "another --output_dir"]
 
 
 def output_dir_problems(output_dir: str | os.PathLike | None) -> list[str]:
@@ -316,66 +295,3 @@ def _shown(value, limit: int = 80) -> str:
     overrides) removed, and cut to `limit` characters; the record is a file anyone with write access can edit."""
     text = "".join(char for char in str(value) if unicodedata.category(char)[0] != "C")
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-# ---------------------------------------------------------------------------------------------
-# The run a dir holds: run_config.json names it, every checkpoint names the run that wrote it
-
-
-def run_id_of(output_dir: str | os.PathLike) -> str | None:
-    """The id of the run an output dir holds (its run_config.json's), or None (none yet, or an older rankzero)."""
-    from rankzero.files import read_json
-
-    record = read_json(Path(output_dir) / RUN_FILES[0])
-    return record.get("run_id") if isinstance(record, dict) and isinstance(record.get("run_id"), str) else None
-
-
-def new_run_id() -> str:
-    import uuid
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-
-# ---------------------------------------------------------------------------------------------
-# History
-
-
-def _stamp(path: Path) -> str:
-    return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def move_earlier_run(output_dir: Path) -> Path | None:
-    """--overwrite_output_dir: everything an earlier run left in output_dir (checkpoints, model, logs, run
-    files) into run_history/<time it was written>/, so the new run starts in an empty dir and nothing is lost."""
-    entries = [path for path in Path(output_dir).iterdir()
-               if path.name != HISTORY_DIR and not path.name.startswith(".")] if Path(output_dir).is_dir() else []
-    if not entries:
-        return None
-    record = next((Path(output_dir) / name for name in RUN_FILES if (Path(output_dir) / name).is_file()), entries[0])
-    history = Path(output_dir) / HISTORY_DIR
-    stamp, count = _stamp(record), 1
-    while (history / stamp).exists():
-        count += 1
-        stamp = f"{_stamp(record)}.{count}"
-    (history / stamp).mkdir(parents=True)
-    for path in entries:
-        os.replace(path, history / stamp / path.name)
-    return history / stamp
-
-
-def keep_earlier_run_files(output_dir: Path) -> Path | None:
-    """Move the run files of an earlier run in this dir (a resume, a restart) into run_history/, named by
-    when they were written, so the record of the data and settings each part of a run used survives."""
-    files = [output_dir / name for name in RUN_FILES if (output_dir / name).is_file()]
-    if not files:
-        return None
-    written = _stamp(files[0])
-    history = output_dir / HISTORY_DIR
-    history.mkdir(exist_ok=True)
-    stamp, count = written, 1
-    while any((history / f"{stamp}-{path.name}").exists() for path in files):
-        count += 1
-        stamp = f"{written}.{count}"
-    for path in files:
-        os.replace(path, history / f"{stamp}-{path.name}")
-    return history

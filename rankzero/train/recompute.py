@@ -51,10 +51,8 @@ def checkpointing_problems(mode: str, given: frozenset[str], training) -> list[s
 def use_checkpointing(mode: str, training, model):
     """`full`: the Trainer's --gradient_checkpointing (returned args); `selective`: the policy below on `model`'s
     decoder layers (the args unchanged); `none`: nothing."""
-    import dataclasses
-
     if mode == "full" and not training.gradient_checkpointing:
-        return dataclasses.replace(training, gradient_checkpointing=True, activation_checkpointing=True)
+        return training.replaced(gradient_checkpointing=True, activation_checkpointing=True)
     if mode == "selective":
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={
             "use_reentrant": False, "context_fn": selective_contexts})
@@ -158,7 +156,7 @@ def checkpoints_forward(model=None) -> bool:
 
 class NoExtraAllGatherWarning(logging.Filter):
     """transformers warns on every copy of the arguments that --activation_checkpointing under FSDP costs a second
-    all-gather per layer; with its checkpoint around `forward` it does not (sharding.fsdp_defaults;
+    all-gather per layer; with its checkpoint around `forward` it does not (defaults.fsdp_defaults;
     training_args.py installs this filter for every --fsdp run)."""
 
     def filter(self, record):

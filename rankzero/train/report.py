@@ -140,7 +140,7 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
     lines.append(f"  logs: {output_dir / 'trainer_state.json'}, {output_dir / CURVES}"
                  + (f", TensorBoard: tensorboard --logdir {board}" if tensorboard else ""))
     if not diverged:  # nothing to continue from: the error that follows names the last good checkpoint
-        from rankzero.train.sharded_checkpoints import pretrained_weights_problems
+        from rankzero.train.checkpoints.sharded import pretrained_weights_problems
 
         launcher = launcher_path("pretrain_cont.sh")
         resume = f"RESUME=1 {launcher} {output_dir} resumes {'this run' if stopped_at else 'its newest checkpoint'} exactly"

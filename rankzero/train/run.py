@@ -1,4 +1,4 @@
-"""Train on a prepared dataset: tokenizer → dataset → model → fast defaults → Trainer → saved model.
+"""Train on a prepared dataset: tokenizer → dataset → defaults and devices → model → Trainer → saved model.
 
     from rankzero.train.run import train
     train(args, runtime, prepared_dir)     # called by train.py once the data is ready on every rank
@@ -15,12 +15,13 @@ A run whose gradients stop being finite (divergence.py) stops, saves no model an
 naming its last good checkpoint. SIGTERM or SIGUSR1 during training (preemption.py): all ranks finish the same step, save
 `checkpoint-<step>`, print how to resume and return normally; no final model is written, since the
 run is not finished. `--resume_from_checkpoint auto` continues from the newest intact checkpoint, once
-checkpoints.py has checked it and the data it was trained on; every checkpoint records that data, and
+checkpoints/ has checked it and the data it was trained on; every checkpoint records that data, and
 an earlier run's run_config.json and recipe.yaml are kept in run_history/.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -43,22 +44,24 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
-    from rankzero.train.checkpoints import batch_layout, data_record, resolve_resume
+    from rankzero.train.checkpoints.records import batch_layout, data_record
+    from rankzero.train.checkpoints.resume import resolve_resume
+    from rankzero.train.checkpoints.runs import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.evaluation import evaluation_parts
     from rankzero.train.losses import resolve_lm_loss, use_lm_loss
     from rankzero.train.model import build_model, resolve_attention
-    from rankzero.train.output_dir import new_run_id, run_id_of
     from rankzero.train.preemption import PreemptionCallback
     from rankzero.train.recompute import use_checkpointing, use_float8
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.run_config import describe_setup, print_config, resolved_config, write_run_files
-    from rankzero.train.sharding import RankZeroWeights, deepspeed_defaults, fsdp_defaults, rank_zero_loads, zero3
+    from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
+    from rankzero.train.sharding import RankZeroWeights, rank_zero_loads, zero3
     from rankzero.train.throughput import ThroughputCallback, full_numel
     from rankzero.train.trainer import RankzeroTrainer
-    from rankzero.train.training_args import apply_fast_defaults, learning_defaults, logging_defaults, set_up_devices
-    from rankzero.train.vocabulary import NewEmbeddingsFirst, stage_problems, stage_start
+    from rankzero.train.training_args import set_up_devices
+    from rankzero.train.vocabulary import NewEmbeddingsFirst, new_embeddings_problems, new_rows_start
 
     # DataLoader workers are forked from here; if this rank prepared the data, the Rust tokenizer pool
     # has run and tokenizers would disable it in every child with a warning. Nothing tokenizes there.
@@ -70,7 +73,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         use_chat_rendering(tokenizer, runtime)
     dataset = load_prepared(prepared_dir, args.stage.mode)
     eval_dataset = load_validation(prepared_dir, args.stage.mode)
-    # The samples each step takes, recorded with the data: a resume must take as many (checkpoint_records.py).
+    # The samples each step takes, recorded with the data: a resume must take as many (checkpoints/records.py).
     data = {**data_record(prepared_dir), "batch": batch_layout(args.training, runtime.world_size)}
     # Before the model is built: a damaged checkpoint, other data or another batch stops the run at once.
     resume = resolve_resume(args.training.resume_from_checkpoint, args.training.output_dir, data,
@@ -82,42 +85,46 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     run_id = (resume and run_id_of(args.training.output_dir)) or new_run_id()
     data = {**data, "run_id": run_id}  # into every checkpoint: `auto` takes only this run's
 
-    documents = args.model.mask_across_documents and args.packing.packing
-    attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
-                                         mask_across_documents=documents)
     set_seed(args.training.seed)  # the Trainer seeds too, but only after the model exists: seed its init
     # Under FSDP only rank 0 reads the weights, the others get their shards from it; a resume reads every rank's
     # shards from the checkpoint (sharding.py).
-    empty = rank_zero_loads(args.training, runtime) and (runtime.rank > 0 or resume is not None)
-    training, defaults, more_notes = apply_fast_defaults(args.training, args.given, runtime)
-    training, zero_defaults = deepspeed_defaults(training)
-    if zero3(training):  # the model's weights are partitioned as it is built (deepspeed.zero.Init), over the group
-        set_up_devices(training, runtime)
+    rank_zero = rank_zero_loads(args.training, runtime)
+    sharded = bool(args.training.fsdp) or zero3(args.training)
+    empty = rank_zero and (runtime.rank > 0 or resume is not None)
+    facts = Facts(given=args.given, runtime=runtime)
+    training, defaults, more_notes = resolve(args.training, facts, BEFORE_MODEL)
+    # Devices and the process group, now that every rank holds the data; before the model, which ZeRO-3 partitions
+    # over the group as it is built (deepspeed.zero.Init). The copies the later defaults make keep the set-up.
+    set_up_devices(training, runtime)
+    documents = args.model.mask_across_documents and args.packing.packing
+    attention, notes = resolve_attention(args.model.attn_implementation, chosen="attn_implementation" in args.given,
+                                         mask_across_documents=documents)
     model, extension = build_model(args.model, tokenizer, sample_max_token_id(dataset), attention, checkpoint=resume,
                                    load_weights=not empty)
-    first_new_row = stage_start(args.model, tokenizer, extension, resume)
-    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the stage's rows again (vocabulary.py)
-    parameters = sum(full_numel(p) for p in model.parameters())
-    training, learning = learning_defaults(training, args.given, from_scratch=not args.model.pretrained_model,
-                                           parameters=parameters, has_eval=eval_dataset is not None,
-                                           resuming=resume is not None)
+    first_new_row = new_rows_start(args.model, tokenizer, extension, resume)
+    data = {**data, "new_rows_from": first_new_row}  # where a resume finds the new rows again (vocabulary.py)
+    # What the backward recomputes (before FSDP's defaults, which read --gradient_checkpointing) and float8.
     training = use_checkpointing(args.model.activation_checkpointing, training, model)
     float8_scales = use_float8(model, training) if args.model.float8 else None
-    training, sharding = fsdp_defaults(training, model)
-    training, lm_loss, loss_reason = resolve_lm_loss(args.model.lm_loss, model, training)
-    use_lm_loss(model, lm_loss, compile=training.torch_compile)
     epoch_steps = steps_per_epoch(dataset, training, runtime)
-    training, logging = logging_defaults(training, args.given, steps_per_epoch=epoch_steps)
+    new_rows_first = None
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
-        problems = stage_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
+        problems = new_embeddings_problems(args.model.train_new_embeddings_steps, training, epoch_steps)
         if problems:
             raise ConfigError(problems)
+        if args.model.train_new_embeddings_steps:
+            new_rows_first = NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps)
+    facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
+                                from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
+                                resuming=resume is not None, steps_per_epoch=epoch_steps)
+    training, later, later_notes = resolve(training, facts, WITH_MODEL)
+    training, lm_loss, loss_reason = resolve_lm_loss(args.model.lm_loss, model, training)
+    use_lm_loss(model, lm_loss, compile=training.torch_compile)
     # ours (checks.py: data_defaults) with the Trainer's, printed together
-    defaults = {**args.defaults, **defaults, **zero_defaults, **learning, **sharding, **logging,
+    defaults = {**args.defaults, **defaults, **later,
                 **({"lm_loss": loss_reason} if args.model.lm_loss == "auto" else {})}
-    scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training,
-                                                   sharded=bool(training.fsdp) or zero3(training))
-    notes += more_notes + eval_notes
+    scores, sampler, eval_notes = evaluation_parts(tokenizer, eval_dataset, prepared_dir, training, sharded=sharded)
+    notes += more_notes + later_notes + eval_notes
     if args.model.mask_across_documents and not args.packing.packing:
         notes.append("--mask_across_documents is ignored: without packing every row holds one document")
     if args.model.train_new_embeddings_steps and first_new_row is None:
@@ -136,7 +143,6 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     meter = ThroughputCallback(model, seq_length=args.packing.max_seq_length)  # counts parameters before any wrapping
     preemption = PreemptionCallback()
     guard = DivergenceGuard()
-    set_up_devices(training, runtime)  # devices and the process group, now that every rank holds the data
     trainer = RankzeroTrainer(
         model=model,
         args=training,
@@ -153,12 +159,12 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     )
     output_dir = Path(training.output_dir)
     trainer.add_callback(CurvesCallback(output_dir))
-    if rank_zero_loads(training, runtime) and resume is None:  # a resume reads each shard from the checkpoint
+    if rank_zero and resume is None:  # a resume reads each shard from the checkpoint
         trainer.add_callback(RankZeroWeights(model, runtime))
     if float8_scales is not None:
         trainer.add_callback(float8_scales)
-    if args.model.train_new_embeddings_steps and first_new_row is not None:
-        trainer.add_callback(NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps))
+    if new_rows_first is not None:
+        trainer.add_callback(new_rows_first)
     if trainer.is_world_process_zero():
         setup = describe_setup(trainer, attention, documents)
         if extension is not None:
@@ -225,7 +231,7 @@ def evaluate_at_end(trainer) -> None:
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
-    from rankzero.train.checkpoints import full_disk_reported
+    from rankzero.train.checkpoints.full_disk import full_disk_reported
 
     model.config.use_cache = True  # off while training (see model.py); generation wants it
     with full_disk_reported(output_dir, "the final model", "its files there are incomplete; the newest checkpoint "

@@ -78,7 +78,7 @@ def resolved_config(args, training, runtime, defaults, notes, prepared_dir, mode
 
 def write_run_files(output_dir: Path, config: dict, args: Args, training) -> None:
     from rankzero.recipe import effective_recipe, write_recipe
-    from rankzero.train.output_dir import keep_earlier_run_files, move_earlier_run
+    from rankzero.train.checkpoints.runs import keep_earlier_run_files, move_earlier_run
 
     output_dir.mkdir(parents=True, exist_ok=True)
     if args.overwrite_output_dir and not training.resume_from_checkpoint:

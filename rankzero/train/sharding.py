@@ -3,16 +3,15 @@
     problems = deepspeed_problems(path, fsdp)          # args.py, before TrainingArguments is built
     problems = fsdp_problems(training)                 # checks.py, with the other argument checks
     model, extension = build_model(…, load_weights=not (rank_zero_loads(training, runtime) and runtime.rank))
-    training, reasons = fsdp_defaults(training, model) # run.py: what --fsdp full_shard alone leaves open
     trainer.add_callback(RankZeroWeights(model, runtime))  # run.py: rank 0's weights into every rank's shards
-    one_process_group()                                # training_args.set_up_devices: --fsdp in one process
     policy = mixed_precision_policy(training)          # trainer.py, into accelerate's FSDP plugin
     shard_on_cpu(accelerator, plugin)                  # trainer.py: a CPU run shards too (see below)
     text = describe_sharding(accelerator)              # run.py: the `data_parallel = …` line
 
 FSDP means FSDP2 (torch's `fully_shard`, accelerate's `fsdp_version` 2): every decoder layer is one unit
 whose parameters are DTensor shards, gathered for its forward and backward only. `--fsdp full_shard` is
-enough; what it leaves open is filled in (each printed as a default, each overridable in `--fsdp_config`):
+enough; what it leaves open is filled in (defaults.fsdp_defaults: each printed as a default, each overridable in
+`--fsdp_config`):
 the unit is the model's own decoder-layer class (transformers' `_no_split_modules`), checkpoints are
 sharded (DCP: every rank writes its own shard, nothing is gathered on rank 0), and weights are read once,
 by rank 0, which sends every other rank only its shards (the others build the model without weights).
@@ -22,7 +21,7 @@ With gradient accumulation every micro-batch's gradients are reduce-scattered in
 `sync_each_batch`, printed as a default): the Trainer's `no_sync` would keep the whole model's gradients unsharded
 on every rank between micro-steps.
 With --torch_compile (the default on Ampere+) the order is torchtitan's: each decoder layer checkpointed
-(transformers' checkpointing, around its forward), compiled, then sharded (fsdp_defaults says why).
+(transformers' checkpointing, around its forward), compiled, then sharded (defaults.fsdp_defaults says why).
 
 A requested sharding never silently becomes DDP: a Trainer that did not end up with FSDP stops the run.
 """
@@ -31,21 +30,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 
 from transformers import TrainerCallback
 
 from rankzero.errors import RankzeroError
-from rankzero.train.recompute import checkpoints_forward
-
-# What --fsdp full_shard alone leaves open: key → (value, why). The decoder-layer class is the model's.
-FSDP_DEFAULTS = {
-    "version": (2, "FSDP2: per-parameter DTensor shards (torch fully_shard)"),
-    "auto_wrap_policy": ("TRANSFORMER_BASED_WRAP", "one FSDP unit per decoder layer"),
-    "state_dict_type": ("SHARDED_STATE_DICT", "checkpoints in DCP shards: each rank writes its own, no gather"),
-    "cpu_ram_efficient_loading": (True, "weights read by rank 0 only and broadcast into the shards"),
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Argument time
@@ -126,54 +114,6 @@ def fsdp_words_to_config(fsdp, config):
     return True, config
 
 
-def fsdp_defaults(training, model) -> tuple[object, dict[str, str]]:
-    """Fill in what `--fsdp full_shard` leaves open (FSDP_DEFAULTS, the model's decoder layer); keys given in
-    --fsdp_config win. Returns (new args, {"fsdp_config": "key value (why); …"} for the keys filled in)."""
-    import dataclasses
-
-    if not training.fsdp:
-        return training, {}
-    config = dict(training.fsdp_config or {})
-    layers = list(getattr(model, "_no_split_modules", None) or [])
-    wanted = {**FSDP_DEFAULTS}
-    if layers:
-        wanted["transformer_layer_cls_to_wrap"] = (layers, f"{type(model).__name__}'s decoder layer")
-    changes, reasons = {}, {}
-    asked = str(config.get("activation_checkpointing", False)).lower() in ("true", "1")
-    if (training.gradient_checkpointing or asked) and checkpoints_forward(model):
-        # transformers' own checkpointing wraps each decoder layer's `forward`, not its __call__: FSDP2's hooks stay
-        # outside it and the recompute runs on the backward's one all-gather (2 gathers a layer a step, as without
-        # checkpointing: tests/test_compile_fsdp.py counts them), and a layer compiled whole (trainer.py) holds its
-        # checkpoint, as torchtitan's blocks do. accelerate's checkpoint_wrapper (fsdp_config
-        # activation_checkpointing) shards the layer inside the wrapper it compiles: dynamo stops at FSDP2's hooks
-        # there (a graph break) and every decoder layer runs eager.
-        config.pop("activation_checkpointing", None)
-        changes["activation_checkpointing"] = True
-        if not training.gradient_checkpointing:
-            reasons["activation_checkpointing"] = ("True (fsdp_config's activation_checkpointing: each decoder layer's "
-                                                   "forward recomputed inside its FSDP unit, compiled with the layer)")
-    elif training.gradient_checkpointing:
-        # An older transformers checkpoints the layer's __call__, FSDP2's hooks inside: a second all-gather per layer
-        # in the backward. accelerate's wrapper recomputes inside the FSDP unit on the one gather (eager only: see
-        # above). (transformers refuses the two together.)
-        wanted["activation_checkpointing"] = (True, "--gradient_checkpointing under FSDP: each decoder layer "
-                                                    "recomputed inside its FSDP unit, on the same all-gather")
-        flags = {f.name for f in dataclasses.fields(training)}
-        changes = {name: False for name in ("gradient_checkpointing", "activation_checkpointing") if name in flags}
-    filled = []
-    for key, (value, why) in wanted.items():
-        if key not in config:
-            config[key] = value
-            filled.append(f"{key} {value!r} ({why})")
-    reasons = ({"fsdp_config": "; ".join(filled)} if filled else {}) | reasons
-    accelerator_config, why = sync_each_micro_batch(training)
-    if why:
-        changes["accelerator_config"] = accelerator_config
-        reasons["accelerator_config"] = why
-    training = dataclasses.replace(training, fsdp_config=config, **changes)
-    return training, reasons
-
-
 def sync_each_micro_batch(training) -> tuple[object, str | None]:
     """Under FSDP with gradient accumulation: reduce-scatter every micro-batch's gradients (accelerate's
     `sync_each_batch`) unless --accelerator_config says otherwise. Returns (accelerator_config, why or None).
@@ -195,55 +135,12 @@ def sync_each_micro_batch(training) -> tuple[object, str | None]:
     return dataclasses.replace(config, gradient_accumulation_kwargs=accumulation), why
 
 
-def deepspeed_defaults(training) -> tuple[object, dict[str, str]]:
-    """ZeRO-3 saves the finished model as one HF dir unless the JSON says otherwise: without
-    stage3_gather_16bit_weights_on_model_save the Trainer writes only DeepSpeed's own checkpoint (zero_to_fp32.py
-    to recover weights) where rankzero promises a dir that from_pretrained loads. Returns (new args, {flag: why})."""
-    import dataclasses
-    import json
-
-    if not zero3(training):
-        return training, {}
-    config = training.deepspeed
-    if isinstance(config, str):
-        if not os.path.isfile(config):  # base64 or JSON text, which transformers also takes: left as given
-            return training, {}
-        with open(config, encoding="utf-8") as handle:  # transformers has read it already: it parses
-            config = json.load(handle)
-    zero = config.get("zero_optimization", {})
-    if "stage3_gather_16bit_weights_on_model_save" in zero:
-        return training, {}
-    config = {**config, "zero_optimization": {**zero, "stage3_gather_16bit_weights_on_model_save": True}}
-    why = ("zero_optimization.stage3_gather_16bit_weights_on_model_save True (the finished model gathered into one "
-           "HF dir that from_pretrained loads, in the dtype it trained in)")
-    return dataclasses.replace(training, deepspeed=config), {"deepspeed": why}
-
-
 def zero3(training) -> bool:
     """Whether --deepspeed asks for ZeRO-3: transformers then builds the model inside deepspeed.zero.Init, which
     partitions each parameter over the process group as it is created. DeepSpeed reads the world size for its batch
     arithmetic there too (train_batch_size = micro-batch x accumulation x world), so the group must exist first."""
     config = getattr(training, "hf_deepspeed_config", None)
     return config is not None and config.is_zero3()
-
-
-def deepspeed_comm(training) -> None:
-    """Hand the process group to DeepSpeed's own communication layer (deepspeed.comm), as accelerate does on GPUs.
-
-    On CPU accelerate creates the gloo group with torch alone (its MULTI_CPU set-up), and deepspeed.comm learns of a
-    group only through init_distributed. Until then DeepSpeedConfig counts a world of 1, and ZeRO-3's zero.Init,
-    which runs while the model is built, stops on its batch check (train_batch_size != micro x accumulation x 1).
-    On an existing group init_distributed only wraps it."""
-    if training.deepspeed is None:
-        return
-    import warnings
-
-    from deepspeed import comm
-
-    # DeepSpeed 0.19 calls these two every step; torch 2.13 warns on each call, nothing a user can change.
-    warnings.filterwarnings("ignore", r"`torch\.distributed\.(reduce_scatter_tensor|all_gather_into_tensor)` is "
-                                      "deprecated", FutureWarning)
-    comm.init_distributed(dist_backend=training.ddp_backend, auto_mpi_discovery=False, verbose=False)
 
 
 def rank_zero_loads(training, runtime) -> bool:
@@ -311,18 +208,6 @@ class RankZeroWeights(TrainerCallback):
             elif local.numel():
                 dist.recv(local, src=0)
         self.weights = None
-
-
-def one_process_group() -> None:
-    """--fsdp or --deepspeed in a single process (`python train.py`, one GPU): a world of one, so that accelerate
-    shards rather than train the model unwrapped (it sets FSDP up only for a distributed run) and DeepSpeed finds
-    its group in the environment."""
-    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
 
 
 def mixed_precision_policy(training):

@@ -18,12 +18,12 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
 - `_save_checkpoint` writes `checkpoint-N` under `.checkpoint-staging/` and renames it into the output
   dir once every rank has written its part, so a `checkpoint-N` directory is complete by construction
   and `--resume_from_checkpoint auto` never picks one a kill cut short; each one also records the data
-  it was trained on (checkpoints.py) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
+  it was trained on (checkpoints/) and, under FSDP, the config and tokenizer beside the shards; a save that fails on any rank (a full disk: said so, with
   the free space) removes the staged checkpoint and stops every rank with the same error;
 - `_build_accelerator_args` and `create_accelerator_and_postprocess` set FSDP2 up (sharding.py): gradients
   reduced in fp32 under bf16, and sharding on CPU too;
 - `_load_optimizer_and_scheduler` under FSDP loads the optimizer state of exactly the parameters the checkpoint
-  holds one for (sharded_checkpoints.optimizer_as_saved: a checkpoint saved inside --train_new_embeddings_steps);
+  holds one for (checkpoints.sharded.optimizer_as_saved: a checkpoint saved inside --train_new_embeddings_steps);
 - `_issue_warnings_after_load` does not warn on a resume that the tied `lm_head.weight` is missing (it is
   never saved);
 - `_build_accelerator_args` turns on accelerate's regional compilation when `--torch_compile` is given:
@@ -34,7 +34,7 @@ Overrides, each of an extension point of `transformers.Trainer` (5.x):
   `attn_mask=None, is_causal=True`. Compiling one layer and reusing it for the others also compiles
   in a fraction of the time. Under FSDP2 accelerate compiles each layer in place (`module.compile()`) before
   `fully_shard`, so FSDP2's hooks run outside the compiled code; checkpointing is transformers' own, inside
-  the layer's forward (sharding.fsdp_defaults says why).
+  the layer's forward (defaults.fsdp_defaults says why).
 The progress bar stays (steps, rate, ETA); its printing of raw log dicts is replaced by the meter's
 one line per logging step.
 """
@@ -50,12 +50,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from rankzero.data.published import damaged_message
 from rankzero.errors import RankzeroError
-from rankzero.train.checkpoints import (checkpoint_size_text, failures_on_every_rank, free_bytes, no_space_message,
-                                        save_failure, write_data_record)
+from rankzero.train.checkpoints.full_disk import (checkpoint_size_text, failures_on_every_rank, free_bytes,
+                                                  no_space_message, save_failure)
+from rankzero.train.checkpoints.records import write_data_record
+from rankzero.train.checkpoints.sharded import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.divergence import DivergenceGuard
 from rankzero.train.evaluation import EvalScores, FixedPromptSample, kept_rng_state
 from rankzero.train.preemption import PreemptionCallback
-from rankzero.train.sharded_checkpoints import gathered_state_dict, optimizer_as_saved, save_model_files
 from rankzero.train.sharding import mixed_precision_policy, quiet_checkpoint_logs, shard_on_cpu
 from rankzero.train.throughput import ThroughputCallback
 
@@ -79,7 +80,7 @@ class RankzeroTrainer(Trainer):
                  scores: EvalScores | None = None, sampler: FixedPromptSample | None = None, **kwargs):
         self._staging = False
         self.scores, self.sampler = scores, sampler
-        self.data_record = data_record  # written into every checkpoint (checkpoints.data_record)
+        self.data_record = data_record  # written into every checkpoint (checkpoints/records.py)
         super().__init__(*args, **kwargs)
         self.meter = meter
         self.guard = guard
@@ -236,13 +237,13 @@ class RankzeroTrainer(Trainer):
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         if checkpoint is None or not self.is_fsdp_enabled:
             return super()._load_optimizer_and_scheduler(checkpoint)
-        with optimizer_as_saved(self.model, self.optimizer, checkpoint):  # saved inside the new-embeddings stage
+        with optimizer_as_saved(self.model, self.optimizer, checkpoint):  # saved inside the new-embeddings steps
             super()._load_optimizer_and_scheduler(checkpoint)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         if self.is_fsdp_enabled and not _internal_call:
             # The finished model as one plain HF dir: the Trainer writes nothing for a sharded state dict, and a
-            # checkpoint's own save (_internal_call) keeps its DCP shards (sharded_checkpoints.py).
+            # checkpoint's own save (_internal_call) keeps its DCP shards (checkpoints/sharded.py).
             state_dict = gathered_state_dict(self.model)  # every rank takes part; rank 0 gets the weights
             if self.args.should_save:
                 self._save(output_dir or self.args.output_dir, state_dict=state_dict)

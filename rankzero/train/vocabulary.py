@@ -58,7 +58,7 @@ class Extension:
                 f"({self.rows} rows in all)")
 
 
-def stage_start(model_args, tokenizer, extension: Extension | None, checkpoint: str | None = None) -> int | None:
+def new_rows_start(model_args, tokenizer, extension: Extension | None, checkpoint: str | None = None) -> int | None:
     """The first row --train_new_embeddings_steps trains: the extension's; on a resume (the model rebuilt from the
     run's `checkpoint`, its new rows made when the run started) the row the checkpoint records (`new_rows_from` in
     its data record), or for a checkpoint of an older rankzero the same row found again from --pretrained_model.
@@ -68,7 +68,7 @@ def stage_start(model_args, tokenizer, extension: Extension | None, checkpoint: 
 
     from rankzero.errors import RankzeroError
     from rankzero.files import read_json
-    from rankzero.train.checkpoint_records import DATA_RECORD
+    from rankzero.train.checkpoints.records import DATA_RECORD
 
     if extension is not None:
         return extension.first_new_row
@@ -81,7 +81,7 @@ def stage_start(model_args, tokenizer, extension: Extension | None, checkpoint: 
         raise RankzeroError(f"--train_new_embeddings_steps {model_args.train_new_embeddings_steps}: {checkpoint} does "
                             "not record which embedding rows are new (saved by an older rankzero), and --pretrained_model "
                             f"{model_args.pretrained_model}, where they would be found again, is gone: restore it, or "
-                            "drop --train_new_embeddings_steps if the run is past the stage")
+                            "drop --train_new_embeddings_steps if the run is past those steps")
     rows = AutoConfig.from_pretrained(model_args.pretrained_model).get_text_config().vocab_size
     old = checkpoint_tokenizer(model_args.pretrained_model)
     first = rows if old is None else min(len(old), rows)
@@ -197,16 +197,16 @@ class NewEmbeddingsFirst(TrainerCallback):
     gradient zeroed, and every parameter group's weight decay is 0 for that one step (put back right after,
     so that a checkpoint saved then holds the run's own value). Why this keeps the old rows bit-identical
     with AdamW (torch's, fused or not): a parameter without a gradient is skipped entirely — no update, no
-    decay, no optimizer state (it starts fresh, with its own step count, when the stage ends); the embedding
+    decay, no optimizer state (it starts fresh, with its own step count, when those steps end); the embedding
     matrices get zero gradients in their old rows from their first step, so their Adam moments there stay 0
     and the update is 0 / (0 + eps) = 0; and with no decay nothing else moves them.
 
-    Why not `requires_grad=False` for the stage: the Trainer builds its optimizer from the parameters that
+    Why not `requires_grad=False` for those steps: the Trainer builds its optimizer from the parameters that
     require a gradient when training starts, and DDP registers its all-reduce hooks only for those, so a
     parameter unfrozen after N steps would never be updated, or on each rank differently. The price here is
-    that stage one computes every gradient (the backward pass reaches the input embeddings through all layers
+    that they compute every gradient (the backward pass reaches the input embeddings through all layers
     anyway); its logged grad_norm, and the clipping, count the dropped gradients too (the callback runs after
-    clipping; Adam's update is nearly invariant to that common scale). The stage counts optimizer steps of the
+    clipping; Adam's update is nearly invariant to that common scale). They are optimizer steps of the
     run's own schedule, so its warm-up and decay run on through it.
     """
 
@@ -265,7 +265,7 @@ def _zero_rows(grad: torch.Tensor, rows: int) -> None:
     grad.to_local()[:max(0, rows - start)].zero_()  # the local shard itself, in place
 
 
-def stage_problems(steps: int, training, steps_per_epoch: int | None = None) -> list[str]:
+def new_embeddings_problems(steps: int, training, steps_per_epoch: int | None = None) -> list[str]:
     """--train_new_embeddings_steps against the run's other flags (checks.py, before any data work; run.py again
     with the data's steps_per_epoch, which a run of --num_train_epochs ends by)."""
     import math
@@ -275,16 +275,16 @@ def stage_problems(steps: int, training, steps_per_epoch: int | None = None) -> 
     problems = []
     if 0 < training.max_steps <= steps:
         problems.append(f"--train_new_embeddings_steps {steps}: the run ends at --max_steps {training.max_steps}, so "
-                        "the whole model would never train; give more --max_steps or fewer stage steps")
+                        "the whole model would never train; give more --max_steps or fewer new-embeddings steps")
     elif training.max_steps <= 0 and steps_per_epoch is not None:
         total = math.ceil(training.num_train_epochs * steps_per_epoch)  # as the Trainer counts the run's steps
         if total <= steps:
             problems.append(f"--train_new_embeddings_steps {steps}: the run ends after {total} optimizer steps "
                             f"(--num_train_epochs {training.num_train_epochs:g} of {steps_per_epoch} step(s) each), so "
-                            "the whole model would never train; give fewer stage steps, more --num_train_epochs, or "
+                            "the whole model would never train; give fewer new-embeddings steps, more --num_train_epochs, or "
                             "--max_steps")
     if training.deepspeed:
         # ZeRO keeps flat partitions of many parameters per rank: the old rows have no place of their own there.
         problems.append(f"--train_new_embeddings_steps {steps}: not supported with --deepspeed; use --fsdp full_shard "
-                        "(or DDP) for the stage, or leave the flag out")
+                        "(or DDP) for those steps, or leave the flag out")
     return problems

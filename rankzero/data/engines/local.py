@@ -132,7 +132,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         t_dedup = time.perf_counter()
 
         tally.check()
-        progress.stage = "pack and shuffle"
+        progress.phase = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
         if not direct:
             for writer in writers:

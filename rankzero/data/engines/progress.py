@@ -26,8 +26,8 @@ class Progress:
         self.last = 0.0
         self.docs = self.kept = self.bytes = self.tokens = 0
         self.removed = 0  # duplicates (exact as chunks arrive; near once decided, at the end of encoding)
-        self.stage = "encode"
-        self._printed = None  # (stage, docs, bytes) of the last line printed
+        self.phase = "encode"
+        self._printed = None  # (phase, docs, bytes) of the last line printed
 
     def update(self, docs: int, kept: int, nbytes: int, tokens: int, removed: int = 0) -> None:
         self.docs += docs
@@ -50,7 +50,7 @@ class Progress:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         rate = self.bytes / elapsed
         eta = (self.total_bytes - self.bytes) / rate if self.total_bytes and rate > 0 else None
-        return {"stage": self.stage, "docs": self.docs, "kept": self.kept, "bytes": self.bytes, "tokens": self.tokens,
+        return {"phase": self.phase, "docs": self.docs, "kept": self.kept, "bytes": self.bytes, "tokens": self.tokens,
                 "elapsed_s": round(elapsed, 1), "mb_per_s": round(rate / 1e6, 2),
                 "docs_per_s": round(self.docs / elapsed, 1), "duplicates": self.removed,
                 "eta_s": round(eta, 1) if eta is not None else None,
@@ -60,9 +60,9 @@ class Progress:
         snap = self.snapshot()
         if self.on_progress:
             self.on_progress(snap)
-        # The first update prints at once, and the end of a stage prints again: with nothing read in
+        # The first update prints at once, and the end of a phase prints again: with nothing read in
         # between (a small corpus, one chunk) that is the same line twice.
-        printed = (self.stage, self.docs, self.bytes, self.removed)
+        printed = (self.phase, self.docs, self.bytes, self.removed)
         if printed == self._printed:
             return
         self._printed = printed
@@ -70,6 +70,6 @@ class Progress:
         eta = time.strftime("%H:%M:%S", time.gmtime(snap["eta_s"])) if snap["eta_s"] is not None else "?"
         done = f" ({snap['percent']:.1f}%)" if snap["percent"] is not None else ""
         duplicates = f" (duplicates removed {100 * self.removed / self.docs:.1f}%)" if self.removed and self.docs else ""
-        print(f"[prepare] {snap['stage']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
+        print(f"[prepare] {snap['phase']}: {self.docs:,} docs, {self.bytes / 1e6:,.1f} MB{done}, "
               f"{snap['docs_per_s']:,.0f} docs/s, {snap['mb_per_s']:.1f} MB/s, kept {kept:.1f}%{duplicates}, "
               f"{self.tokens:,} tokens, ETA {eta}", file=sys.stderr, flush=True)

@@ -99,7 +99,7 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
             progress.report()
             job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
             packing = Progress(progress.total_bytes, on_progress)
-            packing.stage = "pack"
+            packing.phase = "pack"
             todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
             _run_phase(job, todo, cluster, packing, [t for t in tasks if t not in todo])
         packed = _read_metas(work, tasks, "pack.json")

@@ -56,7 +56,7 @@ class Tally:
         near-copies), its samples (`where(number)` → (staged file, position): the engine's layout) and the
         progress line. Returns the removed mask, in ledger order."""
         assert self.ledger is not None, "decide_near needs --dedup near"
-        self.progress.stage = "near-dedup"
+        self.progress.phase = "near-dedup"
         removed = self.ledger.decide(self.stats)
         write_samples(samples, self.ledger, self.names, self.corpus.tokenizer, where)
         self.progress.remove(int(removed.sum()))

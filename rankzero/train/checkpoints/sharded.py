@@ -1,6 +1,6 @@
-"""FSDP checkpoints: verified before a resume like the others, and exported as one plain HF directory.
+"""FSDP checkpoints: their DCP metadata read safely, and exported as one plain HF directory.
 
-    problems = fsdp_checkpoint_problems(path, names)   # checkpoints.verify_checkpoint, for FSDP's own files
+    metadata = read_dcp_metadata(directory)             # verify.py checks the shards against it
     problems = pretrained_weights_problems(directory)   # checks.py: --pretrained_model naming an FSDP checkpoint
     state_dict = gathered_state_dict(model)              # every rank; the full weights on rank 0 ({} elsewhere)
     with optimizer_as_saved(model, optimizer, checkpoint): …  # trainer.py: a resume's optimizer, as it was saved
@@ -11,10 +11,8 @@
 Under FSDP a checkpoint holds the model and the optimizer as DCP folders (`pytorch_model_fsdp_0/`,
 `optimizer_0/`: each rank writes its own `__<rank>_0.distcp`, and the coordinator writes `.metadata`
 last, once every rank has written its part), or with `state_dict_type FULL_STATE_DICT` one
-`pytorch_model_fsdp.bin` and `optimizer.bin` gathered on rank 0. What a kill or a full disk breaks is
-checked as for the other formats, without loading a tensor: `.metadata` is there and unpickles, and
-every file it names holds the bytes it says (offset + length). The `.bin` files are torch zips
-(checkpoints.py's check).
+`pytorch_model_fsdp.bin` and `optimizer.bin` gathered on rank 0; verify.py checks both without loading
+a tensor.
 
 **`.metadata` is a pickle**, and torch (2.13) reads it with plain `pickle.load`: a planted file would run
 code from the checks themselves. rankzero reads it with an unpickler that builds only what DCP metadata
@@ -108,21 +106,6 @@ def is_fsdp_checkpoint(names: set[str]) -> bool:
     return any(name.startswith(FSDP_MODEL) for name in names)
 
 
-def fsdp_checkpoint_problems(path: Path, names: set[str]) -> list[str]:
-    """What is wrong with FSDP's files in the checkpoint dir `path` ([] when they are whole, or there are none)."""
-    from rankzero.train.checkpoint_records import torch_file_problems
-
-    problems = []
-    for name in sorted(names):
-        if (path / name).is_dir() and name.startswith((FSDP_MODEL, "optimizer_")):
-            problems += dcp_problems(path / name)
-        elif name.startswith(FSDP_MODEL) and name.endswith(".bin") or name.startswith("optimizer") and name.endswith(".bin"):
-            problems += torch_file_problems(path / name)
-    if is_fsdp_checkpoint(names) and not any(name.startswith("optimizer") for name in names):
-        problems.append("no optimizer state (optimizer_0/ or optimizer.bin): the save did not finish")
-    return problems
-
-
 def pretrained_weights_problems(directory: str | os.PathLike) -> list[str]:
     """--pretrained_model naming an FSDP checkpoint: its weights are DCP shards, which from_pretrained cannot read
     (checks.py, at argument time; `./pretrain_cont.sh RUN/checkpoint-N` passes it so)."""
@@ -137,34 +120,6 @@ def pretrained_weights_problems(directory: str | os.PathLike) -> list[str]:
             f"{run}-export, then --pretrained_model {run}-export"]
 
 
-def dcp_problems(directory: Path) -> list[str]:
-    """A DCP folder: its metadata reads, and every file it names holds the bytes the metadata places there."""
-    from torch.distributed.checkpoint.filesystem import _StorageInfo
-
-    if not (directory / DCP_METADATA).is_file():
-        return [f"{directory.name}/{DCP_METADATA} is missing (written last, once every rank has saved its shard: "
-                "the save did not finish)"]
-    try:
-        metadata = read_dcp_metadata(directory)
-    except (DamagedMetadata, OSError) as error:
-        return [f"{directory.name}/{DCP_METADATA} does not load: {error}"]
-    ends: dict[str, int] = {}
-    for info in metadata.storage_data.values():
-        if not isinstance(info, _StorageInfo) or not isinstance(info.relative_path, str) or os.sep in info.relative_path:
-            return [f"{directory.name}/{DCP_METADATA}: its storage table names no shard file where a shard should be: "
-                    "damaged"]
-        ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
-    problems = []
-    for name, end in sorted(ends.items()):
-        file = directory / name
-        if not file.is_file():
-            problems.append(f"{directory.name}/{name} is missing (named by {DCP_METADATA})")
-        elif file.stat().st_size < end:
-            problems.append(f"{directory.name}/{name} is {file.stat().st_size:,} bytes, its tensors end at {end:,} "
-                            "(cut short)")
-    return problems
-
-
 @contextmanager
 def optimizer_as_saved(model, optimizer, checkpoint: str | os.PathLike):
     """Around accelerate's load of an FSDP optimizer from `checkpoint` (every rank, a fresh optimizer): the
@@ -174,7 +129,7 @@ def optimizer_as_saved(model, optimizer, checkpoint: str | os.PathLike):
     optimizer once with zero gradients (lr 0) so that every parameter has a state; then set_optimizer_state_dict
     refuses a parameter that requires a gradient and has no state in the checkpoint. A checkpoint saved inside
     --train_new_embeddings_steps holds none for the parameters that had not trained yet (vocabulary.py: they
-    start fresh when the stage ends), so the resume stopped at "Missing key in checkpoint state_dict:
+    start fresh when those steps end), so the resume stopped at "Missing key in checkpoint state_dict:
     optimizer.state.….step". Here the optimizer is stepped the same way with zero gradients on the checkpoint's
     parameters only, and the others are marked as needing no gradient while it loads: it asks for the
     checkpoint's keys and no others, the rest start fresh when they first train, as in the run that saved it,
