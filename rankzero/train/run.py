@@ -103,9 +103,6 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
                                    load_weights=not empty)
     first_new_row = new_rows_start(args.model, tokenizer, extension, resume)
     data = {**data, "new_rows_from": first_new_row}  # where a resume finds the new rows again (vocabulary.py)
-    # What the backward recomputes (before FSDP's defaults, which read --gradient_checkpointing) and float8.
-    training = use_checkpointing(args.model.activation_checkpointing, training, model)
-    float8_scales = use_float8(model, training) if args.model.float8 else None
     epoch_steps = steps_per_epoch(dataset, training, runtime)
     new_rows_first = None
     if first_new_row is not None:  # a run of --num_train_epochs has a length only now, with the data
@@ -114,6 +111,9 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
             raise ConfigError(problems)
         if args.model.train_new_embeddings_steps:
             new_rows_first = NewEmbeddingsFirst(model, first_new_row, args.model.train_new_embeddings_steps)
+    # What the backward recomputes (before FSDP's defaults, which read --gradient_checkpointing) and float8.
+    training = use_checkpointing(args.model.activation_checkpointing, training, model)
+    float8_scales = use_float8(model, training) if args.model.float8 else None
     facts = dataclasses.replace(facts, model=model, parameters=sum(full_numel(p) for p in model.parameters()),
                                 from_scratch=not args.model.pretrained_model, has_eval=eval_dataset is not None,
                                 resuming=resume is not None, steps_per_epoch=epoch_steps)
