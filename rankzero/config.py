@@ -323,9 +323,37 @@ class ModelConfig(_Config):
         return problems
 
 
+DEFAULT_BENCHMARK_ITEMS = 500  # a benchmark's items scored by default: nanochat's cap; its cost: bench/RESULTS.md
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig(_Config):
+    """benchmarks: multiple-choice scores in the loop, as lm-evaluation-harness computes them"""
+
+    benchmarks: tuple[str, ...] = flag((), "KMMLU CSV / JSONL files or dirs, scored at each evaluation, at the end "
+                                           "and, with --pretrained_model, before the first step")
+    benchmark_shots: int = flag(0, "solved examples before each question (seeded, from the dev split if any)")
+    benchmark_max_items: int = flag(DEFAULT_BENCHMARK_ITEMS, "items scored per benchmark: a fixed seeded subset "
+                                                             "(0: all)")
+    decontaminate_benchmarks: bool = flag(True, "also --decontaminate against the --benchmarks files")
+
+    def __post_init__(self) -> None:
+        self._set("benchmarks", tuple(self.benchmarks))
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        problems = [f"--benchmarks {path}: no such file or directory" for path in self.benchmarks
+                    if not os.path.exists(os.path.expanduser(path))]
+        if self.benchmark_shots < 0:
+            problems.append(f"--benchmark_shots {self.benchmark_shots}: must be at least 0")
+        if self.benchmark_max_items < 0:
+            problems.append(f"--benchmark_max_items {self.benchmark_max_items}: must be at least 0 (0: every item)")
+        return problems
+
+
 # The configs in the order --help shows them.
 CONFIGS = {"sources": SourcesConfig, "stage": StageConfig, "packing": PackingConfig, "dedup": DedupConfig,
-           "workers": WorkersConfig, "cache": CacheConfig, "model": ModelConfig}
+           "workers": WorkersConfig, "cache": CacheConfig, "model": ModelConfig, "benchmarks": BenchmarkConfig}
 
 
 @dataclass(frozen=True)
@@ -339,6 +367,7 @@ class Args:
     workers: WorkersConfig
     cache: CacheConfig
     model: ModelConfig
+    benchmarks: BenchmarkConfig
     training: Any  # rankzero.train.training_args.TrainingArguments; None with --tokenize_only
     tokenize_only: bool = False
     seed: int = DEFAULT_SEED
@@ -354,6 +383,8 @@ class Args:
     # What rankzero/recipe.py's `replay` did with the recipe (None without one): the keys taken from it
     # ("replayed"), those left out and why.
     replayed: dict[str, Any] | None = None
+    # The --benchmarks files as read before training (rankzero/data/benchmark_files.py: Suite), every rank.
+    suites: tuple = ()
 
 
 def _env_number(name: str, default: int | float) -> int | float:
