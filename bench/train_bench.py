@@ -3,6 +3,7 @@
     python bench/train_bench.py --smoke                  # seconds; CPU-friendly figures
     python bench/train_bench.py --model_config configs/model_config_125m.json --seq 1024 --batch 8 --steps 50
     python bench/train_bench.py --eval                   # what bits per byte cost an evaluation (below)
+    python bench/train_bench.py --benchmarks             # what --benchmarks costs the demo run (below)
     python bench/train_bench.py --eval --vocab_size 32000 --rounds 7 --seq 1024 --rows 200
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
@@ -24,6 +25,11 @@ state. This VM's speed drifts by ±10% within a minute, so `--rounds` runs every
 per round and each ratio is the median of the per-round ratios. Prints one JSON line per system and
 round, then the medians.
 
+`--benchmarks`: what scoring benchmarks in the loop costs the demo run (configs/recipes/demo.yaml): train.py with
+`--benchmarks` at its defaults against the same command without (the baseline), alternating per round; two files of
+`--benchmark_items` items each. Prints each run's wall time, the scoring's seconds (from its log history), their
+share of the run and seconds per 1,000 items.
+
 `--eval` asks another question: what bits per byte and per-source scores cost an evaluation —
 RankzeroTrainer.evaluate() with them against the Trainer's own loss-only evaluation (the baseline: the
 same trainer without `scores`). A tokenizer of `--vocab_size` is trained on data/sample/, the data prepared
@@ -37,8 +43,10 @@ source), from a model that has not been trained: what they look like, not what t
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -74,6 +82,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--eval", action="store_true", help="measure evaluation with bits per byte instead")
     parser.add_argument("--eval_dataset", nargs="+", default=[str(GENRES / f"{name}.jsonl") for name in
                                                                ("dialogue", "encyclopedia", "qa")])
+    parser.add_argument("--benchmarks", action="store_true", help="measure --benchmarks on the demo run instead")
+    parser.add_argument("--benchmark_items", type=int, default=1000, help="items in each --benchmarks file made")
     parser.add_argument("--vocab_size", type=int, default=8000, help="the tokenizer --eval trains")
     parser.add_argument("--rows", type=int, default=96, help="validation rows --eval evaluates (the first ones)")
     args = parser.parse_args()
@@ -282,8 +292,60 @@ def eval_cost(args, work: Path) -> None:
 
 
 
+def benchmark_cost(args, work: Path) -> None:
+    """--benchmarks: the demo run with --benchmarks at its defaults against the same run without. The files, a
+    KMMLU-style CSV and a KoBEST-style JSONL, are cut from ko_real_dev's paragraphs (real questions' length)."""
+    texts = [part.strip() for path in sorted(GENRES.glob("*.jsonl")) for line in path.open(encoding="utf-8")
+             for part in json.loads(line)["text"].split("\n\n") if len(part.strip()) >= 80]
+    rng, files = random.Random(0), [work / "kmmlu_style.csv", work / "kobest_style.jsonl"]
+    with open(files[0], "w", newline="", encoding="utf-8") as csv_file, open(files[1], "w", encoding="utf-8") as jsonl:
+        writer = csv.DictWriter(csv_file, fieldnames=["question", "A", "B", "C", "D", "answer"])
+        writer.writeheader()
+        for index in range(args.benchmark_items):
+            writer.writerow({"question": rng.choice(texts)[:300] + " 이 글과 맞는 것은?", "answer": index % 4 + 1,
+                             **{letter: rng.choice(texts)[:40] for letter in "ABCD"}})
+            jsonl.write(json.dumps({"question": rng.choice(texts)[:200] + " 그 결과는?", "answer": index % 2,
+                                    "choices": [rng.choice(texts)[:30], rng.choice(texts)[:30]]}, ensure_ascii=False) + "\n")
+    subprocess.run([sys.executable, REPO / "scripts/train_tokenizer.py", "--dataset", REPO / "data/sample/ko.jsonl",
+                    REPO / "data/sample/en.txt", "--vocab_size", "2048", "--output_dir", work / "tok"], check=True,
+                   capture_output=True)
+    systems = {"demo": [], "demo --benchmarks": ["--benchmarks", *map(str, files)]}
+
+    def command(extra: list[str], out: Path) -> list:
+        return [sys.executable, REPO / "train.py", REPO / "configs/recipes/demo.yaml", "--tokenizer_path", work / "tok",
+                "--output_dir", out, "--cache_dir", work / "cache", "--save_strategy", "no", *extra]
+
+    for extra in systems.values():  # each prepare once (decontamination changes the data), not timed
+        subprocess.run([*command(extra, work / "unused"), "--tokenize_only"], check=True, capture_output=True)
+    runs = []  # round, system, wall_s; with --benchmarks also the scoring's seconds, scorings and items
+    for round_ in range(args.rounds):
+        for name in (list(systems) if round_ % 2 == 0 else list(reversed(systems))):
+            out, started = work / f"run-{len(runs)}", time.perf_counter()
+            subprocess.run(command(systems[name], out), check=True, capture_output=True, cwd=REPO)
+            runs.append({"round": round_ + 1, "system": name, "wall_s": round(time.perf_counter() - started, 2)})
+            if systems[name]:
+                history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+                seconds = [entry["benchmark_seconds"] for entry in history if "benchmark_seconds" in entry]
+                record = json.loads((out / "benchmarks.json").read_text())["benchmarks"]
+                runs[-1].update(seconds=sum(seconds), scorings=len(seconds), items=sum(b["items"] for b in record.values()))
+            shutil.rmtree(out, ignore_errors=True)
+            print(json.dumps(runs[-1]), flush=True)
+    plain, scored = [r for r in runs if "seconds" not in r], [r for r in runs if "seconds" in r]
+    print(json.dumps({"rounds": args.rounds, **{f"{key}_median": round(statistics.median(values), 4) for key, values in (
+        ("wall_ratio", [b["wall_s"] / a["wall_s"] for a, b in zip(plain, scored)]),
+        ("scoring_share", [r["seconds"] / r["wall_s"] for r in scored]),
+        ("seconds_per_1000_items", [1000 * r["seconds"] / (r["items"] * r["scorings"]) for r in scored]))}}))
+
+
 def main() -> None:
     args = parse()
+    if args.benchmarks:
+        work = Path(tempfile.mkdtemp(prefix="benchmarks-bench-"))
+        try:
+            benchmark_cost(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.eval:
         work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))  # a tokenizer, a prepared cache, a run dir
         try:
