@@ -323,7 +323,7 @@ class ModelConfig(_Config):
         return problems
 
 
-DEFAULT_BENCHMARK_ITEMS = 50  # a benchmark's items scored by default: ~4% of the demo run (bench/RESULTS.md)
+DEFAULT_BENCHMARK_ITEMS = 50  # a benchmark's items scored by default: 2-4% of the demo run (bench/RESULTS.md)
 
 
 @dataclass(frozen=True)
