@@ -2,12 +2,9 @@
 
     python bench/train_bench.py --smoke                  # seconds; CPU-friendly figures
     python bench/train_bench.py --model_config configs/model_config_125m.json --seq 1024 --batch 8 --steps 50
-    python bench/train_bench.py --eval                   # what bits per byte cost an evaluation (below)
-    python bench/train_bench.py --eval --vocab_size 32000 --rounds 7 --seq 1024 --rows 200
     python bench/train_bench.py --loss_memory            # peak RSS of --lm_loss chunked against full (below)
     python bench/train_bench.py --accumulation_memory --model_config configs/model_config_125m.json --seq 64
     python bench/train_bench.py --activation_memory --seq 1024    # the terms of docs/training.md's 8B table
-    python bench/train_bench.py --benchmarks --items 1000 --shots 0   # what scoring 1,000 benchmark items costs
 
 1. **bare loop** — the same model, batch and sequence length in a plain PyTorch loop (AdamW, autocast
    bf16 on CUDA, no Trainer): the ceiling. Target: train.py ≥ 0.9× of it.
@@ -28,15 +25,6 @@ state. This VM's speed drifts by ±10% within a minute, so `--rounds` runs every
 per round and each ratio is the median of the per-round ratios. Prints one JSON line per system and
 round, then the medians.
 
-`--eval` asks another question: what bits per byte and per-source scores cost an evaluation —
-RankzeroTrainer.evaluate() with them against the Trainer's own loss-only evaluation (the baseline: the
-same trainer without `scores`). A tokenizer of `--vocab_size` is trained on data/sample/, the data prepared
-by train.py (`--eval_dataset`, default ko_real_dev's three genres, each a source; rows of `--seq`, default
-512 here), and a model of configs/model_config_tiny.json built with its vocabulary. Each of `--rounds`
-(default 5 here) evaluates the first `--rows` rows once without and once with the scores, in alternating
-order; the ratio is the median of the per-round ratios. Also prints the scores of the last evaluation (per
-source), from a model that has not been trained: what they look like, not what they are worth.
-
 `--loss_memory` measures the loss (rankzero/train/losses.py): train.py continuing a model with Llama-3's 128,256
 vocabulary rows (`--pretrained_model`, saved here: configs/model_config_tiny.json with those rows, untied) on
 packed rows of 1 x `--seq` (default 4,096 here) tokens for `--steps` (default 4 here), once with `--lm_loss full`
@@ -49,11 +37,6 @@ peak with 1, as a share of the model's fp32 gradient bytes; rankzero reduce-scat
 is the Trainer's own `no_sync` between micro-steps. `--activation_memory` measures the bytes per layer, token and
 hidden unit a forward keeps by `--activation_checkpointing` mode, and the loss's per token and vocabulary entry: the
 terms of docs/training.md's 8B table. Both are in bench/_measure.py, which says how RSS is made to mean "held".
-
-`--benchmarks` times scoring `--items` KMMLU-shaped items (questions and choices cut from ko_real_dev's texts, 4
-choices each, `--shots` examples before each) with rankzero/train/benchmarks.py's score_suites against
-lm-evaluation-harness's HFLM.loglikelihood on the same requests (the baseline: full fp32 log-softmax over
-[batch, length, vocab]), on the tiny model with the `--vocab_size` tokenizer, one thread, alternating per round.
 """
 
 from __future__ import annotations
@@ -73,7 +56,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench._measure import accumulation_memory, activation_memory  # noqa: E402
-GENRES = Path("/work/shared/corpora/ko_real_dev")
 
 
 def parse() -> argparse.Namespace:
@@ -88,31 +70,23 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--mallocs", default="auto,system",
                         help="RANKZERO_MALLOC settings train.py runs under, the first one compared with the baselines")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="every system once per round, ratios are medians; default 3 (5 with --eval)")
+                        help="every system once per round, ratios are medians; default 3 (1 with --loss_memory)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: seq 128, 30 steps, 1 round")
     parser.add_argument("--work_dir", default=None)
     parser.add_argument("--against", default=None, help="another rankzero checkout, run beside this one")
     parser.add_argument("--system", choices=("all", "bare", "run_clm"), default="all",
                         help="run one baseline in this process and print its JSON line (used by the main run)")
-    parser.add_argument("--eval", action="store_true", help="measure evaluation with bits per byte instead")
-    parser.add_argument("--eval_dataset", nargs="+", default=[str(GENRES / f"{name}.jsonl") for name in
-                                                               ("dialogue", "encyclopedia", "qa")])
-    parser.add_argument("--vocab_size", type=int, default=8000, help="the tokenizer --eval trains")
-    parser.add_argument("--rows", type=int, default=96, help="validation rows --eval evaluates (the first ones)")
     parser.add_argument("--loss_memory", action="store_true", help="peak RSS of --lm_loss chunked against full")
     parser.add_argument("--accumulation_memory", action="store_true",
                         help="measure what 4 accumulation steps add to a rank's peak memory under FSDP2 instead")
     parser.add_argument("--activation_memory", action="store_true",
                         help="measure the activation and loss bytes docs/training.md's 8B table scales instead")
-    parser.add_argument("--benchmarks", action="store_true", help="measure benchmark scoring against lm-eval's HFLM")
-    parser.add_argument("--items", type=int, default=1000, help="benchmark items --benchmarks scores")
-    parser.add_argument("--shots", type=int, default=0, help="examples before each item with --benchmarks")
     args = parser.parse_args()
     if args.accumulation_memory:
         args.seq, args.batch = args.seq or 256, 1 if "--batch" not in sys.argv else args.batch
         args.steps = 3 if "--steps" not in sys.argv else args.steps
-    args.seq = args.seq or (512 if args.eval else 4096 if args.loss_memory else 256)
-    args.rounds = args.rounds or (5 if args.eval else 1 if args.loss_memory else 3)
+    args.seq = args.seq or (4096 if args.loss_memory else 256)
+    args.rounds = args.rounds or (1 if args.loss_memory else 3)
     if args.loss_memory and "--steps" not in sys.argv:
         args.steps = 4
     if args.smoke:
@@ -258,117 +232,6 @@ def baseline_run(args, work: Path, system: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def eval_cost(args, work: Path) -> None:
-    """--eval: RankzeroTrainer.evaluate() with bits per byte and per-source scores against the loss-only one."""
-    import torch
-    from transformers import AutoTokenizer
-
-    from rankzero.tokenizer_trainer import train_tokenizer
-    from rankzero.train.collator import BlockCollator
-    from rankzero.train.evaluation import EvalScores, source_names, token_bytes
-    from rankzero.train.model import load_config
-    from rankzero.train.run import load_validation
-    from rankzero.train.throughput import ThroughputCallback
-    from rankzero.train.trainer import RankzeroTrainer
-    from rankzero.train.training_args import TrainingArguments
-
-    texts = [json.loads(line)["text"] for line in (REPO / "data/sample/ko.jsonl").read_text().splitlines()]
-    train_tokenizer(texts + (REPO / "data/sample/en.txt").read_text().splitlines(), args.vocab_size, work / "tok")
-    prepared = subprocess.run(
-        [sys.executable, REPO / "train.py", "--tokenize_only", "--dataset", REPO / "data/sample/ko.jsonl",
-         "--eval_dataset", *args.eval_dataset, "--tokenizer_path", work / "tok", "--max_seq_length",
-         str(args.seq), "--cache_dir", work / "cache"], capture_output=True, text=True, check=True)
-    prepared_dir = Path(prepared.stdout.strip().splitlines()[-1].removeprefix("prepared: "))
-    tokenizer = AutoTokenizer.from_pretrained(work / "tok")
-    eval_dataset = load_validation(prepared_dir, "pretrain")
-    eval_dataset = eval_dataset.select(range(min(args.rows, len(eval_dataset))))
-    manifest = json.loads((prepared_dir / "manifest.json").read_text())
-
-    from transformers import AutoModelForCausalLM
-
-    config = load_config(REPO / "configs/model_config_tiny.json")
-    config.vocab_size = len(tokenizer)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config)
-    training = TrainingArguments(output_dir=str(work / "run"), per_device_eval_batch_size=args.batch,
-                                 report_to="none", prediction_loss_only=True, dataloader_num_workers=0,
-                                 disable_tqdm=True, remove_unused_columns=False)  # as train.py sets it
-
-    def trainer(scores):
-        return RankzeroTrainer(model=model, args=training, eval_dataset=eval_dataset,
-                               data_collator=BlockCollator(pad_token_id=tokenizer.pad_token_id or 0),
-                               processing_class=tokenizer, meter=ThroughputCallback(model, args.seq),
-                               scores=scores)
-
-    systems = {"loss only (Trainer)": trainer(None),
-               "bits/byte + per source": trainer(EvalScores(token_bytes(tokenizer), source_names(manifest)))}
-    for each in systems.values():
-        each.evaluate()  # warm-up: the first evaluation prepares the model and builds the DataLoader
-    seconds: dict[str, list[float]] = {name: [] for name in systems}
-    metrics = {}
-    for round_ in range(args.rounds):
-        names = list(systems) if round_ % 2 == 0 else list(reversed(systems))
-        for name in names:
-            started = time.perf_counter()
-            metrics[name] = systems[name].evaluate()
-            seconds[name].append(time.perf_counter() - started)
-    baseline, scored = seconds.values()
-    ratios = [b / a for a, b in zip(baseline, scored)]
-    print(json.dumps({"rows": len(eval_dataset), "tokens": len(eval_dataset) * args.seq,
-                      "vocab_size": len(tokenizer), "seconds": seconds, "ratio_median": statistics.median(ratios),
-                      "ratios": [round(r, 3) for r in ratios]}))
-    baseline_loss = metrics[list(systems)[0]]["eval_loss"]
-    print(json.dumps({"baseline eval_loss": baseline_loss, **{key: value for key, value in metrics[list(systems)[1]].items()
-                      if "bits_per_byte" in key or "loss" in key}}, ensure_ascii=False))
-
-
-def benchmark_cost(args, work: Path) -> None:
-    """--benchmarks: score_suites against lm-eval's HFLM on the same requests, seconds per 1,000 items."""
-    import csv
-
-    import torch
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from rankzero.data.screen.benchmark_files import read_suites
-    from rankzero.tokenizer_trainer import train_tokenizer
-    from rankzero.train.benchmarks import score_suites
-    from rankzero.train.model import load_config
-
-    torch.set_num_threads(1)  # the box is shared: one thread per system keeps the rounds comparable
-    texts = [json.loads(line)["text"] for line in (GENRES / "encyclopedia.jsonl").read_text().splitlines()]
-    train_tokenizer(texts[:2000], args.vocab_size, work / "model")
-    words = " ".join(texts).split()
-    with open(work / "bench-test.csv", "w", newline="", encoding="utf-8") as handle:  # questions of 160-360 chars
-        csv.writer(handle).writerows([["question", "A", "B", "C", "D", "answer"]] + [
-            [texts[n % len(texts)][:160 + n % 200], *(" ".join(words[(n * 7 + k * 13) % len(words):][:1 + k])
-                                                      for k in range(4)), 1 + n % 4] for n in range(args.items)])
-    suites = read_suites([work / "bench-test.csv"], shots=args.shots, max_items=args.items)
-    tokenizer = AutoTokenizer.from_pretrained(work / "model")
-    config = load_config(REPO / "configs/model_config_tiny.json")
-    config.vocab_size = len(tokenizer)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(work / "model")
-    model = AutoModelForCausalLM.from_pretrained(work / "model", dtype=torch.float32)
-    reference = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=args.batch, device="cpu")
-    instances = [Instance("loglikelihood", {}, (q.context, c), i) for i, q in enumerate(suites[0].items)
-                 for c in q.continuations()]
-    systems = {"lm-eval HFLM": lambda: reference.loglikelihood(instances, disable_tqdm=True),
-               "rankzero score_suites": lambda: score_suites(model, tokenizer, suites, batch_size=args.batch)}
-    seconds: dict[str, list[float]] = {name: [] for name in systems}
-    for round_ in range(args.rounds):
-        for name in (list(systems) if round_ % 2 == 0 else list(reversed(systems))):
-            started = time.perf_counter()
-            systems[name]()
-            seconds[name].append(time.perf_counter() - started)
-    per_1000 = {name: round(1000 * statistics.median(values) / args.items, 2) for name, values in seconds.items()}
-    ratios = [a / b for a, b in zip(*seconds.values())]
-    print(json.dumps({"items": args.items, "shots": args.shots, "requests": len(instances), "batch": args.batch,
-                      "vocab_size": len(tokenizer), "seconds_per_1000_items": per_1000,
-                      "speedup_median": round(statistics.median(ratios), 3), "ratios": [round(r, 3) for r in ratios]}))
-
-
 def loss_memory(args, work: Path) -> None:
     """--loss_memory: train.py's peak RSS and losses with --lm_loss full (the baseline) and chunked, per round."""
     import torch
@@ -437,20 +300,6 @@ def main() -> None:
         try:
             prepare_data(args, work)
             loss_memory(args, work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return
-    if args.benchmarks:
-        work = Path(tempfile.mkdtemp(prefix="benchmarks-bench-"))
-        try:
-            benchmark_cost(args, work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return
-    if args.eval:
-        work = Path(tempfile.mkdtemp(prefix="eval-bpb-bench-"))  # a tokenizer, a prepared cache, a run dir
-        try:
-            eval_cost(args, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return

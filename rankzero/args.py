@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import os
 import sys
 import types
 import typing
@@ -225,14 +226,15 @@ def parse_args(argv: list[str] | None = None) -> Args:
                 defaults=defaults, overwrite_output_dir=overwrite, replayed=replayed)
     if tokenize_only:
         return args
-    from rankzero.checks import check_training_arguments, data_defaults
+    from rankzero.checks import benchmark_suites, check_training_arguments, data_defaults
 
     training, as_given = _training_arguments(training_argv + (["--seed", str(seed)] if "seed" in given else []),
                                              given_training)
     check_training_arguments(args, training)
     configs, more_defaults = data_defaults(args, training)
     return Args(**{**{name: getattr(args, name) for name in args.__dataclass_fields__}, **configs,
-                   "training": training, "training_given": as_given, "defaults": {**defaults, **more_defaults}})
+                   "training": training, "training_given": as_given, "defaults": {**defaults, **more_defaults},
+                   "suites": benchmark_suites(args.benchmarks)})
 
 
 def derived_defaults(given: dict) -> dict[str, tuple]:
@@ -243,6 +245,16 @@ def derived_defaults(given: dict) -> dict[str, tuple]:
     if "tokenizer_path" not in given and model and (Path(model) / "tokenizer_config.json").is_file():
         # HF checkpoints and rankzero runs save the tokenizer beside the weights.
         derived["tokenizer_path"] = (model, "the tokenizer saved with --pretrained_model")
+    benchmarks = tuple(given.get("benchmarks", ()))
+    if benchmarks and given.get("decontaminate_benchmarks", True):
+        # By real path: a file named twice would count its items twice, and an n-gram in COMMON_ITEMS items is
+        # not indexed (decontaminate.py).
+        named = tuple(given.get("decontaminate", ()))
+        seen = {os.path.realpath(os.path.expanduser(path)) for path in named}
+        missing = tuple(path for path in benchmarks if os.path.realpath(os.path.expanduser(path)) not in seen)
+        if missing:
+            derived["decontaminate"] = (named + missing, "the --benchmarks files: what is measured is not trained "
+                                                         "on; --decontaminate_benchmarks false trains on them")
     if "dedup" not in given and given.get("mode") == "sft":
         derived["dedup"] = ("exact", "--mode sft: chat samples share templates and system prompts, near dedup would "
                                      "take too many")

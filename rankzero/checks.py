@@ -64,6 +64,20 @@ def check_training_arguments(args: Args, training) -> None:
         raise ConfigError(problems)
 
 
+def benchmark_suites(config) -> tuple:
+    """The --benchmarks files read now, on every rank: a corrupt, empty or wrongly-shaped one stops the run at its
+    file and line before any data work, not at the first evaluation hours into training."""
+    if not config.benchmarks:
+        return ()
+    from rankzero.data.screen.benchmark_files import read_suites
+
+    try:
+        return tuple(read_suites(config.benchmarks, shots=config.benchmark_shots,
+                                 max_items=config.benchmark_max_items or None))
+    except RankzeroError as error:
+        raise ConfigError([str(error)]) from None  # it names the file and line
+
+
 # A cadence flag and the strategy that would make it do nothing.
 CADENCES = {"eval_steps": ("eval_strategy", "evaluated"), "save_steps": ("save_strategy", "saved"),
             "logging_steps": ("logging_strategy", "logged")}

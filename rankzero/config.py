@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rankzero.errors import ConfigError
-from rankzero.runtime import usable_cpu_count
+from rankzero.runtime import env_number, usable_cpu_count
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "rankzero")
 DEFAULT_DEDUP_THRESHOLD = 0.55  # 40 bands of 3: catches re-edited copies 0.8 keeps (docs/data.md, bench/RESULTS.md)
@@ -58,7 +58,7 @@ class _Config:
         for f in fields(self):
             if f.name in defaults and getattr(self, f.name) is None:
                 try:
-                    self._set(f.name, _env_number(f.metadata["env"], defaults[f.name]))
+                    self._set(f.name, env_number(f.metadata["env"], defaults[f.name]))
                 except ValueError as error:
                     problems.append(str(error))
         if problems:
@@ -330,9 +330,37 @@ class ModelConfig(_Config):
         return problems
 
 
+DEFAULT_BENCHMARK_ITEMS = 50  # a benchmark's items scored by default: 2-4% of the demo run (bench/RESULTS.md)
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig(_Config):
+    """benchmarks: multiple-choice scores in the loop, as lm-evaluation-harness computes them"""
+
+    benchmarks: tuple[str, ...] = flag((), "KMMLU CSV / JSONL files or dirs, scored at each evaluation, at the end "
+                                           "and, with --pretrained_model, before the first step")
+    benchmark_shots: int = flag(0, "solved examples before each question (seeded, from the dev split if any)")
+    benchmark_max_items: int = flag(DEFAULT_BENCHMARK_ITEMS, "items scored per benchmark: a fixed seeded subset "
+                                                             "(0: all)")
+    decontaminate_benchmarks: bool = flag(True, "also --decontaminate against the --benchmarks files")
+
+    def __post_init__(self) -> None:
+        self._set("benchmarks", tuple(self.benchmarks))
+        super().__post_init__()
+
+    def problems(self) -> list[str]:
+        problems = [f"--benchmarks {path}: no such file or directory" for path in self.benchmarks
+                    if not os.path.exists(os.path.expanduser(path))]
+        if self.benchmark_shots < 0:
+            problems.append(f"--benchmark_shots {self.benchmark_shots}: must be at least 0")
+        if self.benchmark_max_items < 0:
+            problems.append(f"--benchmark_max_items {self.benchmark_max_items}: must be at least 0 (0: every item)")
+        return problems
+
+
 # The configs in the order --help shows them.
 CONFIGS = {"sources": SourcesConfig, "stage": StageConfig, "packing": PackingConfig, "dedup": DedupConfig,
-           "workers": WorkersConfig, "cache": CacheConfig, "model": ModelConfig}
+           "workers": WorkersConfig, "cache": CacheConfig, "model": ModelConfig, "benchmarks": BenchmarkConfig}
 
 
 @dataclass(frozen=True)
@@ -346,6 +374,7 @@ class Args:
     workers: WorkersConfig
     cache: CacheConfig
     model: ModelConfig
+    benchmarks: BenchmarkConfig
     training: Any  # rankzero.train.training_args.TrainingArguments; None with --tokenize_only
     tokenize_only: bool = False
     seed: int = DEFAULT_SEED
@@ -361,15 +390,5 @@ class Args:
     # What rankzero/recipe.py's `replay` did with the recipe (None without one): the keys taken from it
     # ("replayed"), those left out and why.
     replayed: dict[str, Any] | None = None
-
-
-def _env_number(name: str, default: int | float) -> int | float:
-    """The environment variable `name` read as a number of `default`'s type, or `default` when unset."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return type(default)(raw)
-    except ValueError:
-        expected = "a whole number" if isinstance(default, int) else "a number"
-        raise ValueError(f"environment variable {name}={raw!r}: expected {expected}") from None
+    # The --benchmarks files as read before training (rankzero/data/screen/benchmark_files.py: Suite), every rank.
+    suites: tuple = ()

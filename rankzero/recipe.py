@@ -43,7 +43,7 @@ from rankzero.trainer_flags import NEGATIVE_NUMBER
 
 # Whole: every field changes the data or the model. Workers and cache say how and where, and fall back to
 # environment variables, which a recording would override: those only as given.
-RECORDED_GROUPS = ("sources", "stage", "packing", "dedup", "model")
+RECORDED_GROUPS = ("sources", "stage", "packing", "dedup", "model", "benchmarks")
 RECORDED_TRAINING = (
     "output_dir", "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "num_train_epochs",
     "optim", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
@@ -150,13 +150,13 @@ REPLAY = {
             "adam_epsilon", "max_grad_norm", "save_total_limit", "report_to",
             "dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size", "prep_engine", "ray_address",
             "dedup_memory_mb", "ray_task_mb", "cache_dir", "prep_scope", "prep_timeout_s", "prep_probe_s",
-            "prep_startup_grace_s", "verify_data"),
+            "prep_startup_grace_s", "verify_data", "benchmarks", "benchmark_shots", "benchmark_max_items"),
     # What a row is: pretraining documents or SFT samples (an SFT run masks across its samples, checks.py).
     "rows": ("mask_across_documents",),
     # The data and how it was prepared: the source run's corpus and filters, not another's.
     "data": ("dataset", "eval_dataset", "validation_split_percentage", "txt_sample_by", "max_document_mb",
              "text_column", "quality_filter", "quality_config", "skip_bad_records", "on_decode_error", "pii",
-             "decontaminate", "dedup", "dedup_threshold"),
+             "decontaminate", "decontaminate_benchmarks", "dedup", "dedup_threshold"),
     # The optimizer's schedule, the run's length and the cadences measured in its steps: each kind of run has
     # its own defaults (defaults.learning_defaults).
     "schedule": ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio",

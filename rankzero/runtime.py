@@ -80,3 +80,15 @@ def job_key(runtime: "Runtime", scope: str) -> str:
     if not runtime.is_distributed:
         parts.append(f"{runtime.hostname}:{os.getpid()}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+
+
+def env_number(name: str, default: int | float) -> int | float:
+    """The environment variable `name` read as a number of `default`'s type, or `default` when unset."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return type(default)(raw)
+    except ValueError:
+        expected = "a whole number" if isinstance(default, int) else "a number"
+        raise ValueError(f"environment variable {name}={raw!r}: expected {expected}") from None

@@ -3,10 +3,10 @@
     trainer.add_callback(CurvesCallback(output_dir))      # rank 0 redraws the picture at every save and at the end
     print(summary(trainer, output_dir, wall_s, tokens))    # rank 0, once training is over
 
-The picture has a panel for each of training and evaluation loss, learning rate and tokens/s that was
-logged (none for what was not), against tokens trained where every training log counts them, else
-against optimizer steps; a NaN or inf loss is a gap in its line with a red mark where it was logged.
-It is read from the Trainer's log history (`trainer_state.json`), drawn
+The picture has a panel for each of training and evaluation loss, learning rate, tokens/s and benchmark
+accuracy (--benchmarks, a curve per file) that was logged (none for what was not), against tokens trained
+where every training log counts them, else against optimizer steps; a NaN or inf loss is a gap in its line
+with a red mark where it was logged. It is read from the Trainer's log history (`trainer_state.json`), drawn
 with matplotlib's Agg backend (no display needed) and written atomically, so a user watching the file
 never sees half a PNG.
 """
@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from rankzero.train.benchmark_callback import ACC, benchmark_summary
 
 CURVES = "training_curves.png"
 
@@ -44,9 +46,12 @@ def _series(history: list[dict]) -> tuple[str, dict[str, tuple[list, list]]]:
                 [entry[key] if math.isfinite(entry[key]) else math.nan for entry in kept])
 
     evaluations = [entry for entry in history if "eval_loss" in entry and "step" in entry]
+    scored = [entry for entry in history if "benchmark_seconds" in entry and "step" in entry]
+    names = dict.fromkeys(ACC.match(key).group(1) for entry in scored for key in entry if ACC.match(key))
     series = {"train loss": curve("loss", training), "eval loss": curve("eval_loss", evaluations),
               "learning rate": curve("learning_rate", training), "tokens/s": curve("tokens_per_second", training),
-              "loss not finite": ([x_at(entry["step"]) for entry in training if not math.isfinite(entry["loss"])], [])}
+              "loss not finite": ([x_at(entry["step"]) for entry in training if not math.isfinite(entry["loss"])], []),
+              **{f"{name} acc": curve(f"benchmark/{name}/acc", scored) for name in names}}
     return ("tokens trained" if by_tokens else "optimizer steps"), series
 
 
@@ -60,8 +65,9 @@ def panels(history: list[dict]) -> tuple[str, list[tuple[str, str, list[tuple[st
     """(the x axis's label, [(title, y label, [(curve, x, values)])] for what was logged and nothing else,
     where a training loss was NaN or inf)."""
     label, series = _series(history)
+    benchmarks = tuple(name for name in series if name.endswith(" acc"))  # one curve a --benchmarks file
     drawn = [(title, ylabel, [(name, *series[name]) for name in names if series[name][0]])
-             for title, names, ylabel in PANELS]
+             for title, names, ylabel in (*PANELS, ("benchmarks (--benchmarks)", benchmarks, "accuracy"))]
     return label, [panel for panel in drawn if panel[2]], series["loss not finite"][0]
 
 
@@ -77,7 +83,7 @@ def draw_curves(history: list[dict], path: Path) -> None:
     figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4), constrained_layout=True, squeeze=False)
     for axis, (title, ylabel, curves) in zip(axes[0], shown):
         for name, xs, values in curves:
-            axis.plot(xs, values, "o-" if name == "eval loss" else "-", label=name)
+            axis.plot(xs, values, "o-" if name == "eval loss" or name.endswith(" acc") else "-", label=name)
         if title == "loss":
             for index, at in enumerate(not_finite):
                 axis.axvline(at, color="tab:red", alpha=0.4, label="loss NaN or inf" if index == 0 else None)
@@ -133,6 +139,7 @@ def summary(history: list[dict], *, output_dir: Path, wall_s: float, tokens: int
         losses.append(f"eval loss {last('eval_loss'):.4f} (perplexity {last('eval_perplexity'):,.2f}{bits})")
     if losses:
         lines.append("  " + ", ".join(losses))
+    lines += benchmark_summary(history, wall_s)
     if saved:
         lines.append(f"  model: {output_dir} (AutoModelForCausalLM.from_pretrained loads it)")
     # The Trainer's TensorBoard callback writes under TENSORBOARD_LOGGING_DIR, else output_dir/runs/.

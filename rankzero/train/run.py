@@ -165,6 +165,7 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
         trainer.add_callback(float8_scales)
     if new_rows_first is not None:
         trainer.add_callback(new_rows_first)
+    scorer = benchmark_scorer(trainer, args)  # after RankZeroWeights: scored with the weights in place
     if trainer.is_world_process_zero():
         setup = describe_setup(trainer, attention, documents)
         if extension is not None:
@@ -181,6 +182,8 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
             finished = preemption.stopped_at is None and not guard.failed  # a diverged model is not saved
             if finished:
                 evaluate_at_end(trainer)
+                if scorer is not None:
+                    scorer.at_end()
                 save_final(trainer, model, output_dir, prepared_dir)
             elif guard.failed:
                 trainer.save_state()  # trainer_state.json: the log history, NaN included, without the weights
@@ -228,6 +231,20 @@ def evaluate_at_end(trainer) -> None:
     evaluated = [entry["step"] for entry in trainer.state.log_history if "eval_loss" in entry]
     if not evaluated or evaluated[-1] != trainer.state.global_step:
         trainer.evaluate()
+
+
+def benchmark_scorer(trainer, args: Args):
+    """The --benchmarks scoring (benchmark_callback.py), added to the trainer; None without --benchmarks."""
+    if not args.suites:
+        return None
+    from rankzero.train.benchmark_callback import BenchmarkCallback
+
+    config = args.benchmarks
+    settings = {"benchmark_shots": config.benchmark_shots, "benchmark_max_items": config.benchmark_max_items}
+    scorer = BenchmarkCallback(trainer, args.suites, before_first_step=bool(args.model.pretrained_model),
+                               settings=settings)
+    trainer.add_callback(scorer)
+    return scorer
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
