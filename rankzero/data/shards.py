@@ -9,7 +9,7 @@
 
 The output is `Dataset.save_to_disk`'s format (Arrow IPC stream files plus two JSON files), written
 with pyarrow alone: `datasets` would write the same files, but importing it costs ~0.7 CPU-s and the
-prepare path uses nothing else from it. tests/test_prepare.py checks these files against the ones the
+prepare path uses nothing else from it. tests/data/test_prepare.py checks these files against the ones the
 installed `datasets` writes, so a format change there fails a test, not a load.
 """
 

@@ -285,7 +285,7 @@ def fsdp_defaults(training: TrainingArguments, facts: Facts) -> RowResult:
     if (training.gradient_checkpointing or asked) and checkpoints_forward(model):
         # transformers' own checkpointing wraps each decoder layer's `forward`, not its __call__: FSDP2's hooks stay
         # outside it and the recompute runs on the backward's one all-gather (2 gathers a layer a step, as without
-        # checkpointing: tests/test_compile_fsdp.py counts them), and a layer compiled whole (trainer.py) holds its
+        # checkpointing: tests/train/test_compile_fsdp.py counts them), and a layer compiled whole (trainer.py) holds its
         # checkpoint, as torchtitan's blocks do. accelerate's checkpoint_wrapper (fsdp_config
         # activation_checkpointing) shards the layer inside the wrapper it compiles: dynamo stops at FSDP2's hooks
         # there (a graph break) and every decoder layer runs eager.

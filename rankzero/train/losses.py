@@ -48,7 +48,7 @@ IGNORE_INDEX = -100  # transformers' and the collator's
 CHUNK_LOGIT_BYTES = 256 * 2**20  # fp32 logits of one chunk: 512 tokens at 128,256 rows, 2,048 at 32k
 LM_LOSS_CHOICES = ("auto", "full", "chunked", "liger")
 # Model types whose *ForCausalLM.forward is exactly: decoder → lm_head on every position → ForCausalLMLoss (no
-# softcapping, logit scaling or router loss); tests/test_losses.py checks each against HF's loss.
+# softcapping, logit scaling or router loss); tests/train/test_losses.py checks each against HF's loss.
 EXACT_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "olmo2", "phi3")
 # transformers' use_liger_kernel applies every liger kernel it has for the model type; only the loss is wanted
 # (the others change numerics and the compiled graph). Keys of liger's apply_liger_kernel_to_<type>.

@@ -8,11 +8,11 @@ shingles.py defines the numbers in whole-array numpy operations: a dozen passes 
 size, and NFKC + lower-case in Python before them, all holding the GIL. Here one loop per character folds,
 drops, finds the words and hashes them, without the GIL (the extension releases it), so the stage's encode threads
 overlap. Where the extension is not built (no C compiler at install), shingle_hashes runs shingles.py's numpy.
-word_hashes needs the extension (tests/test_dedup_kernel.py compares it with shingles.py's words).
+word_hashes needs the extension (tests/data/dedup/test_dedup_kernel.py compares it with shingles.py's words).
 
 NFKC + lower-case happen in the same loop for every text where they are a function of each code point alone:
 one table maps a code point to the fold of its lower-cased NFKC form. The exceptions are tested against
-`unicodedata` on every code point (tests/test_dedup_kernel.py):
+`unicodedata` on every code point (tests/data/dedup/test_dedup_kernel.py):
 - Hangul: compatibility jamo (ㅋ, ㅏ, half-width and circled forms) become conjoining jamo under NFKC, which
   then compose with their neighbours into syllables (initial + vowel, syllable + final); the loop composes them
   by the Unicode algorithm, so a text of "ㅋㅋ" or "ㅎㅏ" stays on the fast path.

@@ -9,7 +9,7 @@ sum c_i * B**i of its code points mod 2**64, mixed by fmix64; a shingle is 5 con
 text, hashed as sum word_j * POSITION_j, mixed again. A text of fewer than 5 words has no shingle.
 
 This module is their definition, in a few whole-batch numpy operations per piece of text: the reference the
-compiled pass (kernel.py) must match bit for bit (tests/test_dedup_kernel.py), the table of the folding both
+compiled pass (kernel.py) must match bit for bit (tests/data/dedup/test_dedup_kernel.py), the table of the folding both
 use, and what the pipeline runs where the install built no extension (kernel.shingle_hashes chooses).
 """
 

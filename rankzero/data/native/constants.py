@@ -4,7 +4,7 @@
 
 This module imports nothing: setup.py reads it (runpy) to write each name of C_CONSTANTS into the header the
 extension is compiled with (passes_constants.h), so the C and the Python cannot disagree, and the built module
-reports the values it was compiled with (`_passes.CONSTANTS`, compared in tests/test_native.py). hashing.py holds the
+reports the values it was compiled with (`_passes.CONSTANTS`, compared in tests/data/native/test_native.py). hashing.py holds the
 hashes' numbers as the numpy types the references compute in.
 """
 

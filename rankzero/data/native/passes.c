@@ -4,8 +4,8 @@
  * the extension rankzero.data.native._passes when rankzero is installed. The constants (bases, table markers, mark
  * bits) are not written here: setup.py writes their Python definitions (native/constants.py) into
  * passes_constants.h, so the compiled passes and the numpy references read the same numbers. The references
- * (dedup/shingles.py, screen/reference.py) define what each function returns; tests/test_dedup_kernel.py,
- * tests/test_ngram_reference.py and tests/test_scan_texts.py hold the two equal.
+ * (dedup/shingles.py, screen/reference.py) define what each function returns; tests/data/dedup/test_dedup_kernel.py,
+ * tests/data/screen/test_reference.py and tests/data/screen/test_scan_texts.py hold the two equal.
  *
  * Why C rather than numba, which these passes were written in before: numba's start (its import, then its
  * target's registries at the first call of cached code) cost ~0.35 CPU-s and ~90 MB in every process that used

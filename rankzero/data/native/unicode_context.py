@@ -68,7 +68,7 @@ def in_context_table() -> np.ndarray:
 def composing_seconds() -> frozenset[int]:
     """The second code point of every canonical pair decomposition: what canonical composition may merge into the
     code point before it (Hangul's algorithmic pairs are not among them). Canonical pair decompositions end below
-    U+30000 (tests/test_dedup_kernel.py checks the whole range). Read from this installation's cache after a
+    U+30000 (tests/data/dedup/test_dedup_kernel.py checks the whole range). Read from this installation's cache after a
     first build (table_cache.py)."""
     return frozenset(cached("composing_seconds", build_composing_seconds, [__file__])["codes"].tolist())
 

@@ -69,7 +69,7 @@ class Item:
 
 def words_of(text: str) -> list[str]:
     """The words of the normalised text: NFKC, lower case, punctuation as spaces. The definition that
-    scan.py's kernel computes per character (tests/test_decontaminate.py checks they agree)."""
+    scan.py's kernel computes per character (tests/data/screen/test_decontaminate.py checks they agree)."""
     return _PUNCTUATION.sub(" ", prepare(text).lower()).split()
 
 

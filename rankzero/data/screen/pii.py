@@ -200,7 +200,7 @@ _NUMBER_DETECTORS: tuple[tuple[re.Pattern, Check], ...] = (
 )
 # A cluster of at most 8 digits (a date, a price: most of them) can hold only these two (a 15xx line has 8 digits,
 # an IPv4 address 4 or more); every other pattern needs 9 (a Seoul phone number) or more, or is no candidate below
-# 10 (_account). tests/test_pii_scans.py checks the answers agree.
+# 10 (_account). tests/data/screen/test_pii_scans.py checks the answers agree.
 _FEW_DIGITS = 8
 _FEW_DIGIT_DETECTORS = tuple((pattern, check) for pattern, check in _NUMBER_DETECTORS
                              if pattern in (_BUSINESS_PHONE, _IPV4))

@@ -12,7 +12,7 @@ the number clusters every number detector looks in.
 Written here rather than taken from python-stdnum: its `kr.rrn.validate` rejects every resident number
 issued since October 2020 (their last six digits are random, so the check digit fails one time in ten
 out of eleven) and raises per call, where the detectors need separate yes/no answers for the date and the
-check digit on hot paths. tests/test_pii.py cross-checks these against python-stdnum where both apply.
+check digit on hot paths. tests/data/screen/test_pii.py cross-checks these against python-stdnum where both apply.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _bmp_decimals() -> str:
 # database: half the scan's time, the masker's largest part) and all of the astral planes as one range. A match
 # holding an astral code point (an emoji by a number, a mathematical digit) sends its text back to cluster_pattern,
 # so the clusters found are its: a match without one is a cluster_pattern match, and every cluster_pattern match is
-# inside a quick match (tests/test_pii_scans.py checks the matches are the same). Built at the first scan (~10 ms),
+# inside a quick match (tests/data/screen/test_pii_scans.py checks the matches are the same). Built at the first scan (~10 ms),
 # not at import: every prepare process imports this module, `--pii off` ones included.
 @functools.cache
 def quick_cluster() -> re.Pattern:
@@ -152,7 +152,7 @@ _HEX_OR_COLON = frozenset(HEX_OR_COLON)
 
 def ipv6_candidates(text: str) -> Iterator[re.Match]:
     """_IPV6.finditer(text), the same matches: each is a whole run of [0-9A-Fa-f:], found from its first colon
-    pair back to the run's start (tests/test_pii_scans.py checks the two agree)."""
+    pair back to the run's start (tests/data/screen/test_pii_scans.py checks the two agree)."""
     end = 0
     for pair in _COLON_PAIR.finditer(text):
         if pair.start() < end:  # in the run matched last

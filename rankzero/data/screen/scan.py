@@ -50,7 +50,7 @@ def prepare(text: str) -> str:
 
 
 # Code points NFKC leaves as they are wherever they stand: no compatibility or canonical mapping, no combining
-# class, and never the second of a composition (tests/test_decontaminate.py checks each). ASCII, Hangul
+# class, and never the second of a composition (tests/data/screen/test_decontaminate.py checks each). ASCII, Hangul
 # syllables, CJK ideographs and the quotes, brackets and dots Korean text uses.
 _UNSTABLE = re.compile("[^\x00-\x7f\u00b7\u2018\u2019\u201c\u201d\u3008-\u3011\u4e00-\u9fff\uac00-\ud7a3]")
 _MOST_WINDOWS = 64  # a text with more such words (Japanese, say) is normalised whole, in one call, as before

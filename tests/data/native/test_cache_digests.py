@@ -1,7 +1,7 @@
 """The compiled passes' table cache is checked before it is used (issue 47, item 6): a table swapped for another one
 (`KeyError`) or with the right keys and other values (silently other rows under the same fingerprint) is built again
 after one warning, and the process computes what a fresh cache would give. Each case in a real process on a real
-cache. (The passes themselves are built at install, not cached: tests/test_native.py.)"""
+cache. (The passes themselves are built at install, not cached: tests/data/native/test_native.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 from helpers import needs_extension
 from rankzero.data.native import table_cache
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 WARNED_TABLE = "is not what was built there"
 # What a process computes from the passes and the scan's tables: the scan of a text, and two table entries.
 SIGN = ("import json, logging; logging.basicConfig(); from rankzero.data import native; "

@@ -51,7 +51,7 @@ def test_signatures_are_the_same_in_another_process():
     code = ("import sys, json; sys.path.insert(0, '.'); from rankzero.data.dedup import minhash; from tests.test_neardup import "
             "distinct_texts; print(json.dumps(minhash.minhash_signatures(distinct_texts(5))[0].tolist()))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+                           env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[3]))
     assert np.array_equal(here, np.array(__import__("json").loads(there.stdout), dtype=np.uint32))
 
 

@@ -21,7 +21,7 @@ NUMBERS = {
     "account": ("입금계좌 국민은행 ", "123456-12-345678"),
 }
 # The separator classes of the issue, one member each (every member of each is checked below; the full-width '－'
-# and the ideographic space were read before: tests/test_pii.py).
+# and the ideographic space were read before: tests/data/screen/test_pii.py).
 SEPARATORS = {
     "no-break space": "\u00a0", "narrow no-break space": "\u202f", "en dash": "\u2013", "em dash": "\u2014",
     "hyphen": "\u2010", "non-breaking hyphen": "\u2011", "figure dash": "\u2012", "horizontal bar": "\u2015",

@@ -11,7 +11,7 @@ import pytest
 from rankzero.data.screen.pii import PiiMasker
 
 REAL = Path("/work/shared/corpora/ko_real_dev")
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "quality_sample.jsonl"
+SHIPPED = Path(__file__).resolve().parents[3] / "data" / "quality_sample.jsonl"
 
 MASKER = PiiMasker()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import dedup_planted  # noqa: E402

@@ -21,7 +21,7 @@ from rankzero.data.quality import REASONS, QualityConfig, QualityFilter
 from rankzero.data.quality import korean, mojibake
 from rankzero.data.quality.structure import is_structure_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "data" / "quality_sample.jsonl"
 SHIPPED_CONFIG = ROOT / "configs" / "quality_ko.yaml"
 STRUCTURE_KINDS = ("statute", "notice", "table", "dialogue", "list", "news_page", "forum_thread", "poem")

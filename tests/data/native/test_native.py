@@ -17,7 +17,7 @@ from helpers import korean_documents, needs_extension, prepared_dir, write_jsonl
 from rankzero.data import native
 from rankzero.data.native import constants
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGE = REPO / "rankzero"
 TEXTS = ["하나 둘 셋 넷 다섯 여섯 ㅋㅋ…", "Ａ Ｂ Ｃ Ｄ Ｅ Ｆ", "전화 010-1234-5678 여권 M12345678 kim@example.com"]
 SIGN = ("import json, sys; from rankzero.data import native; from rankzero.data.screen import scan as n; "

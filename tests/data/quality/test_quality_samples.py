@@ -26,7 +26,7 @@ def test_samples_name_file_and_line_and_each_rule_crossing_its_threshold_and_eac
         write_jsonl(tmp_path / "in" / name,
                     [{"text": r["text"]} for r in part])
     # --pii off: each sample is checked against its line as written (under the default mask its digits are
-    # placeholders; tests/test_prepare_pii.py checks that no raw value reaches this file).
+    # placeholders; tests/data/test_prepare_pii.py checks that no raw value reaches this file).
     out = prepare(data_args(tokenizer_dir, tmp_path / "c", [tmp_path / "in" / "*.jsonl"], quality_filter="ko",
                             dataset_batch_size=40, pii="off"), seed=0)
     manifest = json.loads((out / "manifest.json").read_text())

@@ -18,7 +18,7 @@ from rankzero.data.native import table_cache, unicode_context
 from rankzero.data.screen import reference
 from rankzero.data.screen.pii_forms import cluster_separators
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # Every table a process reads, as a digest per cache name; each builder replaced by one that fails when
 # BUILD_FAILS is set, so a process that prints digests under it read them all from the cache.
@@ -64,7 +64,7 @@ def test_a_second_process_reads_the_tables_the_first_built(tmp_path):
 
 def test_the_cached_tables_are_their_definitions_on_every_basic_plane_code_point(tmp_path, monkeypatch):
     """Read back from a cache file (what every process after the first uses), against the definitions one code
-    point at a time (normalising_table's: tests/test_dedup_kernel.py)."""
+    point at a time (normalising_table's: tests/data/dedup/test_dedup_kernel.py)."""
     monkeypatch.setattr(table_cache, "cache_directory", lambda: tmp_path)
     for function in (reference._tables, shingles.fold_table):
         function.cache_clear()
