@@ -105,7 +105,8 @@ def assert_same_losses(got: dict, expected: dict, steps, tolerance: float) -> No
 @pytest.mark.slow
 def test_compiled_fsdp2_is_eager_fsdp2_compiled_once_with_checkpointing_too(tmp_path, train_corpus, tokenizer_dir):
     """The tiny config, 20 steps: compiled = eager within 1e-4, with and without --gradient_checkpointing (which
-    before ran every decoder layer eager: accelerate's checkpoint wrapper broke the compiled graph at FSDP2's hooks)."""
+    before ran every decoder layer eager: accelerate's checkpoint wrapper broke the compiled graph at FSDP2's hooks),
+    and with --activation_checkpointing selective."""
     cache = tmp_path / "cache"
     common = dict(fsdp="full_shard", max_steps=20, logging_steps=1, seed=3)
     eager = tmp_path / "eager"
@@ -129,6 +130,13 @@ def test_compiled_fsdp2_is_eager_fsdp2_compiled_once_with_checkpointing_too(tmp_
     assert "redundant AllGather" not in result.stdout + result.stderr  # measured above: it gathers no more often
     check_steps(recomputed, layers=2)
     assert_same_losses(losses(recomputed), expected, range(1, 21), 1e-4)
+
+    # The 8B recipe's selective checkpointing: its policy rides on the same checkpoint, inside the compiled layer.
+    command, selective = probed(tmp_path, "selective")
+    run([*command, *run_flags(train_corpus, tokenizer_dir, cache, selective, torch_compile="true",
+                              activation_checkpointing="selective", **common)], timeout=600)
+    check_steps(selective, layers=2)
+    assert_same_losses(losses(selective), expected, range(1, 21), 1e-4)
 
 
 @pytest.mark.slow
