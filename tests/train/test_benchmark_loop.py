@@ -30,8 +30,10 @@ def kmmlu_csv(path, rows=7, broken_at=None):
 
 
 def kobest_jsonl(path, rows=5):
-    return write_jsonl(path, [{"question": f"{QUESTIONS[index]} 다음 중 맞는 것은?", "choices": ["그렇다", "아니다 전혀"],
-                               "answer": index % 2} for index in range(rows)])
+    """KoBEST COPA's shape: a premise, 원인 or 결과, two alternatives, the 0-based label."""
+    return write_jsonl(path, [{"premise": f"{QUESTIONS[index]}", "question": "결과" if index % 2 else "원인",
+                               "alternative_1": "그렇다", "alternative_2": "아니다 전혀", "label": index % 2}
+                              for index in range(rows)])
 
 
 def pretrained(tmp_path, tokenizer_dir):
@@ -70,7 +72,7 @@ def test_a_broken_benchmark_file_stops_the_run_at_its_line_before_any_work(tmp_p
                   *train_flags(train_corpus, tokenizer_dir, tmp_path / "cache", output_dir, max_steps=5),
                   "--benchmarks", kmmlu_csv(tmp_path / "good.csv"), bad], check=False)
     assert result.returncode == 2, result.stderr[-2000:]
-    where = f"{bad}:4: answer '7'" if broken == "answer" else f"{bad}: no benchmark items"
+    where = f'{bad}:4: its "answer" is 7' if broken == "answer" else f"{bad}: no benchmark items"
     problems = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
     assert len(problems) == 1 and where in problems[0], result.stderr[-2000:]
     assert "Traceback" not in result.stderr
