@@ -2,18 +2,20 @@
 
     plan = make_plan(args.sources, args.stage, args.packing, args.dedup, args.workers, seed)   # every rank; cheap
     plan.fingerprint                         # names the published dir
-    choice = plan.choose_engine()            # the builder only: checks fastokens against HF on a sample
-    plan.reading(), plan.output(), plan.corpus(), plan.stage_spec(engine)   # what the build's parts take
+    start = plan.start(build_dir / "evaluation.jsonl")   # the builder only, once, whichever engine builds
+    start.reading, start.output, start.corpus, start.spec  # what the build's parts take; start.engine: the
+                                                           # tokenizer engine, checked against HF on a sample
 
 Both build engines (`local.py` on this machine, `ray_engine.py` on a cluster) take a plan and run the
 same per-chunk stage (`stage.py`) over its sources; the handoff (`handoff.py`) publishes the result
 under `plan.fingerprint`. What an engine hands on is never the Plan but the few settings each part
 uses, made here: how the sources are read (`Reading`), how documents become rows and shards (`Output`),
 what is counted and decided over the whole corpus (`Corpus`, for engines/tally.py, with `ManifestSettings`
-for report.py) and the stage (`StageSpec`). The fingerprint hashes the configs that change the output
-(sources, stage, packing, dedup) as a canonical dict, with each source's identity and the tokenizer's
-content in place of their paths — never the workers config, nor the tokenizer engine (`select_engine`
-only takes an engine that gives the HF tokenizer's ids).
+for report.py) and the stage (`StageSpec`). The start-up both engines share (the tokenizer-engine check, the
+held-out documents' file, the stage) is one call, `Plan.start`, so it is written and read once.
+The fingerprint hashes the configs that change the output (sources, stage, packing, dedup) as a canonical dict,
+with each source's identity and the tokenizer's content in place of their paths — never the workers config, nor
+the tokenizer engine (`select_engine` only takes an engine that gives the HF tokenizer's ids).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
@@ -31,6 +34,7 @@ from rankzero.data.inputs.readers import iter_chunks
 from rankzero.data.inputs.records import ChatRenderer, chat_rendering, chunk_documents
 from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.data.screen.decontaminate import benchmark_identity
+from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.screen.screening import load_index
 from rankzero.data.split import threshold
 from rankzero.data.stage import StageSpec
@@ -107,6 +111,18 @@ class Corpus:
     benchmarks: dict | None  # what the --decontaminate index holds
     tokenizer: TokenizerInfo  # near dedup's samples show the start of each copy as text
     manifest: ManifestSettings
+
+
+@dataclass(frozen=True)
+class Start:
+    """What either engine starts from (Plan.start): the settings it hands on, the tokenizer engine the check chose,
+    and the per-chunk stage."""
+
+    reading: Reading
+    output: Output
+    corpus: Corpus
+    engine: EngineChoice
+    spec: StageSpec
 
 
 @dataclass(frozen=True)
@@ -194,9 +210,14 @@ class Plan:
         """The text hash below which a document is held out (split.py; None: no --validation_split_percentage)."""
         return threshold(self.source_config.validation_split_percentage)
 
-    def choose_engine(self) -> EngineChoice:
-        sample = corpus_sample(self.sources, self.reading())
-        return select_engine(self.tokenizer, self.stage.tokenizer_engine, sample)
+    def start(self, held_out_file: Path) -> Start:
+        """The start-up both engines share: the tokenizer engine checked on a sample of the corpus (it encodes, so
+        after the builder set its threads), the held-out documents' texts written to `held_out_file` for the stage
+        (screen/eval_overlap.py; nothing is written without a validation split), and the stage built from both."""
+        reading = self.reading()
+        engine = select_engine(self.tokenizer, self.stage.tokenizer_engine, corpus_sample(self.sources, reading))
+        overlap = write_evaluation(held_out_file, self.sources, reading, self.held_out_below)
+        return Start(reading, self.output(), self.corpus(), engine, self.stage_spec(engine.engine.name, overlap))
 
     def stage_spec(self, engine: str, eval_overlap: dict | None = None) -> StageSpec:
         """The per-chunk stage as one value (stage.py), with the tokenizer `engine` the builder checked and the

@@ -1,6 +1,6 @@
 """The per-chunk stage, the same for every build engine: records → text → quality → tokens.
 
-    spec = plan.stage_spec(engine.name)                      # once per build: what every worker needs
+    spec = plan.start(held_out_file).spec                    # once per build: what every worker needs
     stage = Stage(spec, tokenizer, engine, quality_filter)   # in the builder's process
     stage = Stage.in_worker(spec, threads)                   # in a fresh worker process or Ray worker
     result = stage(chunk, seen, known_lines(verdicts, chunk))   # a ChunkResult: ids, lengths, drops
@@ -152,7 +152,7 @@ def has_answer(lengths: np.ndarray, labels: np.ndarray, truncated: np.ndarray | 
 @dataclass(frozen=True)
 class StageSpec:
     """The stage as one value: its settings and paths, never a tokenizer or a thread pool, so it pickles to a
-    worker process or a Ray task. Built once per build by the plan (`Plan.stage_spec`)."""
+    worker process or a Ray task. Built once per build by the plan (`Plan.start`, `Plan.stage_spec`)."""
 
     config: StageConfig
     engine: str  # the tokenizer engine the builder checked ("fastokens" | "hf")

@@ -56,3 +56,14 @@ def test_the_narrow_values_hold_no_plan(tmp_path, tokenizer_dir):
             assert not isinstance(getattr(value, field.name), wide), (type(value).__name__, field.name)
     assert plan.output().validation and plan.corpus().validation_flags == "--validation_split_percentage 10"
     assert plan.corpus().manifest == plan.manifest_settings()
+
+
+def test_both_engines_start_from_one_call():
+    """The start-up both engines share (the tokenizer-engine check, the held-out documents' file, the stage) is made
+    in one place, `Plan.start`: neither engine makes a step of it itself."""
+    shared = {"choose_engine", "select_engine", "write_evaluation", "stage_spec"}
+    for name in ("local.py", "ray_engine.py"):
+        tree = ast.parse((REPO / "rankzero/data/engines" / name).read_text())
+        called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                  for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        assert "start" in called and not called & shared, (name, sorted(called & shared))

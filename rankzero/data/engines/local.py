@@ -53,7 +53,6 @@ from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import SourcePacker, make_packer, select_documents
 from rankzero.data.plan import Output, Plan, Reading
 from rankzero.data.report import SourceStats
-from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.stage import ChunkResult, StageSpec, known_lines, remember_lines, rust_threads
@@ -72,19 +71,18 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
 
 def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
-    reading = plan.reading()
-    output = plan.output()
-    corpus = plan.corpus()
-    engine = plan.choose_engine()
+    staging = out_dir / "_staging"
+    staging.mkdir(parents=True)
+    start = plan.start(staging / "evaluation.jsonl")
+    output = start.output
     rng = np.random.default_rng(output.seed)
     bucket_dir = out_dir / "_buckets"
     packer = make_packer(output.packing, whole_samples=output.whole_samples)
-    staging = out_dir / "_staging"
     t_setup = time.perf_counter()
 
     sizes = [s.total_bytes() for s in plan.sources]
     total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
-    tally = Tally(corpus, staging / "near", total_bytes, on_progress)
+    tally = Tally(start.corpus, staging / "near", total_bytes, on_progress)
     stats, progress, ledger = tally.stats, tally.progress, tally.ledger
     seconds = Counter()
     # Without weights every document goes out exactly once, so blocks are packed and scattered as the
@@ -99,28 +97,23 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                 BlockScatter(packer, bucket_count(progress.total_bytes, output.whole_samples), bucket_dir, rng))
             sinks = [_counting_sink(scatter, stat) for stat in stats]
         else:
-            staging.mkdir(parents=True, exist_ok=True)
             writers = [cleanup.enter_context(StagedWriter(staging / f"source-{i:03d}.arrow", output.whole_samples))
                        for i in range(len(plan.sources))]
             sinks = [writer.write for writer in writers]
         held_out, held_sources = None, []  # the held-out documents, and (source, documents) per batch of them
         if output.validation:
-            staging.mkdir(parents=True, exist_ok=True)
             held_out = cleanup.enter_context(StagedWriter(staging / "validation.arrow", output.whole_samples))
 
         def hold(source: int, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None) -> None:
             held_sources.append((source, len(lengths)))
             held_out.write(ids, lengths, labels)
-        staging.mkdir(parents=True, exist_ok=True)
-        overlap = write_evaluation(staging / "evaluation.jsonl", plan.sources, reading, plan.held_out_below)
-        spec = plan.stage_spec(engine.engine.name, overlap)
         # Stage A allocates millions of short-lived containers (parsed records, id lists) and makes no
         # reference cycles; the cyclic GC's passes over them cost CPU time for nothing.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan.sources, reading, spec, plan.tokenizer, engine.engine, threads["workers"],
-                            tally, sinks, hold if held_out else None, seconds)
+            _encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine,
+                            threads["workers"], tally, sinks, hold if held_out else None, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -166,7 +159,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "pack_s": t_pack - t_dedup,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
-    return tally.manifest(engine, out_dir, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
+    return tally.manifest(start.engine, out_dir, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=seconds, validation=validation,
                           extra={"builder_threads": threads})
 

@@ -52,7 +52,6 @@ from rankzero.data.engines.tally import Tally
 from rankzero.data.pack import SourcePacker, arrow_array, make_packer
 from rankzero.data.plan import Output, Plan
 from rankzero.data.report import SourceStats
-from rankzero.data.screen.eval_overlap import write_evaluation
 from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json
@@ -65,14 +64,12 @@ TASK_MEMORY = {True: 900 << 20, False: 400 << 20}  # with / without Kiwi (its mo
 
 def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     t_start = time.perf_counter()
-    reading = plan.reading()
-    output = plan.output()
-    corpus = plan.corpus()
     task_bytes = max(1, int(plan.workers.ray_task_mb * (1 << 20)))
-    tasks = plan_tasks(plan.sources, task_bytes, reading.txt_sample_by)
-    engine = plan.choose_engine()
+    tasks = plan_tasks(plan.sources, task_bytes, plan.source_config.txt_sample_by)
     work = work_dir(out_dir.parent / f"{plan.fingerprint}.ray-work", plan.fingerprint, tasks)
-    tally = Tally(corpus, work / "near", sum(t.nbytes for t in tasks), on_progress)
+    start = plan.start(work / "evaluation.jsonl")
+    output = start.output
+    tally = Tally(start.corpus, work / "near", sum(t.nbytes for t in tasks), on_progress)
     stats, progress = tally.stats, tally.progress
     # Dedup, weights and evaluation sources need decisions over the whole corpus (or every source's count).
     two_pass = plan.exact_dedup or any(s.weight is not None or s.evaluation for s in plan.sources)
@@ -82,9 +79,8 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
     with ray_session(plan.workers.ray_address, plan.workers.dataset_num_proc) as cluster:
         t_ray = time.perf_counter()
         threads = KIWI_THREADS_PER_TASK if plan.quality is not None else 1
-        overlap = write_evaluation(work / "evaluation.jsonl", plan.sources, reading, plan.held_out_below)
-        spec = plan.stage_spec(engine.engine.name, overlap)
-        job = Job.of(spec, reading, output, plan.held_out_below, threads, work, "stage" if two_pass else "single")
+        job = Job.of(start.spec, start.reading, output, plan.held_out_below, threads, work,
+                     "stage" if two_pass else "single")
         first = "stage.json" if two_pass else "pack.json"
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
@@ -144,7 +140,7 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
                              "dedup_scope": "global (first one wins in source order)"},
              # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
-    return tally.manifest(engine, out_dir, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
+    return tally.manifest(start.engine, out_dir, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
                           timings=timings, worker_seconds=worker_seconds, validation=validation, extra=extra)
 
 

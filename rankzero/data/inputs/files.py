@@ -5,6 +5,7 @@
     text_bytes("corpus.jsonl.gz")                            # the size of its text, from the header where it says
     with open_input("corpus.jsonl.zst") as handle: ...      # bytes, decompressed on the fly; `peek` works
     line_ranges("corpus.jsonl", 64 << 20), lines_before("corpus.jsonl", offset)   # byte ranges at line starts
+    for raw, first_line, offset in line_pieces("corpus.jsonl", "jsonl", 1000, 16 << 20, 0, None, limit): ...
     is_json_array("corpus.json")                             # an array of records, or JSON lines
     except stream_errors() as error: raise damaged(path, "what was read of it", error)
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rankzero.errors import RankzeroError
@@ -35,6 +37,7 @@ COMPRESSION_ALIASES = {".gzip": ".gz", ".zstd": ".zst", ".bzip2": ".bz2"}  # spe
 COMPRESSION_RATIO_GUESS = 4
 ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # RFC 8878 §3.1.2: 0x184D2A50-5F, then a 4-byte length and that many bytes
 ZSTD_BLOCK_RESERVED = 3
+BOM = b"\xef\xbb\xbf"
 
 
 def compression_of(path: str | os.PathLike) -> str | None:
@@ -212,3 +215,67 @@ def too_long(path: str, line: int | None, what: str, limit: int) -> RankzeroErro
     return RankzeroError(f"{where} is longer than {limit:,} bytes (--max_document_mb {limit / (1 << 20):.3g}): not a "
                          "document to read whole (a compression bomb, or a file with no line breaks?); split it, or "
                          "raise --max_document_mb")
+
+
+def line_pieces(path: str, fmt: str, batch_size: int, chunk_bytes: int, start: int, end: int | None,
+                limit: int) -> Iterator[tuple[bytes, int, int]]:
+    """Cut a line file (or its bytes [start, end), both at line starts) into pieces of whole lines (or paragraphs,
+    or the whole file) as raw bytes: (bytes, number of its first line, its byte offset), `batch_size` documents or
+    `chunk_bytes` at most (readers.py makes each a chunk). Line numbers count from `start` (1 = its first line). A
+    compressed file is read whole, from its start (a stream has no byte ranges)."""
+    compressed = compression_of(path) is not None
+    assert not (compressed and (start or end is not None)), "a compressed file is one range"
+    try:
+        with open_input(path) as handle:
+            yield from _cut_lines(handle, path, fmt, batch_size, chunk_bytes, start, end, limit)
+    except stream_errors() as error:
+        if not compressed:
+            raise
+        raise damaged(path, "what was read of it", error) from None
+
+
+def _cut_lines(handle, path: str, fmt: str, batch_size: int, chunk_bytes: int, start: int, end: int | None,
+               limit: int) -> Iterator[tuple[bytes, int, int]]:
+    """No document of more than `limit` bytes is ever held: a line is read `limit + 1` bytes at most (a 200 MB line
+    inflated from a small .gz costs ~20x its size once decoded, parsed and tokenized), and a chunk is cut at
+    `chunk_bytes` whatever `batch_size` says."""
+    # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
+    bom = len(BOM) if start == 0 and handle.peek(len(BOM))[:len(BOM)] == BOM else 0
+    handle.read(bom)
+    if fmt == "txt-document":
+        payload = handle.read(limit + 1)
+        if len(payload) > limit:
+            raise too_long(path, None, "file (one document with --txt_sample_by document)", limit)
+        yield payload, 1, bom
+        return
+    offset = chunk_offset = max(start, bom)
+    if start:
+        handle.seek(offset)
+    lines: list[bytes] = []
+    first_line, line_no, docs = 1, 0, 0
+    paragraphs, paragraph_line, paragraph_bytes, boundary = fmt == "txt-paragraph", 1, 0, True
+    readline, stop = handle.readline, float("inf") if end is None else end
+    while offset < stop and (line := readline(limit + 1)):
+        length = len(line)
+        line_no += 1
+        if length > limit:
+            raise too_long(path, line_no + (lines_before(path, start) if start else 0), "line", limit)
+        lines.append(line)
+        offset += length
+        if paragraphs:
+            boundary = line.strip() == b""
+            docs += boundary
+            paragraph_line, paragraph_bytes = (line_no + 1, 0) if boundary else (paragraph_line, paragraph_bytes + length)
+            if paragraph_bytes > limit:
+                raise too_long(path, paragraph_line + (lines_before(path, start) if start else 0), "paragraph", limit)
+        else:
+            docs += 1
+        if (docs >= batch_size or offset - chunk_offset >= chunk_bytes) and boundary:
+            payload = b"".join(lines)
+            yield payload, first_line, chunk_offset
+            lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
+    if lines:
+        payload = b"".join(lines)
+        yield payload, first_line, chunk_offset
+
+

@@ -6,10 +6,10 @@
 Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream
 (inputs/files.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
 
-The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends
-(parsing JSON and decoding UTF-8 happen in the stage, which also reports file:line on errors);
-columnar formats are read in record batches. A line file's bytes [start, end) can be read on their own
-(the Ray engine's tasks: files.line_ranges cuts them).
+The reader is cheap on purpose: for line-oriented files it only cuts raw bytes at line ends (files.line_pieces,
+beside the opening and the errors of the file it cuts; parsing JSON and decoding UTF-8 happen in the stage, which
+also reports file:line on errors); columnar formats are read in record batches. A line file's bytes [start, end)
+can be read on their own (the Ray engine's tasks: files.line_ranges cuts them).
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.inputs.files import (compression_of, damaged, format_suffix, is_json_array, lines_before, open_input,
-                                        stream_errors, too_long)
+from rankzero.data.inputs.files import damaged, format_suffix, is_json_array, line_pieces, open_input, stream_errors
 from rankzero.data.inputs.json_array import json_array_records
 from rankzero.data.inputs.specs import LINE_FORMATS, Source, resolve_source
 from rankzero.errors import RankzeroError
 
-BOM = b"\xef\xbb\xbf"
 # The longest line, paragraph, .txt document or CSV field read (--max_document_mb): past it, an error naming the
 # file and line. Reading, decoding, parsing and tokenizing a document holds ~20x its bytes at once: 64 MiB of
 # text is about a GB, a 200 MB line from a 200 KB .gz (a compression bomb) would be 4.
@@ -65,7 +63,9 @@ def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_b
     """One file's chunks; for line formats optionally only bytes [start, end) (see `files.line_ranges`)."""
     fmt = line_format(path, txt_sample_by)
     if fmt is not None:
-        yield from _line_chunks(path, source_index, fmt, batch_size, start, end, max_document_bytes)
+        for payload, first_line, offset in line_pieces(path, fmt, batch_size, CHUNK_BYTES, start, end,
+                                                       max_document_bytes):
+            yield Chunk(source_index, path, fmt, payload, first_line, offset, len(payload))
     else:
         yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
 
@@ -77,67 +77,6 @@ def line_format(path: str, txt_sample_by: str) -> str | None:
         fmt = LINE_FORMATS.get(suffix, "jsonl")
         return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
     return None
-
-
-def _line_chunks(path: str, source_index: int, fmt: str, batch_size: int, start: int = 0, end: int | None = None,
-                 max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
-    """Cut a file (or its bytes [start, end), both at line starts) into chunks of whole lines (or
-    paragraphs, or the whole file) as raw bytes. Line numbers count from `start` (1 = its first line).
-    A compressed file is read whole, from its start (a stream has no byte ranges)."""
-    compressed = compression_of(path) is not None
-    assert not (compressed and (start or end is not None)), "a compressed file is one range"
-    try:
-        with open_input(path) as handle:
-            yield from _cut_lines(handle, path, source_index, fmt, batch_size, start, end, max_document_bytes)
-    except stream_errors() as error:
-        if not compressed:
-            raise
-        raise damaged(path, "what was read of it", error) from None
-
-
-def _cut_lines(handle, path: str, source_index: int, fmt: str, batch_size: int, start: int, end: int | None,
-               limit: int) -> Iterator[Chunk]:
-    """No document of more than `limit` bytes is ever held: a line is read `limit + 1` bytes at most (a 200 MB line
-    inflated from a small .gz costs ~20x its size once decoded, parsed and tokenized), and a chunk is cut at
-    CHUNK_BYTES whatever `batch_size` says."""
-    # A UTF-8 byte-order mark (Windows editors write one) is not text: skip it.
-    bom = len(BOM) if start == 0 and handle.peek(len(BOM))[:len(BOM)] == BOM else 0
-    handle.read(bom)
-    if fmt == "txt-document":
-        payload = handle.read(limit + 1)
-        if len(payload) > limit:
-            raise too_long(path, None, "file (one document with --txt_sample_by document)", limit)
-        yield Chunk(source_index, path, fmt, payload, 1, bom, len(payload))
-        return
-    offset = chunk_offset = max(start, bom)
-    if start:
-        handle.seek(offset)
-    lines: list[bytes] = []
-    first_line, line_no, docs = 1, 0, 0
-    paragraphs, paragraph_line, paragraph_bytes, boundary = fmt == "txt-paragraph", 1, 0, True
-    readline, stop = handle.readline, float("inf") if end is None else end
-    while offset < stop and (line := readline(limit + 1)):
-        length = len(line)
-        line_no += 1
-        if length > limit:
-            raise too_long(path, line_no + (lines_before(path, start) if start else 0), "line", limit)
-        lines.append(line)
-        offset += length
-        if paragraphs:
-            boundary = line.strip() == b""
-            docs += boundary
-            paragraph_line, paragraph_bytes = (line_no + 1, 0) if boundary else (paragraph_line, paragraph_bytes + length)
-            if paragraph_bytes > limit:
-                raise too_long(path, paragraph_line + (lines_before(path, start) if start else 0), "paragraph", limit)
-        else:
-            docs += 1
-        if (docs >= batch_size or offset - chunk_offset >= CHUNK_BYTES) and boundary:
-            payload = b"".join(lines)
-            yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
-            lines, docs, first_line, chunk_offset = [], 0, line_no + 1, offset
-    if lines:
-        payload = b"".join(lines)
-        yield Chunk(source_index, path, fmt, payload, first_line, chunk_offset, len(payload))
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:

@@ -1,8 +1,8 @@
 """The evaluation set kept out of training whatever `--dedup` says: a training document that is a near-copy
 of a held-out document, or contains one, is dropped (`eval_overlap`).
 
-    spec = write_evaluation(build_dir / "evaluation.jsonl", plan.sources, plan.reading(), plan.held_out_below)
-                                                                     # the builder, before encoding; None: no split
+    spec = write_evaluation(build_dir / "evaluation.jsonl", sources, reading, held_out_below)
+                                                      # the builder (Plan.start), before encoding; None: no split
     overlap = EvalOverlap(spec)                                      # in each process that runs the stage
     overlapping = overlap(texts, source_index)                       # a bool per document of a chunk
 
