@@ -48,8 +48,9 @@ def test_texts_shorter_than_a_shingle_have_no_signature():
 def test_signatures_are_the_same_in_another_process():
     texts = distinct_texts(5)
     here = minhash.minhash_signatures(texts)[0]
-    code = ("import sys, json; sys.path.insert(0, '.'); from rankzero.data.dedup import minhash; from tests.test_neardup import "
-            "distinct_texts; print(json.dumps(minhash.minhash_signatures(distinct_texts(5))[0].tolist()))")
+    code = ("import sys, json; sys.path.insert(0, '.'); from rankzero.data.dedup import minhash; "
+            "from tests.data.dedup.test_neardup import distinct_texts; "
+            "print(json.dumps(minhash.minhash_signatures(distinct_texts(5))[0].tolist()))")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "123", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[3]))
     assert np.array_equal(here, np.array(__import__("json").loads(there.stdout), dtype=np.uint32))
