@@ -9,7 +9,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# The tests sit in folders that mirror the package and import each other's helpers by module name
+# (test_neardup's texts, test_train_preemption's process helpers): every folder is importable whichever file
+# pytest is given, not only those it has collected already.
+for _folder in sorted(Path(__file__).resolve().parent.rglob("*")):
+    if _folder.is_dir() and _folder.name != "__pycache__" and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 KOREAN_PARAGRAPHS = [
     "서울은 대한민국의 수도이며 정치, 경제, 문화의 중심지이다. 한강이 도시를 가로질러 흐르고, "
