@@ -1,9 +1,7 @@
 """Benchmark scores in the training loop: before the first step (a continued model), at each evaluation, at the end.
 
-    scorer = BenchmarkCallback(trainer, args.suites, before_first_step=bool(args.model.pretrained_model),
-                               settings={"benchmark_shots": 0, "benchmark_max_items": 500})
-    trainer.add_callback(scorer)     # after RankZeroWeights: the model must hold its weights when it is scored
-    trainer.train(); scorer.at_end()                                  # every rank, as the scoring is collective
+    scorer = benchmark_scorer(trainer, args)   # run.py, after RankZeroWeights: None without --benchmarks
+    trainer.train(); scorer.at_end()           # every rank, as the scoring is collective
 
 Each scoring (benchmarks.score_suites, every rank) goes to `log_history` as `benchmark/<name>/acc` and
 `benchmark/<name>/acc_norm` with `benchmark_seconds` (through `Trainer.log`, hence TensorBoard and every
@@ -114,6 +112,19 @@ class BenchmarkCallback(TrainerCallback):
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def benchmark_scorer(trainer, args) -> BenchmarkCallback | None:
+    """The --benchmarks scoring added to `trainer` (after RankZeroWeights: scored with the weights in place); None
+    without --benchmarks. `args`: the run's Args."""
+    if not args.suites:
+        return None
+    config = args.benchmarks
+    settings = {"benchmark_shots": config.benchmark_shots, "benchmark_max_items": config.benchmark_max_items}
+    scorer = BenchmarkCallback(trainer, args.suites, before_first_step=bool(args.model.pretrained_model),
+                               settings=settings)
+    trainer.add_callback(scorer)
+    return scorer
 
 
 def benchmark_summary(history: list[dict], wall_s: float) -> list[str]:

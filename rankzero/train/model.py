@@ -110,7 +110,6 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
             return AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
         return build() if load_weights else build_without_weights(build)
 
-    old_tokenizer = None
     if checkpoint:
         model = from_config(AutoConfig.from_pretrained(checkpoint))
         source = f"--resume_from_checkpoint {checkpoint}"
@@ -122,7 +121,6 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
         else:
             model = from_config(AutoConfig.from_pretrained(model_args.pretrained_model))
         source = f"--pretrained_model {model_args.pretrained_model}"
-        old_tokenizer = checkpoint_tokenizer(model_args.pretrained_model)
     else:
         config = load_config(model_args.model_config)
         # A new model embeds the tokenizer's vocabulary (a multiple of 64: tensor-core shapes), whatever the
@@ -130,7 +128,9 @@ def build_model(model_args: ModelConfig, tokenizer, max_token_id: int | None, at
         config.vocab_size = padded_vocabulary(len(tokenizer))
         model = from_config(config)
         source = f"--model_config {model_args.model_config}"
-    extension = match_vocabulary(model, tokenizer, max_token_id, source, old_tokenizer)
+    # A continued model's new tokens start from their pieces in its own tokenizer (not on a resume: it has them).
+    continued = model_args.pretrained_model if model_args.pretrained_model and not checkpoint else None
+    extension = match_vocabulary(model, tokenizer, max_token_id, source, continued)
     # Generation after training should stop and pad the way the tokenizer says.
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         token_id = getattr(tokenizer, name, None)
@@ -147,11 +147,12 @@ def padded_vocabulary(size: int) -> int:
 
 
 def match_vocabulary(model: PreTrainedModel, tokenizer, max_token_id: int | None, source: str,
-                     old_tokenizer=None) -> Extension | None:
-    """Make the embeddings hold every token id of `tokenizer`. With the checkpoint's own tokenizer
-    (`old_tokenizer`), the rows of the tokens it lacked start from their sub-words (vocabulary.py), also where
-    they fit in the checkpoint's padding rows; without it, a tokenizer larger than the embeddings grows them
+                     pretrained: str | None = None) -> Extension | None:
+    """Make the embeddings hold every token id of `tokenizer`. With the checkpoint's own tokenizer (saved beside
+    the weights in `pretrained`), the rows of the tokens it lacked start from their sub-words (vocabulary.py), also
+    where they fit in the checkpoint's padding rows; without it, a tokenizer larger than the embeddings grows them
     with Hugging Face's mean init, and a warning says so."""
+    old_tokenizer = checkpoint_tokenizer(pretrained) if pretrained else None
     embeddings = model.get_input_embeddings().num_embeddings
     tokenizer_size = len(tokenizer)
     extension = None

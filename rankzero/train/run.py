@@ -44,10 +44,12 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from transformers import AutoTokenizer, set_seed
     from transformers.utils import logging as hf_logging
 
+    from rankzero.train.benchmark_callback import benchmark_scorer
     from rankzero.train.checkpoints.records import batch_layout, data_record
     from rankzero.train.checkpoints.resume import resolve_resume
     from rankzero.train.checkpoints.runs import new_run_id, run_id_of
     from rankzero.train.collator import BlockCollator
+    from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
     from rankzero.train.divergence import DivergenceGuard
     from rankzero.train.evaluation import evaluation_parts
     from rankzero.train.losses import resolve_lm_loss, use_lm_loss
@@ -56,7 +58,6 @@ def train(args: Args, runtime: Runtime, prepared_dir: Path) -> None:
     from rankzero.train.recompute import use_checkpointing, use_float8
     from rankzero.train.report import CurvesCallback, summary
     from rankzero.train.run_config import describe_setup, print_config, resolved_config, write_run_files
-    from rankzero.train.defaults import BEFORE_MODEL, WITH_MODEL, Facts, resolve
     from rankzero.train.sharding import RankZeroWeights, rank_zero_loads, zero3
     from rankzero.train.throughput import ThroughputCallback, full_numel
     from rankzero.train.trainer import RankzeroTrainer
@@ -231,20 +232,6 @@ def evaluate_at_end(trainer) -> None:
     evaluated = [entry["step"] for entry in trainer.state.log_history if "eval_loss" in entry]
     if not evaluated or evaluated[-1] != trainer.state.global_step:
         trainer.evaluate()
-
-
-def benchmark_scorer(trainer, args: Args):
-    """The --benchmarks scoring (benchmark_callback.py), added to the trainer; None without --benchmarks."""
-    if not args.suites:
-        return None
-    from rankzero.train.benchmark_callback import BenchmarkCallback
-
-    config = args.benchmarks
-    settings = {"benchmark_shots": config.benchmark_shots, "benchmark_max_items": config.benchmark_max_items}
-    scorer = BenchmarkCallback(trainer, args.suites, before_first_step=bool(args.model.pretrained_model),
-                               settings=settings)
-    trainer.add_callback(scorer)
-    return scorer
 
 
 def save_final(trainer, model, output_dir: Path, prepared_dir: Path) -> None:
