@@ -4,8 +4,6 @@ tokenizer.json text, never left behind, and the ids are the ones the engine woul
 from __future__ import annotations
 
 import json
-import os
-import select
 import shutil
 import sys
 import threading
@@ -66,32 +64,47 @@ def test_a_directory_without_tokenizer_json_starts_nothing(tmp_path):
         assert fastokens_ahead._ahead is None
 
 
-def test_a_forked_child_builds_its_own(tokenizer_dir):
-    """A worker process forked inside the block has the parent's record of the build, not its tokenizer."""
-    info = load_tokenizer(tokenizer_dir)
-    with building_ahead(str(tokenizer_dir), "auto"):
-        build = fastokens_ahead._ahead
-        build.thread.join()
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: not taken (another process), and the ids are still right
-            ok = False
-            try:
-                engine = FastokensEngine(info)
-                texts = list(SAMPLE_TEXTS)
-                ok = (engine.tokenizer is not build.tokenizer and fastokens_ahead._ahead is build
-                      and engine.encode(texts)[0].tolist() == HFEngine(info).encode(texts)[0].tolist())
-            finally:
-                os.write(write, b"1" if ok else b"0")
-                os._exit(0)
-        os.close(write)
+# A fresh interpreter forks, as train.py's DataLoader workers and Kiwi processes are forked from a process whose only
+# extra thread is this builder: forked from pytest's own process, the child would inherit whatever threads earlier
+# tests left there (Ray's, a tokenizer pool's) and could hang on a lock one of them held.
+FORKED = """
+import json, os, select, sys
+from rankzero.data import fastokens_ahead
+from rankzero.data.encode import FastokensEngine, HFEngine, load_tokenizer
+from rankzero.data.fastokens_ahead import building_ahead
+
+directory, texts = sys.argv[1], json.loads(sys.argv[2])
+info = load_tokenizer(directory)
+with building_ahead(directory, "auto"):
+    build = fastokens_ahead._ahead
+    build.thread.join()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: not taken (another process), and the ids are still right
+        ok = False
         try:
-            assert select.select([read], [], [], 120)[0], "the forked child did not answer"
-            assert os.read(read, 1) == b"1"
+            engine = FastokensEngine(info)
+            ok = (engine.tokenizer is not build.tokenizer and fastokens_ahead._ahead is build
+                  and engine.encode(texts)[0].tolist() == HFEngine(info).encode(texts)[0].tolist())
         finally:
-            os.close(read)
-            os.waitpid(pid, 0)
-        assert FastokensEngine(info).tokenizer is build.tokenizer  # the parent still takes it
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write)
+    answered = select.select([read], [], [], 120)[0]
+    answer = os.read(read, 1) if answered else b"?"
+    if not answered:
+        os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child", answer.decode(), "parent takes it", FastokensEngine(info).tokenizer is build.tokenizer)
+"""
+
+
+def test_a_forked_child_builds_its_own(tokenizer_dir):
+    """A worker process forked inside the block has the parent's record of the build, not its tokenizer; the parent
+    still takes it."""
+    result = run([sys.executable, "-c", FORKED, tokenizer_dir, json.dumps(list(SAMPLE_TEXTS), ensure_ascii=False)],
+                 timeout=300)
+    assert result.stdout.split() == ["child", "1", "parent", "takes", "it", "True"], result.stdout + result.stderr
 
 
 def test_an_error_in_the_block_leaves_nothing_behind(tokenizer_dir):
