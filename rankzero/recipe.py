@@ -150,7 +150,8 @@ REPLAY = {
             "adam_epsilon", "max_grad_norm", "save_total_limit", "report_to",
             "dataset_num_proc", "dataset_batch_size", "dataset_writer_batch_size", "prep_engine", "ray_address",
             "dedup_memory_mb", "ray_task_mb", "cache_dir", "prep_scope", "prep_timeout_s", "prep_probe_s",
-            "prep_startup_grace_s", "verify_data", "benchmarks", "benchmark_shots", "benchmark_max_items"),
+            "prep_startup_grace_s", "verify_data", "benchmarks", "benchmark_shots", "benchmark_max_items",
+            "lm_loss", "activation_checkpointing", "float8"),
     # What a row is: pretraining documents or SFT samples (an SFT run masks across its samples, checks.py).
     "rows": ("mask_across_documents",),
     # The data and how it was prepared: the source run's corpus and filters, not another's.
