@@ -26,16 +26,18 @@ def test_without_a_gpu_it_says_so_and_exits_2():
 
 @pytest.mark.slow
 def test_cpu_smoke_runs_every_arm_on_both_models_and_prints_the_table(tmp_path):
-    """Each system on the tiny model and on the 8B-shaped slice (its 128,256-row vocabulary kept), eager and
-    compiled FSDP2 sharded for real; an arm that fails (the fused loss has no CUDA here) is reported and the later
+    """Each system on the tiny model and on the 8B-shaped slice (its 128,256-row vocabulary kept), compiled FSDP2
+    sharded for real; an arm that fails (the fused loss has no CUDA here) is reported and the later
     runs still go (float8, skipped off Hopper); exit status 1 for the failure."""
-    systems = ["rankzero_fsdp_eager", "rankzero_fsdp", "hf_defaults", "rankzero_fsdp_liger", "rankzero_fsdp_float8"]
+    # The compiled arm (the one that can break) and the two that must not stop the rest; the eager and HF arms run
+    # the same code paths without compile and cost the suite minutes.
+    systems = ["rankzero_fsdp", "rankzero_fsdp_liger", "rankzero_fsdp_float8"]
     result = run([sys.executable, BENCH, "--cpu_smoke", "--systems", ",".join(systems), "--work_dir", tmp_path,
                   "--budget_s", "1e9"], timeout=3600, check=False)  # no budget: a loaded CPU takes its time
     assert result.returncode == 1, result.stderr[-3000:]
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"round"')]
     assert [(row["system"], row["model"]) for row in rows] == [(s, m) for s in systems for m in ("1b", "8b_slice")]
-    measured = [row for row in rows if row["system"] in systems[:3]]
+    measured = [row for row in rows if row["system"] == "rankzero_fsdp"]
     assert all(row["tokens_per_second_per_device"] > 0 and row["mfu"] is None for row in measured)  # no peak on CPU
     for row in rows:
         if row["system"].startswith("rankzero_fsdp") and "tokens_per_second_per_device" in row:
@@ -53,8 +55,7 @@ def test_cpu_smoke_runs_every_arm_on_both_models_and_prints_the_table(tmp_path):
     assert {row["parameters"] for row in rows if row["model"] == "8b_slice" and "parameters" in row} == {expected}
     first_table = result.stdout.split("tokens/s/GPU", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert [line.split("  ")[0] for line in first_table] == [
-        "FSDP2 eager", "FSDP2 + compile", "HF Trainer defaults (bf16=True)", "FSDP2 + compile + fused loss",
-        "FSDP2 + compile + fused loss + selective AC + float8"]
+        "FSDP2 + compile", "FSDP2 + compile + fused loss", "FSDP2 + compile + fused loss + selective AC + float8"]
     assert "8b_slice: 8b_slice-2.json, 2 layers, seq 64, batch 2, every layer checkpointed" in result.stdout
 
 
