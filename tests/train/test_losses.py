@@ -159,10 +159,9 @@ def test_auto_picks_chunked_where_exact_and_explicit_choices_are_checked():
             "chunked (the same loss in torch) or auto"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA machine may run liger")
 def test_lm_loss_liger_without_a_gpu_is_a_usage_error(tokenizer_dir, tmp_path):
     """train.py --lm_loss liger here: one error line naming the flag, exit 2, before any data work."""
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA machine may run liger")
     result = run([sys.executable, REPO / "train.py", "--dataset", tmp_path / "absent.jsonl", "--tokenizer_path",
                   tokenizer_dir, "--model_config", REPO / "configs" / "model_config_tiny.json", "--output_dir",
                   tmp_path / "run", "--lm_loss", "liger"], check=False)
