@@ -88,10 +88,22 @@ def _gzip_bomb(path, head: list[str], line_mib: int):
     return path
 
 
+# train.py run so that it reports its own peak: the kernel's high-water mark of its memory (VmHWM) as it exits. Not
+# wait4's ru_maxrss, which a child forked from pytest starts at pytest's size (the kernel carries it across exec).
+PEAK_REPORTER = """
+import atexit, runpy, sys
+peak_file, sys.argv = sys.argv[1], sys.argv[2:]
+def report():
+    with open(peak_file, "w") as out:
+        out.write(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+atexit.register(report)
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def _peak_rss_mib(argv: list, tmp_path) -> tuple[int, str, float]:
     """Run `train.py ARGV` under a 3 GiB address-space limit (as the issue's reporter did); its exit status, stderr
-    and peak RSS in MiB (wait4: the child's own, measured by the kernel)."""
-    import os
+    and peak RSS in MiB (its own high-water mark, reported as it exits)."""
     import resource
     import subprocess
     import sys
@@ -101,14 +113,11 @@ def _peak_rss_mib(argv: list, tmp_path) -> tuple[int, str, float]:
     def limit_memory():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    with open(tmp_path / "stderr.txt", "w+") as stderr:
-        process = subprocess.Popen([sys.executable, str(REPO / "train.py"), *map(str, argv)], cwd=REPO,
-                                   env=quiet_env(RANKZERO_MALLOC="system"), stdout=subprocess.DEVNULL, stderr=stderr,
-                                   preexec_fn=limit_memory)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        stderr.seek(0)
-        return process.returncode, stderr.read(), usage.ru_maxrss / 1024
+    peak = tmp_path / "peak_kib.txt"
+    done = subprocess.run([sys.executable, "-c", PEAK_REPORTER, str(peak), str(REPO / "train.py"), *map(str, argv)], cwd=REPO,
+                          env=quiet_env(RANKZERO_MALLOC="system"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, preexec_fn=limit_memory)
+    return done.returncode, done.stderr, int(peak.read_text()) / 1024
 
 
 def test_a_compression_bomb_is_an_error_at_its_line_and_memory_stays_bounded(tmp_path, tokenizer_dir):
