@@ -42,8 +42,8 @@ from rankzero.config import PackingConfig
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.engines.ray_work import EarlierTexts, task_file, write_npz_atomic
-from rankzero.data.inputs.files import compression_of, line_ranges, lines_before, text_bytes
-from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks, line_format
+from rankzero.data.inputs.files import compression_of, line_format, line_ranges, lines_before, text_bytes
+from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks
 from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import arrow_array, make_packer, select_documents

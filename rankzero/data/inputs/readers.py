@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.inputs.files import damaged, format_suffix, is_json_array, line_pieces, open_input, stream_errors
+from rankzero.data.inputs.files import damaged, format_suffix, line_format, line_pieces, open_input, stream_errors
 from rankzero.data.inputs.json_array import json_array_records
-from rankzero.data.inputs.specs import LINE_FORMATS, Source, resolve_source
+from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
 # The longest line, paragraph, .txt document or CSV field read (--max_document_mb): past it, an error naming the
@@ -69,14 +69,6 @@ def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_b
     else:
         yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
 
-
-def line_format(path: str, txt_sample_by: str) -> str | None:
-    """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
-    suffix = format_suffix(path)
-    if suffix in LINE_FORMATS or (suffix == ".json" and not is_json_array(path)):
-        fmt = LINE_FORMATS.get(suffix, "jsonl")
-        return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
-    return None
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
