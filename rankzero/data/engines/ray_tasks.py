@@ -46,10 +46,10 @@ from rankzero.data.inputs.files import compression_of, line_format, line_ranges,
 from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks
 from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.pack import arrow_array, make_packer, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Output, Reading
 from rankzero.data.screen.screening import combine
-from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
+from rankzero.data.shards import StagedWriter, arrow_array, conform, output_schema, read_staged
 from rankzero.data.split import held_out
 from rankzero.data.stage import Stage, StageSpec, known_lines, remember_lines
 from rankzero.errors import RankzeroError
