@@ -2,7 +2,7 @@
 (decompressed on the fly for .gz .zst .bz2 .xz), where its lines start, and what a damaged or overlong one says.
 
     compression_of("corpus.jsonl.zst"), format_suffix("corpus.jsonl.zst")   # ".zst", ".jsonl"
-    line_format("corpus.txt", "paragraph")                   # "txt-paragraph"; None for a record format
+    file_format("corpus.txt", "paragraph"), file_format("corpus.csv", "line")   # "txt-paragraph", "csv"
     text_bytes("corpus.jsonl.gz")                            # the size of its text, from the header where it says
     with open_input("corpus.jsonl.zst") as handle: ...      # bytes, decompressed on the fly; `peek` works
     line_ranges("corpus.jsonl", 64 << 20), lines_before("corpus.jsonl", offset)   # byte ranges at line starts
@@ -58,13 +58,14 @@ def format_suffix(path: str | os.PathLike) -> str:
     return (Path(path.stem) if compression_of(path) else path).suffix.lower()
 
 
-def line_format(path: str, txt_sample_by: str) -> str | None:
-    """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
+def file_format(path: str, txt_sample_by: str) -> str:
+    """How a file is read: cut at line ends into chunks of a line format ('jsonl', 'txt-line', 'txt-paragraph',
+    'txt-document'), or read as records of a record format ('json' for an array, 'csv', 'parquet', 'arrow')."""
     suffix = format_suffix(path)
     if suffix in LINE_FORMATS or (suffix == ".json" and not is_json_array(path)):
         fmt = LINE_FORMATS.get(suffix, "jsonl")
         return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
-    return None
+    return RECORD_FORMATS[suffix]
 
 
 def text_bytes(path: str) -> int:
