@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from rankzero.config import PackingConfig
+from rankzero.data.shards import list_array, numpy_view
 
 # Samples per bin-packing window. Best-fit decreasing fills rows better the more samples it can choose
 # from (bench/RESULTS.md, "SFT rows"); the window holds their tokens in memory. Changing it changes
@@ -84,29 +85,6 @@ def concat_blocks(parts: list[Blocks]) -> Blocks | None:
     return Blocks(*(None if getattr(parts[0], field.name) is None
                     else pa.concat_arrays([getattr(part, field.name) for part in parts])
                     for field in dataclasses.fields(Blocks)))
-
-
-def arrow_array(values: np.ndarray) -> pa.Array:
-    """A zero-copy Arrow view of a 1-D numeric numpy array.
-
-    Not `pa.array(values)`: that imports pandas on first use to check for pandas types (~0.4 s,
-    more than preparing 2 MB takes), and the prepare path has no pandas in it.
-    """
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
-
-
-def numpy_view(array: pa.Array) -> np.ndarray:
-    """A zero-copy numpy view of a null-free numeric Arrow array (`Array.to_numpy` imports pandas)."""
-    if array.null_count:
-        raise ValueError("numpy_view: the array has nulls")
-    dtype = np.dtype(array.type.to_pandas_dtype())
-    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
-
-
-def list_array(offsets: np.ndarray, values: np.ndarray) -> pa.ListArray:
-    """Rows `values[offsets[i]:offsets[i + 1]]` as an Arrow list column (int32 offsets, zero-copy values)."""
-    return pa.ListArray.from_arrays(arrow_array(offsets.astype(np.int32)), arrow_array(values))
 
 
 def select_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, keep: np.ndarray):

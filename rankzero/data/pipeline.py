@@ -11,8 +11,9 @@ The pieces, in the order data flows through them:
     split.py       the validation split: held-out documents by the hash of their text, --eval_dataset whole
     mixing.py      SPEC@WEIGHT: mixing ratios and weighted passes, for both engines
     tally.py       what both engines count and decide over the whole corpus, and the manifest made from it
-    local.py       the local engine: threads or worker processes on this machine (local_workers.py), exact
-                   dedup, mixing, packing into blocks and a uniform seeded shuffle into shards
+    local.py       the local engine: threads or worker processes on this machine (local_encode.py: stage A,
+                   the chunks encoded and consumed in order), exact dedup, mixing, packing into blocks and a
+                   uniform seeded shuffle into shards
     ray_engine.py  the Ray engine (--prep_engine ray): the same stage as tasks on a Ray cluster's
     ray_tasks.py   pooled workers (ray_tasks.py: how sources become tasks, what one task does;
     ray_work.py    ray_work.py: the work dir's files, and the earlier tasks' texts a stage task reads)

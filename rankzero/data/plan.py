@@ -215,7 +215,8 @@ class Plan:
         after the builder set its threads), the held-out documents' texts written to `held_out_file` for the stage
         (screen/eval_overlap.py; nothing is written without a validation split), and the stage built from both."""
         reading = self.reading()
-        engine = select_engine(self.tokenizer, self.stage.tokenizer_engine, corpus_sample(self.sources, reading))
+        sample = corpus_sample(self.sources, reading)
+        engine = select_engine(self.tokenizer, self.stage.tokenizer_engine, sample)
         overlap = write_evaluation(held_out_file, self.sources, reading, self.held_out_below)
         return Start(reading, self.output(), self.corpus(), engine, self.stage_spec(engine.engine.name, overlap))
 

@@ -1,4 +1,5 @@
-"""Blocks on disk: staging files, the bucket scatter, shuffled output shards, save_to_disk metadata.
+"""Blocks on disk: staging files, the bucket scatter, shuffled output shards, save_to_disk metadata, and the
+numpy <-> Arrow views every Arrow file here is written from (pack.py builds its rows with them too).
 
     with BlockScatter(packer, buckets, bucket_dir, rng) as scatter:    # pack, send each block to a bucket
         scatter.add(ids, lengths, labels)
@@ -23,12 +24,38 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import arrow_array, list_array, numpy_view
 from rankzero.errors import RankzeroError
 
 BUCKET_BYTES = 16 << 20  # the shuffle holds about two buckets: memory does not grow with the corpus ...
 MAX_BUCKETS = 512  # ... up to 512 open bucket files (8 GB of blocks); beyond that buckets grow instead
 SHARD_BYTES = 256 << 20  # output shard size (several buckets each)
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy <-> Arrow without copies (and without pandas, which pyarrow's own conversions import)
+
+
+def arrow_array(values: np.ndarray) -> pa.Array:
+    """A zero-copy Arrow view of a 1-D numeric numpy array.
+
+    Not `pa.array(values)`: that imports pandas on first use to check for pandas types (~0.4 s,
+    more than preparing 2 MB takes), and the prepare path has no pandas in it.
+    """
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
+def numpy_view(array: pa.Array) -> np.ndarray:
+    """A zero-copy numpy view of a null-free numeric Arrow array (`Array.to_numpy` imports pandas)."""
+    if array.null_count:
+        raise ValueError("numpy_view: the array has nulls")
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+
+
+def list_array(offsets: np.ndarray, values: np.ndarray) -> pa.ListArray:
+    """Rows `values[offsets[i]:offsets[i + 1]]` as an Arrow list column (int32 offsets, zero-copy values)."""
+    return pa.ListArray.from_arrays(arrow_array(offsets.astype(np.int32)), arrow_array(values))
 
 
 # ---------------------------------------------------------------------------------------------

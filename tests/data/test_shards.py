@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.pack import list_array
-from rankzero.data.shards import write_shuffled_shards
+from rankzero.data.shards import list_array, write_shuffled_shards
 
 ROWS, LENGTH = 500, 2048
 

@@ -2,10 +2,9 @@
 
     manifest = build_local(plan, out_dir, on_progress)     # called by pipeline.build_dataset
 
-A. *Encode* (parallel). This process cuts the sources into chunks; the stage (`stage.py`) parses,
-   converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
-   work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound
-   (local_workers.py). At most `2 × workers` chunks are in flight and results are consumed in submission
+A. *Encode* (parallel; local_encode.py). This process cuts the sources into chunks; the stage (`stage.py`)
+   parses, converts, filters and tokenizes each chunk — in threads sharing one Rust tokenizer pool when the
+   work is the tokenizer, in spawned worker processes when the Kiwi filter makes it Python-bound. At most `2 × workers` chunks are in flight and results are consumed in submission
    order, so the output never depends on worker count or timing (each chunk knows what the chunks consumed
    before it learnt of their raw lines: stage.known_lines); exact duplicates are dropped
    globally, first one wins (dedup/exact.py), and held-out documents go to the validation split
@@ -34,28 +33,23 @@ import contextlib
 import gc
 import shutil
 import time
-from collections import Counter, deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.dedup.exact import LineVerdicts
-from rankzero.data.encode import TokenizerInfo
-from rankzero.data.engines.local_workers import builder_threads, run_in_worker, start_pool
+from rankzero.data.engines.local_encode import builder_threads, encode_sources
 from rankzero.data.engines.near_ledger import NearLedger
 from rankzero.data.engines.tally import Tally
-from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import SourcePacker, make_packer, select_documents
-from rankzero.data.plan import Output, Plan, Reading
+from rankzero.data.plan import Output, Plan
 from rankzero.data.report import SourceStats
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
-from rankzero.data.stage import ChunkResult, StageSpec, known_lines, remember_lines, rust_threads
+from rankzero.data.stage import rust_threads
 
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
@@ -112,8 +106,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            _encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine,
-                            threads["workers"], tally, sinks, hold if held_out else None, seconds)
+            encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine,
+                           threads["workers"], tally, sinks, hold if held_out else None, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -205,103 +199,6 @@ def _counting_sink(scatter: BlockScatter, stat: SourceStats) -> Callable:
         scatter.add(ids, lengths, labels)
 
     return add
-
-
-# ---------------------------------------------------------------------------------------------
-# Stage A: chunks in, results consumed in order (local_workers.py: where each chunk's work runs)
-
-
-def _encode_sources(sources: tuple[Source, ...], reading: Reading, spec: StageSpec, tokenizer: TokenizerInfo,
-                    engine, workers: int, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
-                    seconds: Counter) -> None:
-    """Stage A: every source's training documents, read as `reading` says and run through the stage `spec` by
-    `workers` (--dataset_num_proc), tokenized, to `sinks[source_index](ids, lengths, labels)`, the held-out ones to
-    `held_out_sink(source_index, ids, lengths, labels)`; counted, decided (exact dedup, the split) and, with near
-    dedup, their signatures given to the ledger in the tally, in source order."""
-    pool, stage = start_pool(spec, tokenizer, engine, workers)
-    stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
-
-    def consume(result: ChunkResult) -> None:
-        stat = stats[result.source_index]
-        stat.add_file(result.path, result.docs_in, result.bytes_in, result.dropped)  # the stage's drops only
-        decision = holdout(result.source_index, result.hashes, len(result.lengths))
-        result.dropped.update(decision.dropped)
-        ids, lengths, labels = _select(result, decision.train)
-        held_documents = held_tokens = 0
-        if decision.validation.any():
-            held = _select(result, decision.validation)
-            held_out_sink(result.source_index, *held)
-            held_documents, held_tokens = len(held[1]), len(held[0])
-        truncated = result.truncated if result.truncated is not None else np.zeros(len(result.lengths), dtype=bool)
-        kept, tokens = len(lengths) + held_documents, len(ids) + held_tokens
-        stat.add(result.docs_in, kept, result.bytes_in, tokens, result.dropped, result.replaced_lines,
-                 int(truncated[decision.train | decision.validation].sum()))
-        stat.hold_out(held_documents, held_tokens, int(truncated[decision.validation].sum()))
-        if len(lengths):
-            sinks[result.source_index](ids, lengths, labels)
-        if verdicts is not None:
-            remember_lines(verdicts, result, decision.train | decision.validation)
-        if ledger is not None:
-            survivors = decision.train | decision.validation
-            ledger.add(result.source_index, result.signatures[survivors], result.shingles[survivors],
-                       decision.validation[survivors], result.lengths[survivors], truncated[survivors],
-                       (result.path, result.lines[survivors]))
-        seconds.update(result.seconds)
-        if result.quality_samples:
-            tally.quality_samples.append(result.quality_samples)
-        screened.add(result.source_index, result.screen)
-        progress.update(result.docs_in, kept, result.bytes_in, tokens, result.dropped.get("exact_duplicate", 0))
-
-    chunks = (chunk for index, source in enumerate(sources)
-              for chunk in iter_chunks(source, index, reading.batch_size, reading.txt_sample_by,
-                                       reading.max_document_bytes))
-    # Threads run the builder's own stage, skipping the texts that consumed chunks already kept (consumed in
-    # source order, so those are earlier); worker processes run their own (local_workers.py).
-    seen = holdout.duplicates.seen if holdout.duplicates is not None else None
-    # What consumed chunks learnt of their raw lines: the lines of kept documents, whose repeats are dropped unparsed,
-    # and the quality verdicts. This process's stage looks a chunk's lines up when it runs, knowing every chunk
-    # consumed by then; in a thread pool (never with the filter) the only code is STANDS_IN, so a look-up racing an
-    # add can miss a key but not read another's code. Worker processes get them as each chunk is sent.
-    verdicts = LineVerdicts() if spec.keys_lines else None
-    assert stage is None or pool is None or spec.quality is None
-    if stage is not None:
-        run, known = (lambda chunk: stage(chunk, seen, known_lines(verdicts, chunk))), (lambda chunk: ())
-    else:
-        run, known = run_in_worker, (lambda chunk: (known_lines(verdicts, chunk),))
-    in_flight: deque = deque()
-    try:
-        for chunk in chunks:
-            if pool:
-                in_flight.append(pool.submit(run, chunk, *known(chunk)))
-            else:  # one worker: the chunk runs here and is consumed at once, so the next one knows its lines
-                done = Future()
-                done.set_result(run(chunk))
-                in_flight.append(done)
-            while len(in_flight) > (2 * workers if pool else 0):
-                consume(in_flight.popleft().result())
-        while in_flight:
-            consume(in_flight.popleft().result())
-    except BaseException:
-        if isinstance(pool, ProcessPoolExecutor):
-            # Stop now rather than after the chunks already queued (Python >= 3.14 has
-            # pool.terminate_workers(); before it, the worker processes are only reachable privately).
-            workers_alive = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in workers_alive:
-                process.terminate()
-            pool = None
-        raise
-    finally:
-        if pool:
-            pool.shutdown(cancel_futures=True)
-    progress.report()
-
-
-def _select(result: ChunkResult, keep: np.ndarray):
-    """(ids, lengths, labels) of the chunk's documents where `keep` is true (no copy when all are)."""
-    if keep.all():
-        return result.ids, result.lengths, result.labels
-    return select_documents(result.ids, result.lengths, result.labels, keep)
 
 
 # ---------------------------------------------------------------------------------------------

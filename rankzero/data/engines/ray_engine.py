@@ -49,10 +49,11 @@ from rankzero.data.engines.progress import Progress
 from rankzero.data.engines.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.engines.ray_work import task_file, task_rows, work_dir, write_npz_atomic
 from rankzero.data.engines.tally import Tally
-from rankzero.data.pack import SourcePacker, arrow_array, make_packer
+from rankzero.data.pack import SourcePacker, make_packer
 from rankzero.data.plan import Output, Plan
 from rankzero.data.report import SourceStats
-from rankzero.data.shards import conform, name_data_files, output_schema, require_blocks, write_dataset_metadata
+from rankzero.data.shards import (arrow_array, conform, name_data_files, output_schema, require_blocks,
+                                  write_dataset_metadata)
 from rankzero.errors import RankzeroError
 from rankzero.files import read_json
 
@@ -85,28 +86,24 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
         reused = [t for t in tasks if task_file(work, t.index, first).exists()]
         _run_phase(job, [t for t in tasks if t not in reused], cluster, progress, reused)
         t_encode = time.perf_counter()
+        # Counted, decided and checked once, whichever way: one-pass tasks packed already and picked their held-out
+        # documents themselves; two passes decide here, before anything is packed.
+        encoded = _read_metas(work, tasks, first)
+        _count_encoded(encoded, stats, held_out_by_tasks=not two_pass)
         if two_pass:
-            encoded = _read_metas(work, tasks, "stage.json")
-            _count_encoded(encoded, stats)
             started = time.perf_counter()
             _decide(work, tasks, encoded, tally, plan.needs_hashes, out_dir / "dedup_samples.jsonl")
             t_dedup = time.perf_counter() - started
-            tally.check()
+        tally.check()
+        if two_pass:
             progress.report()
             job = dataclasses.replace(job, phase="pack", ratios={str(i): s.ratio for i, s in enumerate(stats)})
             packing = Progress(progress.total_bytes, on_progress)
             packing.phase = "pack"
             todo = [t for t in tasks if not task_file(work, t.index, "pack.json").exists()]
             _run_phase(job, todo, cluster, packing, [t for t in tasks if t not in todo])
-        packed = _read_metas(work, tasks, "pack.json")
+        packed = _read_metas(work, tasks, "pack.json") if two_pass else encoded
         t_stop = time.perf_counter()
-    if not two_pass:
-        encoded = packed
-        _count_encoded(encoded, stats)
-        for meta in packed:  # the task split its documents itself
-            stat = stats[meta["source_index"]]
-            stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
-        tally.check()  # two passes checked before packing
     for meta in packed:
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     t_pack = time.perf_counter()
@@ -243,12 +240,16 @@ def _read_metas(work: Path, tasks: list, what: str) -> list[dict]:
     return metas
 
 
-def _count_encoded(metas: list[dict], stats: list[SourceStats]) -> None:
+def _count_encoded(metas: list[dict], stats: list[SourceStats], held_out_by_tasks: bool) -> None:
+    """Each task's counts into its source's; `held_out_by_tasks`: one pass, where a task split its documents itself."""
     for meta in metas:
-        stats[meta["source_index"]].add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"],
-                                        meta["dropped"], meta["replaced_lines"], meta["truncated"])
+        stat = stats[meta["source_index"]]
+        stat.add(meta["docs_in"], meta["docs_kept"], meta["bytes_in"], meta["tokens"], meta["dropped"],
+                 meta["replaced_lines"], meta["truncated"])
         if "path" in meta:  # a task finished by an older rankzero (a reused work dir) did not record it
-            stats[meta["source_index"]].add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
+            stat.add_file(meta["path"], meta["docs_in"], meta["bytes_in"], meta["dropped"])
+        if held_out_by_tasks:
+            stat.hold_out(meta["validation_documents"], meta["validation_tokens"], meta["validation_truncated"])
 
 
 def _decide(work: Path, tasks: list, metas: list[dict], tally: Tally, hashed: bool, samples: Path) -> None:

@@ -42,14 +42,15 @@ from rankzero.config import PackingConfig
 from rankzero.data.dedup.exact import LineVerdicts
 from rankzero.data.dedup.minhash import PERMUTATIONS
 from rankzero.data.engines.ray_work import EarlierTexts, task_file, write_npz_atomic
-from rankzero.data.inputs.files import compression_of, line_ranges, lines_before, text_bytes
-from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks, line_format
+from rankzero.data.inputs.files import (RECORD_FORMATS, compression_of, file_format, line_ranges, lines_before,
+                                        text_bytes)
+from rankzero.data.inputs.readers import iter_chunks, iter_file_chunks
 from rankzero.data.inputs.specs import Source
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.pack import arrow_array, make_packer, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Output, Reading
 from rankzero.data.screen.screening import combine
-from rankzero.data.shards import StagedWriter, conform, output_schema, read_staged
+from rankzero.data.shards import StagedWriter, arrow_array, conform, output_schema, read_staged
 from rankzero.data.split import held_out
 from rankzero.data.stage import Stage, StageSpec, known_lines, remember_lines
 from rankzero.errors import RankzeroError
@@ -79,8 +80,9 @@ def plan_tasks(sources, task_bytes: int, txt_sample_by: str = "line") -> list[Ta
             tasks.append(Task(len(tasks), source_index, "saved", source.location, 0, -1, source.total_bytes()))
             continue
         for path in source.files:
-            fmt = line_format(path, txt_sample_by)
-            if fmt is None or fmt == "txt-document" or compression_of(path):  # a stream cannot be cut in ranges
+            fmt = file_format(path, txt_sample_by)
+            # A record file, a whole-file document and a stream cannot be cut in ranges.
+            if fmt in RECORD_FORMATS.values() or fmt == "txt-document" or compression_of(path):
                 tasks.append(Task(len(tasks), source_index, "files", path, 0, -1, text_bytes(path)))
                 continue
             for start, end in line_ranges(path, task_bytes, paragraphs=fmt == "txt-paragraph"):

@@ -2,6 +2,7 @@
 (decompressed on the fly for .gz .zst .bz2 .xz), where its lines start, and what a damaged or overlong one says.
 
     compression_of("corpus.jsonl.zst"), format_suffix("corpus.jsonl.zst")   # ".zst", ".jsonl"
+    file_format("corpus.txt", "paragraph"), file_format("corpus.csv", "line")   # "txt-paragraph", "csv"
     text_bytes("corpus.jsonl.gz")                            # the size of its text, from the header where it says
     with open_input("corpus.jsonl.zst") as handle: ...      # bytes, decompressed on the fly; `peek` works
     line_ranges("corpus.jsonl", 64 << 20), lines_before("corpus.jsonl", offset)   # byte ranges at line starts
@@ -29,6 +30,9 @@ from pathlib import Path
 
 from rankzero.errors import RankzeroError
 
+# The formats by suffix: a line format is cut into chunks at line ends, a record format read as records.
+LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
+RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 # Read as streams; the suffix before decides the format: corpus.jsonl.zst is JSONL.
 COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")
 COMPRESSION_ALIASES = {".gzip": ".gz", ".zstd": ".zst", ".bzip2": ".bz2"}  # spellings other tools write
@@ -52,6 +56,16 @@ def format_suffix(path: str | os.PathLike) -> str:
     """The suffix that names the format: ".jsonl" for corpus.jsonl and corpus.jsonl.gz alike."""
     path = Path(path)
     return (Path(path.stem) if compression_of(path) else path).suffix.lower()
+
+
+def file_format(path: str, txt_sample_by: str) -> str:
+    """How a file is read: cut at line ends into chunks of a line format ('jsonl', 'txt-line', 'txt-paragraph',
+    'txt-document'), or read as records of a record format ('json' for an array, 'csv', 'parquet', 'arrow')."""
+    suffix = format_suffix(path)
+    if suffix in LINE_FORMATS or (suffix == ".json" and not is_json_array(path)):
+        fmt = LINE_FORMATS.get(suffix, "jsonl")
+        return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
+    return RECORD_FORMATS[suffix]
 
 
 def text_bytes(path: str) -> int:

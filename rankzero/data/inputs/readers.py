@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rankzero.data.inputs.files import damaged, format_suffix, is_json_array, line_pieces, open_input, stream_errors
+from rankzero.data.inputs.files import RECORD_FORMATS, damaged, file_format, line_pieces, open_input, stream_errors
 from rankzero.data.inputs.json_array import json_array_records
-from rankzero.data.inputs.specs import LINE_FORMATS, Source, resolve_source
+from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.errors import RankzeroError
 
 # The longest line, paragraph, .txt document or CSV field read (--max_document_mb): past it, an error naming the
@@ -61,22 +61,13 @@ def iter_chunks(source: Source, source_index: int, batch_size: int, txt_sample_b
 def iter_file_chunks(path: str, source_index: int, batch_size: int, txt_sample_by: str = "line", start: int = 0,
                      end: int | None = None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[Chunk]:
     """One file's chunks; for line formats optionally only bytes [start, end) (see `files.line_ranges`)."""
-    fmt = line_format(path, txt_sample_by)
-    if fmt is not None:
+    fmt = file_format(path, txt_sample_by)
+    if fmt not in RECORD_FORMATS.values():  # a line format: cut at line ends
         for payload, first_line, offset in line_pieces(path, fmt, batch_size, CHUNK_BYTES, start, end,
                                                        max_document_bytes):
             yield Chunk(source_index, path, fmt, payload, first_line, offset, len(payload))
     else:
-        yield from _record_chunks(path, source_index, _iter_file_records(path, max_document_bytes), batch_size)
-
-
-def line_format(path: str, txt_sample_by: str) -> str | None:
-    """The chunk format of a line-oriented file ('jsonl', 'txt-line', …), or None for record formats."""
-    suffix = format_suffix(path)
-    if suffix in LINE_FORMATS or (suffix == ".json" and not is_json_array(path)):
-        fmt = LINE_FORMATS.get(suffix, "jsonl")
-        return f"txt-{txt_sample_by}" if fmt == "txt" else fmt
-    return None
+        yield from _record_chunks(path, source_index, _iter_file_records(path, fmt, max_document_bytes), batch_size)
 
 
 def _record_chunks(path: str, source_index: int, records: Iterator[dict], batch_size: int) -> Iterator[Chunk]:
@@ -95,12 +86,12 @@ def _approx_bytes(records: list[dict]) -> int:
     return sum(len(v) for r in records for v in r.values() if isinstance(v, str))
 
 
-def _iter_file_records(path: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
-    suffix = format_suffix(path)
-    if suffix == ".json":
+def _iter_file_records(path: str, fmt: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> Iterator[dict]:
+    """The records of a file of a record format (files.file_format: 'json', 'csv', 'parquet' or 'arrow')."""
+    if fmt == "json":
         for _, record in json_array_records(path, max_document_bytes):
             yield record
-    elif suffix == ".csv":
+    elif fmt == "csv":
         # -sig: no '\ufefftext' column
         csv.field_size_limit(max_document_bytes)  # the csv module's own is 128 KiB: a long article is one field
         with io.TextIOWrapper(open_input(path), encoding="utf-8-sig", newline="") as handle:
@@ -112,12 +103,12 @@ def _iter_file_records(path: str, max_document_bytes: int = MAX_DOCUMENT_BYTES) 
             except csv.Error as error:  # a field past the limit, a NUL byte, a quote left open at the end
                 raise RankzeroError(f"{path}:{reader.reader.line_num}: malformed CSV ({error}); fix the file, or raise "
                                     "--max_document_mb for a field that long") from None
-    elif suffix in (".parquet", ".arrow"):
+    elif fmt in ("parquet", "arrow"):
         import pyarrow as pa
 
-        kind, article = ("Parquet", "a") if suffix == ".parquet" else ("Arrow", "an")
+        kind, article = ("Parquet", "a") if fmt == "parquet" else ("Arrow", "an")
         try:
-            for batch in _parquet_batches(path) if suffix == ".parquet" else _arrow_batches(path):
+            for batch in _parquet_batches(path) if fmt == "parquet" else _arrow_batches(path):
                 yield from batch.to_pylist()
         except (pa.ArrowException, OSError, UnicodeDecodeError) as error:  # a string column's bytes changed: not UTF-8
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rankzero.config import split_weight
-from rankzero.data.inputs.files import COMPRESSIONS, compression_of, format_suffix, text_bytes
+from rankzero.data.inputs.files import (COMPRESSIONS, LINE_FORMATS, RECORD_FORMATS, compression_of, format_suffix,
+                                        text_bytes)
 from rankzero.data.inputs.walk import GLOB_CHARS, glob_files, walk_files
 from rankzero.errors import RankzeroError
 from rankzero.files import content_hash
 
 logger = logging.getLogger(__name__)
 
-LINE_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "txt"}
-RECORD_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 SUPPORTED_SUFFIXES = tuple(LINE_FORMATS) + tuple(RECORD_FORMATS)
 ARCHIVES = (".tar", ".tgz", ".zip", ".7z", ".rar")  # many files in one: rankzero reads none of them
 # The formats that can be read as a stream, and so compressed (inputs/files.py); Parquet and Arrow compress inside

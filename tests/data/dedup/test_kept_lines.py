@@ -152,7 +152,7 @@ def test_the_filter_judges_a_line_once_and_every_count_row_and_sample_is_as_when
     (counts and reasons, in order), Arrow bytes and quality samples; the filter judged at most one copy of each text
     line in the builder (a respelled copy is a line of its own), and the worker processes were told the verdicts of
     lines judged before."""
-    from rankzero.data.engines import local
+    from rankzero.data.engines import local_encode
 
     path, lines, distinct, twin_lines = crawl_to_judge(tmp_path)
     # Small chunks: the worker processes have 8 in flight, whose lines are not known yet when each is sent.
@@ -177,14 +177,14 @@ def test_the_filter_judges_a_line_once_and_every_count_row_and_sample_is_as_when
     monkeypatch.undo()
 
     known = []
-    known_lines = local.known_lines
+    known_lines = local_encode.known_lines
 
     def spy(verdicts, chunk):
         found = known_lines(verdicts, chunk)
         known.append(int((found[1] > 0).sum()))
         return found
 
-    monkeypatch.setattr(local, "known_lines", spy)
+    monkeypatch.setattr(local_encode, "known_lines", spy)
     in_workers = build(tmp_path, tokenizer_dir, path, "in-workers", **{**flags, "dataset_num_proc": 4})
     assert sum(known) > 100  # lines whose verdict (or stand-in) the workers were given
 
