@@ -27,7 +27,7 @@ from rankzero.train.losses import lm_loss_problems
 from rankzero.train.output_dir import output_dir_problems
 from rankzero.train.recompute import checkpointing_problems, float8_problems
 from rankzero.train.sharding import fsdp_problems
-from rankzero.train.training_args import max_steps_problems
+from rankzero.train.training_args import compile_problems, max_steps_problems
 from rankzero.train.vocabulary import new_embeddings_problems
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += fsdp_problems(training)
     problems += lm_loss_problems(args.model.lm_loss, training)
     problems += checkpointing_problems(args.model.activation_checkpointing, args.given, training)
-    problems += float8_problems(args.model.float8)
+    problems += float8_problems(args.model.float8) + compile_problems(training)
     problems += new_embeddings_problems(args.model.train_new_embeddings_steps, training)
     problems += silenced_problems(args, training)
     if problems:

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO, quiet_env, run
+from helpers import REPO, needs_cxx, quiet_env, run
 
 BENCH = REPO / "bench" / "gpu_bench.py"
 
@@ -25,6 +25,7 @@ def test_without_a_gpu_it_says_so_and_exits_2():
 
 
 @pytest.mark.slow
+@needs_cxx
 def test_cpu_smoke_runs_every_arm_on_both_models_and_prints_the_table(tmp_path):
     """Each system on the tiny model and on the 8B-shaped slice (its 128,256-row vocabulary kept), compiled FSDP2
     sharded for real; an arm that fails (the fused loss has no CUDA here) is reported and the later

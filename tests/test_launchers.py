@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, free_port, losses, quiet_env, run, train_flags, write_corpus
+from helpers import REPO, free_port, losses, quiet_env, run, train_flags, warning_lines, write_corpus
 
 
 @pytest.mark.slow
@@ -29,13 +29,13 @@ def test_demo_runs_with_no_arguments_learns_and_is_quiet(tmp_path):
     # Quiet: no warning from rankzero or from what it drives (vocabulary resize, DDP, accelerate threads),
     # one process without DDP, and one line per logging step.
     output = result.stdout + result.stderr
-    assert not [line for line in output.splitlines() if "warn" in line.lower()], output[-3000:]
+    assert not warning_lines(output), output[-3000:]
     assert "data_parallel = one process, no DDP" in result.stdout
     assert re.findall(r"^step (\d+)/200 \|", result.stdout, re.M) == [str(s) for s in range(20, 201, 20)]
     # Run again, as newcomers do: a fresh model from the reused tokenizer and data, just as quietly.
     again = run([REPO / "pretrain.sh"], timeout=1200, env=env, cwd=tmp_path)
     output = again.stdout + again.stderr
-    assert not [line for line in output.splitlines() if "warn" in line.lower()], output[-3000:]
+    assert not warning_lines(output), output[-3000:]
     assert re.findall(r"^step (\d+)/200 \|", again.stdout, re.M) == [str(s) for s in range(20, 201, 20)]
 
 

@@ -142,3 +142,22 @@ def max_steps_problems(training) -> list[str]:
         return [f"--max_steps {training.max_steps}: must be at least 1 (or leave it out to train for "
                 "--num_train_epochs)"]
     return []
+
+
+def compile_problems(training) -> list[str]:
+    """--torch_compile with inductor and no CUDA device: inductor builds the CPU kernels with a C++ compiler, found as
+    torch finds it ($CXX, else g++). Without one the first step would stop in a traceback from inside dynamo."""
+    if not training.torch_compile or training.torch_compile_backend not in (None, "inductor"):
+        return []
+    import torch
+
+    if torch.cuda.is_available():
+        return []
+    from torch._inductor import cpp_builder, exc
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except exc.InvalidCxxCompiler:
+        return ["--torch_compile: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else "
+                "g++); install one (apt-get install g++) or drop --torch_compile"]
+    return []

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, TINY, free_port, losses, run
+from helpers import REPO, TINY, free_port, losses, needs_cxx, run
 from helpers import train_flags as run_flags
 
 # A rank of train.py that records, after each training step, what torch.compile and FSDP2 did in it.
@@ -103,6 +103,7 @@ def assert_same_losses(got: dict, expected: dict, steps, tolerance: float) -> No
 
 
 @pytest.mark.slow
+@needs_cxx
 def test_compiled_fsdp2_is_eager_fsdp2_compiled_once_with_checkpointing_too(tmp_path, train_corpus, tokenizer_dir):
     """The tiny config, 20 steps: compiled = eager within 1e-4, with and without --gradient_checkpointing (which
     before ran every decoder layer eager: accelerate's checkpoint wrapper broke the compiled graph at FSDP2's hooks),
@@ -140,6 +141,7 @@ def test_compiled_fsdp2_is_eager_fsdp2_compiled_once_with_checkpointing_too(tmp_
 
 
 @pytest.mark.slow
+@needs_cxx
 def test_compiled_fsdp2_deeper_than_the_recompile_limit_resumes_exactly(tmp_path, train_corpus, tokenizer_dir):
     """10 decoder layers (dynamo recompiles a frame at most 8 times, then runs it eager: one graph must serve every
     layer), checkpointing on as the 8B recipe has it: compiled = eager within 1e-4; SIGTERM mid-run saves a

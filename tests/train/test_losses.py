@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, free_port, losses, run, train_flags
+from helpers import REPO, free_port, losses, needs_cxx, run, train_flags
 from rankzero.errors import ConfigError
 from rankzero.train.collator import BlockCollator
 from rankzero.train.losses import (EXACT_MODEL_TYPES, chunk_tokens, lm_loss_problems, resolve_lm_loss,
@@ -96,6 +96,7 @@ def test_chunked_forward_returns_no_logits_in_training_and_logits_otherwise():
             assert (got.loss is None) == (expected.loss is None) == ("labels" not in inputs)
 
 
+@needs_cxx
 def test_compiled_chunk_loss_is_one_graph_with_hf_gradients():
     """Where compile is on, each chunk's logits and cross-entropy are one compiled graph: no graph break, one graph
     for equal chunks over three steps (no recompile), HF's loss and head gradient."""

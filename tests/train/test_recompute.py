@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers import REPO, TINY, free_port, losses, run, train_flags
+from helpers import HAS_CXX, REPO, TINY, free_port, losses, run, train_flags
 from rankzero.args import parse_args
 from rankzero.errors import ConfigError
 from rankzero.train.recompute import use_checkpointing
@@ -112,6 +112,21 @@ def test_float8_without_a_hopper_gpu_is_refused_in_one_line(tokenizer_dir, tmp_p
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--float8: float8 training needs an NVIDIA Hopper GPU" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
+def test_torch_compile_on_cpu_without_a_cpp_compiler_is_refused_in_one_line(tokenizer_dir, tmp_path):
+    """Inductor builds CPU kernels with a C++ compiler: where torch's own search finds none, --torch_compile is an
+    argument error before anything runs, not a traceback at the first step; another backend needs none."""
+    from torch._inductor import config as inductor
+
+    refusal = ["--torch_compile: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else "
+               "g++); install one (apt-get install g++) or drop --torch_compile"]
+    with inductor.patch({"cpp.cxx": (None, str(tmp_path / "no-such-g++"))}):
+        assert problems(tokenizer_dir, tmp_path, "--torch_compile", "true") == refusal
+        assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true", "--torch_compile_backend", "eager"))
+    if HAS_CXX:
+        assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true")).training.torch_compile
 
 
 def test_float8_on_an_older_gpu_or_without_torchao_is_refused(monkeypatch):
