@@ -57,7 +57,7 @@ def check_training_arguments(args: Args, training) -> None:
     problems += fsdp_problems(training)
     problems += lm_loss_problems(args.model.lm_loss, training)
     problems += checkpointing_problems(args.model.activation_checkpointing, args.given, training)
-    problems += float8_problems(args.model.float8) + compile_problems(training)
+    problems += float8_problems(args.model.float8) + compile_problems(training, args.model.attn_implementation)
     problems += new_embeddings_problems(args.model.train_new_embeddings_steps, training)
     problems += silenced_problems(args, training)
     if problems:

@@ -144,10 +144,16 @@ def max_steps_problems(training) -> list[str]:
     return []
 
 
-def compile_problems(training) -> list[str]:
-    """--torch_compile with inductor and no CUDA device: inductor builds the CPU kernels with a C++ compiler, found as
-    torch finds it ($CXX, else g++). Without one the first step would stop in a traceback from inside dynamo."""
-    if not training.torch_compile or training.torch_compile_backend not in (None, "inductor"):
+def compile_problems(training, attention: str) -> list[str]:
+    """What inductor compiles on a machine without CUDA (--torch_compile, flex attention's kernel) needs a C++
+    compiler, found as torch finds it ($CXX, else g++). Without one the first step would stop in a traceback from
+    inside dynamo."""
+    wants = {}
+    if training.torch_compile and training.torch_compile_backend in (None, "inductor"):
+        wants["--torch_compile"] = "drop --torch_compile"
+    if attention == "flex_attention":
+        wants["--attn_implementation flex_attention"] = "use --attn_implementation sdpa"
+    if not wants:
         return []
     import torch
 
@@ -158,6 +164,6 @@ def compile_problems(training) -> list[str]:
     try:
         cpp_builder.get_cpp_compiler()
     except exc.InvalidCxxCompiler:
-        return ["--torch_compile: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else "
-                "g++); install one (apt-get install g++) or drop --torch_compile"]
+        return [f"{flag}: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else g++); "
+                f"install one (apt-get install g++) or {instead}" for flag, instead in wants.items()]
     return []

@@ -116,14 +116,18 @@ def test_float8_without_a_hopper_gpu_is_refused_in_one_line(tokenizer_dir, tmp_p
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without CUDA")
 def test_torch_compile_on_cpu_without_a_cpp_compiler_is_refused_in_one_line(tokenizer_dir, tmp_path):
-    """Inductor builds CPU kernels with a C++ compiler: where torch's own search finds none, --torch_compile is an
-    argument error before anything runs, not a traceback at the first step; another backend needs none."""
+    """Inductor builds CPU kernels with a C++ compiler: where torch's own search finds none, --torch_compile and flex
+    attention (a compiled kernel) are argument errors before anything runs, not a traceback at the first step;
+    another compile backend needs none."""
     from torch._inductor import config as inductor
 
     refusal = ["--torch_compile: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else "
                "g++); install one (apt-get install g++) or drop --torch_compile"]
+    flex = ["--attn_implementation flex_attention: inductor builds its CPU kernels with a C++ compiler and finds none "
+            "here ($CXX, else g++); install one (apt-get install g++) or use --attn_implementation sdpa"]
     with inductor.patch({"cpp.cxx": (None, str(tmp_path / "no-such-g++"))}):
         assert problems(tokenizer_dir, tmp_path, "--torch_compile", "true") == refusal
+        assert problems(tokenizer_dir, tmp_path, "--attn_implementation", "flex_attention") == flex
         assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true", "--torch_compile_backend", "eager"))
     if HAS_CXX:
         assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true")).training.torch_compile

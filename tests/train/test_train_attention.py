@@ -17,7 +17,7 @@ import torch
 from rankzero.config import ModelConfig
 from rankzero.train.collator import BlockCollator
 from rankzero.train.model import build_model
-from helpers import TINY
+from helpers import TINY, needs_cxx
 
 ROWS = [[7, 5, 4], [3, 13]]  # document lengths of two packed rows of 16 tokens
 SFT_ROWS = [[7, 5], [3, 4, 2]]  # rows of whole samples, shorter than a row: the batch is padded to 16
@@ -53,7 +53,7 @@ def varlen_reference(module, query, key, value, attention_mask, cu_seq_lens_q=No
 
 
 @pytest.mark.parametrize("layout", [ROWS, SFT_ROWS], ids=["packed", "sft-padded"])
-@pytest.mark.parametrize("attention", ["sdpa", "eager", "flex_attention", "flattened"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager", pytest.param("flex_attention", marks=needs_cxx), "flattened"])
 def test_each_document_in_a_packed_row_equals_the_document_alone(attention, layout, tokenizer):
     from transformers import AttentionInterface
 
