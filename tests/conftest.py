@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -20,6 +21,23 @@ import pytest
 for _folder in sorted(Path(__file__).resolve().parent.rglob("*")):
     if _folder.is_dir() and _folder.name != "__pycache__" and str(_folder) not in sys.path:
         sys.path.append(str(_folder))
+
+
+
+@functools.cache
+def _no_cpp_compiler() -> bool:
+    from rankzero.train.training_args import inductor_finds_a_cpp_compiler
+
+    return not inductor_finds_a_cpp_compiler()
+
+
+def pytest_runtest_setup(item):
+    """`needs_cxx` (helpers.py): skipped, with the reason, where inductor finds no C++ compiler."""
+    if item.get_closest_marker("needs_cxx") is not None and _no_cpp_compiler():
+        from helpers import NO_CXX
+
+        pytest.skip(NO_CXX)
+
 
 KOREAN_PARAGRAPHS = [
     "서울은 대한민국의 수도이며 정치, 경제, 문화의 중심지이다. 한강이 도시를 가로질러 흐르고, "

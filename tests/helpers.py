@@ -33,10 +33,10 @@ TINY = REPO / "configs" / "model_config_tiny.json"
 HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
 NO_EXTENSION = "no C compiler ($CC or cc): the compiled passes are not built here"
 needs_extension = pytest.mark.skipif(not HAS_COMPILER and native.missing() is not None, reason=NO_EXTENSION)
-# torch.compile on CPU: inductor writes C++ and builds it with the machine's C++ compiler ($CXX, else g++ or c++).
-HAS_CXX = any(shutil.which(name) for name in (shlex.split(os.environ.get("CXX") or "g++")[0], "c++"))
-needs_cxx = pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler ($CXX, g++ or c++): inductor cannot build "
-                                                   "torch.compile's CPU kernels here")
+# torch.compile on CPU (and flex attention's kernel): inductor builds C++ with the compiler torch's own search finds.
+# Asked once, when a test so marked runs (conftest.py): the search imports inductor, seconds no other test pays.
+needs_cxx = pytest.mark.needs_cxx
+NO_CXX = "no C++ compiler ($CXX, else g++): inductor cannot build torch.compile's CPU kernels here"
 # The prepare's one line where the install built no extension (no C compiler): the numpy passes ran. A machine's
 # fact, said once per run; tests of a quiet run look for every other warning.
 NATIVE_NOTICE = "the extension rankzero.data.native._passes is not built"

@@ -153,17 +153,21 @@ def compile_problems(training, attention: str) -> list[str]:
         wants["--torch_compile"] = "drop --torch_compile"
     if attention == "flex_attention":
         wants["--attn_implementation flex_attention"] = "use --attn_implementation sdpa"
-    if not wants:
-        return []
     import torch
 
-    if torch.cuda.is_available():
+    if not wants or torch.cuda.is_available() or inductor_finds_a_cpp_compiler():
         return []
+    return [f"{flag}: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else g++); "
+            f"install one (apt-get install g++) or {instead}" for flag, instead in wants.items()]
+
+
+def inductor_finds_a_cpp_compiler() -> bool:
+    """Whether torch's own search ($CXX, else g++; run as `--version`) finds the compiler inductor builds CPU
+    kernels with."""
     from torch._inductor import cpp_builder, exc
 
     try:
         cpp_builder.get_cpp_compiler()
     except exc.InvalidCxxCompiler:
-        return [f"{flag}: inductor builds its CPU kernels with a C++ compiler and finds none here ($CXX, else g++); "
-                f"install one (apt-get install g++) or {instead}" for flag, instead in wants.items()]
-    return []
+        return False
+    return True

@@ -284,6 +284,7 @@ import json, sys
 import torch
 sys.path.insert(0, {repo!r})
 from transformers import AutoConfig, AutoModelForCausalLM
+from bench._measure import peak_rss, reset_peak_rss, rss
 from rankzero.train.losses import use_lm_loss
 
 torch.manual_seed(0)
@@ -292,17 +293,15 @@ config = AutoConfig.for_model("llama", vocab_size=128_256, hidden_size=64, inter
 model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").train()
 use_lm_loss(model, {loss!r})
 ids = torch.randint(0, 128_256, (1, 4096))
-def status(key):
-    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
 model(input_ids=ids[:, :64], labels=ids[:, :64]).loss.backward()  # allocator and kernels warmed up
 model.zero_grad(set_to_none=False)
 # The kernel's high-water mark of this process's own memory, reset here: not ru_maxrss, which a child started by
 # vfork/exec inherits from its parent (pytest, gigabytes into the suite), so both losses would read pytest's size.
-open("/proc/self/clear_refs", "w").write("5")
-before = status("VmRSS:")
+reset_peak_rss()
+before = rss()
 loss = model(input_ids=ids, labels=ids).loss
 loss.backward()
-peak = status("VmHWM:")
+peak = peak_rss()
 print(json.dumps({{"loss": loss.item(), "before": before, "peak": peak}}))
 """
 

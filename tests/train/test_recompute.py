@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers import HAS_CXX, REPO, TINY, free_port, losses, run, train_flags
+from helpers import REPO, TINY, free_port, losses, run, train_flags
 from rankzero.args import parse_args
 from rankzero.errors import ConfigError
 from rankzero.train.recompute import use_checkpointing
@@ -129,7 +129,9 @@ def test_torch_compile_on_cpu_without_a_cpp_compiler_is_refused_in_one_line(toke
         assert problems(tokenizer_dir, tmp_path, "--torch_compile", "true") == refusal
         assert problems(tokenizer_dir, tmp_path, "--attn_implementation", "flex_attention") == flex
         assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true", "--torch_compile_backend", "eager"))
-    if HAS_CXX:
+    from rankzero.train.training_args import inductor_finds_a_cpp_compiler
+
+    if inductor_finds_a_cpp_compiler():
         assert parse_args(flags(tokenizer_dir, tmp_path, "--torch_compile", "true")).training.torch_compile
 
 

@@ -92,10 +92,11 @@ def _gzip_bomb(path, head: list[str], line_mib: int):
 # wait4's ru_maxrss, which a child forked from pytest starts at pytest's size (the kernel carries it across exec).
 PEAK_REPORTER = """
 import atexit, runpy, sys
+from bench._measure import peak_rss
 peak_file, sys.argv = sys.argv[1], sys.argv[2:]
 def report():
     with open(peak_file, "w") as out:
-        out.write(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+        out.write(str(peak_rss() // 1024))
 atexit.register(report)
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -367,13 +367,12 @@ def test_compressed_files_are_read_as_streams(tmp_path, suffix):
         # pytest inherits pytest's, which would hide any growth here.
         code = ("from rankzero.data.inputs.readers import iter_chunks\n"
                 "from rankzero.data.inputs.specs import resolve_source\n"
-                "def kib(key):\n"
-                "    return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith(key))\n"
-                "open('/proc/self/clear_refs', 'w').write('5')\n"
-                "before = kib('VmRSS:')\n"
+                "from bench._measure import peak_rss, reset_peak_rss, rss\n"
+                "reset_peak_rss()\n"
+                "before = rss()\n"
                 f"lines = sum(chunk.payload.count(b'\\n') for chunk in iter_chunks(resolve_source({str(path)!r}), 0, 1000))\n"
                 f"assert lines == {copies}, lines\n"
-                "print(kib('VmHWM:') - before)")
+                "print((peak_rss() - before) // 1024)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
         assert done.returncode == 0, done.stderr
         peaks.append(int(done.stdout) / 1024)  # MiB
