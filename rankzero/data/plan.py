@@ -11,7 +11,7 @@ same per-chunk stage (`stage.py`) over its sources; the handoff (`handoff.py`) p
 under `plan.fingerprint`. What an engine hands on is never the Plan but the few settings each part
 uses, made here: how the sources are read (`Reading`), how documents become rows and shards (`Output`),
 what is counted and decided over the whole corpus (`Corpus`, for engines/tally.py, with `ManifestSettings`
-for report.py) and the stage (`StageSpec`). The start-up both engines share (the tokenizer-engine check, the
+for its manifest) and the stage (`StageSpec`). The start-up both engines share (the tokenizer-engine check, the
 held-out documents' file, the stage) is one call, `Plan.start`, so it is written and read once.
 The fingerprint hashes the configs that change the output (sources, stage, packing, dedup) as a canonical dict,
 with each source's identity and the tokenizer's content in place of their paths — never the workers config, nor
@@ -81,7 +81,7 @@ class Output:
 
 @dataclass(frozen=True)
 class ManifestSettings:
-    """What the manifest says of the settings that made the output (report.build_manifest)."""
+    """What the manifest says of the settings that made the output (engines/tally.build_manifest)."""
 
     fingerprint: str
     max_seq_length: int

@@ -42,11 +42,10 @@ import pyarrow as pa
 
 from rankzero.data.engines.local_encode import builder_threads, encode_sources
 from rankzero.data.engines.near_ledger import NearLedger
-from rankzero.data.engines.tally import Tally
+from rankzero.data.engines.tally import SourceStats, Tally
 from rankzero.data.mixing import passes, subsample
 from rankzero.data.pack import SourcePacker, make_packer, select_documents
 from rankzero.data.plan import Output, Plan
-from rankzero.data.report import SourceStats
 from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
                                   require_blocks, write_dataset_metadata, write_shuffled_shards)
 from rankzero.data.stage import rust_threads

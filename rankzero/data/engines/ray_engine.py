@@ -48,10 +48,9 @@ import pyarrow as pa
 from rankzero.data.engines.progress import Progress
 from rankzero.data.engines.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.engines.ray_work import task_file, task_rows, work_dir, write_npz_atomic
-from rankzero.data.engines.tally import Tally
+from rankzero.data.engines.tally import SourceStats, Tally
 from rankzero.data.pack import SourcePacker, make_packer
 from rankzero.data.plan import Output, Plan
-from rankzero.data.report import SourceStats
 from rankzero.data.shards import (arrow_array, conform, name_data_files, output_schema, require_blocks,
                                   write_dataset_metadata)
 from rankzero.errors import RankzeroError
