@@ -44,10 +44,9 @@ from rankzero.data.engines.local_encode import builder_threads, encode_sources
 from rankzero.data.engines.near_ledger import NearLedger
 from rankzero.data.engines.tally import SourceStats, Tally
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.pack import SourcePacker, make_packer, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Output, Plan
-from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
-                                  require_blocks, write_dataset_metadata, write_shuffled_shards)
+from rankzero.data.shards import BlockScatter, StagedWriter, bucket_count, read_staged
 from rankzero.data.stage import rust_threads
 
 
@@ -129,18 +128,13 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             _feed_staged(scatter, [w.path for w in writers], stats, rng, ledger)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
-        tail_tokens = scatter.finish()
-        bucket_counts = scatter.counts
+        scatter.finish()
         if held_out is not None:
             held_out.close()
     t_pack = time.perf_counter()
 
-    sequences = int(sum(bucket_counts))
-    require_blocks(sequences, tail_tokens, output.packing.max_seq_length)
-    names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, output.columns, output.writer_batch_size)
-    shutil.rmtree(bucket_dir)
-    data_files = name_data_files(out_dir, names)
-    write_dataset_metadata(out_dir, output.columns, data_files, output.fingerprint)
+    training = scatter.write_shards(out_dir, output.columns, output.writer_batch_size, output.packing.max_seq_length,
+                                    output.fingerprint)
     t_write = time.perf_counter()
     validation = _write_validation(output, staging / "validation.arrow", held_sources,
                                    sum(s.validation_tokens for s in stats), out_dir,
@@ -152,8 +146,7 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
                "pack_s": t_pack - t_dedup,
                "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
                "total_s": t_validation - t_start}
-    return tally.manifest(start.engine, out_dir, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=seconds, validation=validation,
+    return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=seconds,
                           extra={"builder_threads": threads})
 
 
@@ -165,21 +158,15 @@ def _write_validation(output: Output, staged: Path, held_sources: list[tuple[int
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
     rng = np.random.default_rng([output.seed, 5])
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
-    packer = SourcePacker(lambda: make_packer(output.packing, whole_samples=output.whole_samples))
+    packer = make_packer(output.packing, output.whole_samples, per_source=True)
     sources = np.repeat(*np.array(held_sources, dtype=np.int64).reshape(-1, 2).T)
     with BlockScatter(packer, bucket_count(tokens, output.whole_samples), bucket_dir, rng) as scatter:
         for ids, lengths, labels, document_sources in _kept_documents(read_staged(staged), keep, sources):
             scatter.add(ids, lengths, labels, document_sources)
-        tail_tokens = scatter.finish()
-    sequences = int(scatter.counts.sum())
-    require_blocks(sequences, tail_tokens, output.packing.max_seq_length, validation=True)
-    target.mkdir()
-    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, output.validation_columns,
-                                  output.writer_batch_size)
-    shutil.rmtree(bucket_dir)
-    data_files = name_data_files(target, names)
-    write_dataset_metadata(target, output.validation_columns, data_files, f"{output.fingerprint}-validation")
-    return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}
+        scatter.finish()
+        target.mkdir()
+        return scatter.write_shards(target, output.validation_columns, output.writer_batch_size,
+                                    output.packing.max_seq_length, f"{output.fingerprint}-validation", validation=True)
 
 
 def _staged_place(ledger: NearLedger, staging: Path) -> Callable[[int], tuple[Path, int]]:

@@ -155,11 +155,12 @@ class Tally:
         check_counts(self.stats, self.corpus.validation_flags)
         mixing_ratios([stat for stat in self.stats if not stat.evaluation])
 
-    def manifest(self, engine, out_dir: Path, *, sequences: int, shards: int, tail_tokens: int, timings: dict,
-                 worker_seconds, validation: dict | None, extra: dict) -> dict:
-        """The build's manifest (report.build_manifest); `validation`: the validation rows' `sequences`, `shards`
-        and `tail_tokens` (None without a split); `extra`: the engine's own entries. Near dedup's entry and the
-        screen's are added here, and the quality filter's and the screen's sample files written into `out_dir`."""
+    def manifest(self, engine, out_dir: Path, training: dict, validation: dict | None, *, timings: dict,
+                 worker_seconds, extra: dict) -> dict:
+        """The build's manifest (build_manifest); `training`, `validation`: each split's `sequences`, `shards` and
+        `tail_tokens` left out (validation None without a split); `extra`: the engine's own entries. Near dedup's
+        entry and the screen's are added here, and the quality filter's and the screen's sample files written into
+        `out_dir`."""
         settings = self.corpus.manifest
         if settings.quality_settings is not None:
             from rankzero.data.quality.samples import write_quality_samples
@@ -172,9 +173,8 @@ class Tally:
                                              [stat.spec for stat in self.stats if stat.evaluation], **validation)
         extra = {**extra, **self.screened.finish(self.stats, out_dir),
                  **({"near_dedup": self.ledger.describe()} if self.ledger is not None else {})}
-        return build_manifest(settings, self.stats, engine, sequences=sequences, shards=shards,
-                              tail_tokens=tail_tokens, timings=timings, worker_seconds=worker_seconds, extra=extra,
-                              validation=validation)
+        return build_manifest(settings, self.stats, engine, training, timings=timings, worker_seconds=worker_seconds,
+                              extra=extra, validation=validation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,10 +275,11 @@ def validation_manifest(stats: list[SourceStats], percentage: float | None, eval
             "eval_dataset_documents": eval_dataset_counts(stats)}
 
 
-def build_manifest(settings: ManifestSettings, stats: list[SourceStats], engine, *, sequences: int, shards: int,
-                   tail_tokens: int, timings: dict, worker_seconds: Counter, extra: dict | None = None,
-                   validation: dict | None = None) -> dict:
-    """The manifest of a finished build (the handoff adds who built it and writes it last)."""
+def build_manifest(settings: ManifestSettings, stats: list[SourceStats], engine, training: dict, *, timings: dict,
+                   worker_seconds: Counter, extra: dict | None = None, validation: dict | None = None) -> dict:
+    """The manifest of a finished build (the handoff adds who built it and writes it last); `training`: the training
+    rows' `sequences`, `shards` and `tail_tokens` left out."""
+    sequences, shards, tail_tokens = training["sequences"], training["shards"], training["tail_tokens"]
     tokens_out = int(sum(s.tokens_out for s in stats)) - tail_tokens
     total_bytes = sum(s.bytes_in for s in stats)
     total_s = max(timings["total_s"], 1e-9)
