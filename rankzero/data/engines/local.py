@@ -23,8 +23,8 @@ C. *Shuffle*. Each bucket (~16 MB) is loaded, permuted and appended to the outpu
 
 The validation split is packed and shuffled the same way into `out_dir/validation/` (its own packers, one
 per source, buckets and seeded random stream, so a split leaves the training rows' randomness as it was),
-after the training rows. Weighted mixing applies to training documents only: each held-out document is
-taken once.
+before the training rows are (a split too small for a row stops the build before their shuffle). Weighted
+mixing applies to training documents only: each held-out document is taken once.
 """
 
 from __future__ import annotations
@@ -119,6 +119,13 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         tally.check()
         progress.phase = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
+        # The validation split first: one too small for a row stops the build before the training rows' shuffle.
+        validation = None
+        if held_out is not None:
+            held_out.close()
+            validation = _write_validation(output, held_out.path, held_sources, sum(s.validation_tokens for s in stats),
+                                           out_dir, ledger.validation_keep() if ledger else None)
+        t_validation = time.perf_counter()
         if not direct:
             for writer in writers:
                 writer.close()
@@ -129,23 +136,17 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
         scatter.finish()
-        if held_out is not None:
-            held_out.close()
     t_pack = time.perf_counter()
 
     training = scatter.write_shards(out_dir, output.columns, output.writer_batch_size, output.packing.max_seq_length,
                                     output.fingerprint)
-    t_write = time.perf_counter()
-    validation = _write_validation(output, staging / "validation.arrow", held_sources,
-                                   sum(s.validation_tokens for s in stats), out_dir,
-                                   ledger.validation_keep() if ledger else None) if held_out else None
     shutil.rmtree(staging, ignore_errors=True)
-    t_validation = time.perf_counter()
+    t_write = time.perf_counter()
 
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "near_dedup_s": t_dedup - t_encode,
-               "pack_s": t_pack - t_dedup,
-               "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
-               "total_s": t_validation - t_start}
+               "pack_s": t_pack - t_validation,
+               "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_dedup,
+               "total_s": t_write - t_start}
     return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=seconds,
                           extra={"builder_threads": threads})
 
