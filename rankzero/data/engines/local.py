@@ -52,38 +52,34 @@ from rankzero.data.stage import rust_threads
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
-    # The builder's threads are its own decision, made before anything here encodes (the engine check does):
-    # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
-    # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say).
-    threads = builder_threads(plan.workers.dataset_num_proc, plan.quality is not None)
-    with rust_threads(threads["rust_threads"]) as replaced:
-        threads["replaced_environment"] = replaced
-        return _build(plan, out_dir, on_progress, threads)
-
-
-def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
     staging = out_dir / "_staging"
     staging.mkdir(parents=True)
-    start = plan.start(staging / "evaluation.jsonl")
-    output = start.output
-    rng = np.random.default_rng(output.seed)
-    bucket_dir = out_dir / "_buckets"
-    packer = make_packer(output.packing, whole_samples=output.whole_samples)
-    t_setup = time.perf_counter()
-
-    sizes = [s.total_bytes() for s in plan.sources]
-    total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
-    tally = Tally(start.corpus, staging / "near", total_bytes, on_progress)
-    stats, progress, ledger = tally.stats, tally.progress, tally.ledger
-    seconds = Counter()
-    # Without weights every document goes out exactly once, so blocks are packed and scattered as the
-    # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
-    # weights the ratios need every source's token count first: documents are staged per source,
-    # then read again (stage B).
-    # Near dedup decides over the whole corpus once it is encoded: documents are staged until then too.
-    direct = all(s.weight is None for s in plan.sources) and progress.total_bytes is not None and not plan.near_dedup
+    threads = builder_threads(plan.workers.dataset_num_proc, plan.quality is not None)
     with contextlib.ExitStack() as cleanup:
+        # The builder's threads are its own decision, made before anything here encodes (the engine check does):
+        # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
+        # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say), which are back once the rows are packed.
+        threads["replaced_environment"] = cleanup.enter_context(rust_threads(threads["rust_threads"]))
+        start = plan.start(staging / "evaluation.jsonl")
+        output = start.output
+        rng = np.random.default_rng(output.seed)
+        bucket_dir = out_dir / "_buckets"
+        packer = make_packer(output.packing, whole_samples=output.whole_samples)
+        t_setup = time.perf_counter()
+
+        sizes = [s.total_bytes() for s in plan.sources]
+        total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
+        tally = Tally(start.corpus, staging / "near", total_bytes, on_progress)
+        stats, progress, ledger = tally.stats, tally.progress, tally.ledger
+        seconds = Counter()
+        # Without weights every document goes out exactly once, so blocks are packed and scattered as the
+        # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
+        # weights the ratios need every source's token count first: documents are staged per source,
+        # then read again (stage B).
+        # Near dedup decides over the whole corpus once it is encoded: documents are staged until then too.
+        direct = (all(s.weight is None for s in plan.sources) and progress.total_bytes is not None
+                  and not plan.near_dedup)
         if direct:
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(progress.total_bytes, output.whole_samples), bucket_dir, rng))
