@@ -30,8 +30,8 @@ from pathlib import Path
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
-from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.records import ChatRenderer, chat_rendering, chunk_documents
+from rankzero.data.inputs.readers import lenient_documents
+from rankzero.data.inputs.records import ChatRenderer, chat_rendering
 from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.data.screen.decontaminate import benchmark_identity
 from rankzero.data.screen.eval_overlap import write_evaluation
@@ -323,21 +323,20 @@ def compute_fingerprint(inputs: dict) -> str:
 
 def corpus_sample(sources: tuple[Source, ...], reading: Reading) -> list[str]:
     """Texts from the start of every source (~SAMPLE_CHARS in all), as the stage would encode them,
-    for the tokenizer-engine check. Bad records are skipped here: the build itself reports them."""
+    for the tokenizer-engine check."""
     renderer = reading.renderer()
     budget = max(SAMPLE_CHARS // max(len(sources), 1), 16 << 10)
     sample = []
     for index, source in enumerate(sources):
-        chunks = iter_chunks(source, index, 64, reading.txt_sample_by, reading.max_document_bytes)
+        chunks = lenient_documents(source, index, reading, renderer, 64)
         try:
-            parsed = chunk_documents(next(chunks), reading.text_column, renderer, with_masks=reading.with_masks,
-                                     skip_bad_records=True, on_decode_error="replace")
+            documents = next(chunks)  # the first chunk's
         except (StopIteration, RankzeroError):
             continue
         finally:
             chunks.close()
         taken = 0
-        for segments in parsed.documents:
+        for segments in documents:
             for text, _ in segments:
                 sample.append(text[:budget - taken])
                 taken += len(sample[-1])
