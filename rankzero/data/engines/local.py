@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.engines.local_encode import builder_threads, encode_sources
+from rankzero.data.engines.local_encode import KIWI_THREADS_PER_PROCESS, encode_sources
 from rankzero.data.engines.near_ledger import NearLedger
 from rankzero.data.engines.tally import SourceStats, Tally
 from rankzero.data.mixing import passes, subsample
@@ -48,6 +48,7 @@ from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Output, Plan
 from rankzero.data.shards import BlockScatter, StagedWriter, bucket_count, read_staged
 from rankzero.data.stage import rust_threads
+from rankzero.runtime import usable_cpu_count
 
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
@@ -100,8 +101,8 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine,
-                           threads["workers"], tally, sinks, hold if held_out else None, seconds)
+            encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine, threads,
+                           tally, sinks, hold if held_out else None, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -145,6 +146,18 @@ def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] |
                "total_s": t_write - t_start}
     return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=seconds,
                           extra={"builder_threads": threads})
+
+
+def builder_threads(workers: int, filtering: bool) -> dict:
+    """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
+    `workers` (--dataset_num_proc) threads encoding chunks (or, with the Kiwi filter, `filtering`, workers // 2
+    processes of 2 Kiwi threads each: local_encode.start_pool), and Rust tokenizer pools that together span every
+    core (one shared by the threads, or one per Kiwi process)."""
+    processes = workers // KIWI_THREADS_PER_PROCESS
+    processes = processes if filtering and processes > 1 else 0  # else the filter runs in the builder, or is off
+    cores = usable_cpu_count()
+    return {"cores": cores, "workers": workers, "kiwi_processes": processes,
+            "rust_threads": max(1, cores // processes) if processes else cores}
 
 
 def _write_validation(output: Output, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
