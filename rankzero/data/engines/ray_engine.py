@@ -107,7 +107,8 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     t_pack = time.perf_counter()
 
-    training, validation = _finish_shards(output, work, tasks, packed, out_dir), None
+    training = _finish_shards(output, work, tasks, packed, out_dir)
+    validation = None
     if output.validation:
         target = out_dir / "validation"
         target.mkdir()

@@ -6,7 +6,7 @@ them and the manifest made from them.
     tally.holdout(...), tally.stats[i].add(...), tally.ledger.add(...)    # per piece, in source order
     removed = tally.decide_near(where, out_dir / "dedup_samples.jsonl")   # --dedup near, once every document is in
     tally.check()                                    # something left, a real split, the mix
-    manifest = tally.manifest(engine, out_dir, ...)  # with the validation, near dedup and screen entries
+    manifest = tally.manifest(engine, out_dir, training, validation, ...)   # each split's rows, as written
 
 An engine cuts the corpus its own way (chunks in one process, tasks on a cluster) and owns its files; what it
 counts and decides over the corpus, in source order, and what the manifest says of that, is kept here once, so a
@@ -150,7 +150,7 @@ class Tally:
 
     def check(self) -> None:
         """After counting (before packing where the engine can; Ray's one-pass tasks pack as they go): nothing
-        left, or a split that holds nothing or everything, is one line to the user (report.check_counts); then the
+        left, or a split that holds nothing or everything, is one line to the user (check_counts); then the
         training sources' mixing ratios (mixing.py)."""
         check_counts(self.stats, self.corpus.validation_flags)
         mixing_ratios([stat for stat in self.stats if not stat.evaluation])
