@@ -3,7 +3,7 @@
     packer = make_packer(plan.packing, whole_samples=plan.with_labels)   # Packer, or BinPacker in SFT
     rows = packer.add(ids, lengths, labels)      # Blocks completed by these documents, or None
     rows = packer.flush()                        # end of stream: rows it still completes (bin packing)
-    rows = SourcePacker(lambda: make_packer(...)).add(ids, lengths, labels, sources)   # rows of one source each
+    rows = make_packer(..., per_source=True).add(ids, lengths, labels, sources)   # rows of one source each
     tail = packer.finish()                       # tokens left out
     ids, lengths, labels = packer.remainder()    # what is carried, not yet in a row (a Ray task's tail)
 
@@ -104,8 +104,11 @@ def truncate_documents(ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray 
     return ids[mask], kept, (labels[mask] if labels is not None else None), cut
 
 
-def make_packer(packing: PackingConfig, whole_samples: bool):
-    """The rows of a split: bin packing of whole samples in SFT, exact blocks for pretraining."""
+def make_packer(packing: PackingConfig, whole_samples: bool, per_source: bool = False):
+    """The rows of a split: bin packing of whole samples in SFT, exact blocks for pretraining; `per_source`: each
+    row one source's, a packer of its own per source (SourcePacker: the validation split)."""
+    if per_source:
+        return SourcePacker(lambda: make_packer(packing, whole_samples))
     if whole_samples and packing.packing:
         return BinPacker(packing.max_seq_length)
     return Packer(packing.max_seq_length, packing.packing)

@@ -19,7 +19,7 @@ The pieces, in the order data flows through them:
     ray_work.py    ray_work.py: the work dir's files, and the earlier tasks' texts a stage task reads)
     shards.py      staging files, bucket scatter, shuffled shards and save_to_disk metadata
     progress.py    the progress line while it runs
-    report.py      the manifest and the summary when it is done
+    report.py      the summary when it is done (tally.py makes the manifest)
 
 The handoff (`handoff.py`) decides which rank builds, gives it a private directory and publishes it
 atomically under the fingerprint once `build_dataset` returns.

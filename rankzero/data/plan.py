@@ -11,7 +11,7 @@ same per-chunk stage (`stage.py`) over its sources; the handoff (`handoff.py`) p
 under `plan.fingerprint`. What an engine hands on is never the Plan but the few settings each part
 uses, made here: how the sources are read (`Reading`), how documents become rows and shards (`Output`),
 what is counted and decided over the whole corpus (`Corpus`, for engines/tally.py, with `ManifestSettings`
-for report.py) and the stage (`StageSpec`). The start-up both engines share (the tokenizer-engine check, the
+for its manifest) and the stage (`StageSpec`). The start-up both engines share (the tokenizer-engine check, the
 held-out documents' file, the stage) is one call, `Plan.start`, so it is written and read once.
 The fingerprint hashes the configs that change the output (sources, stage, packing, dedup) as a canonical dict,
 with each source's identity and the tokenizer's content in place of their paths — never the workers config, nor
@@ -30,8 +30,8 @@ from pathlib import Path
 from rankzero.config import DedupConfig, PackingConfig, SourcesConfig, StageConfig, WorkersConfig
 from rankzero.data.dedup.minhash import algorithm as minhash_algorithm
 from rankzero.data.encode import SAMPLE_CHARS, EngineChoice, TokenizerInfo, load_tokenizer, select_engine
-from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.records import ChatRenderer, chat_rendering, chunk_documents
+from rankzero.data.inputs.readers import lenient_documents
+from rankzero.data.inputs.records import ChatRenderer, chat_rendering
 from rankzero.data.inputs.specs import Source, resolve_source
 from rankzero.data.screen.decontaminate import benchmark_identity
 from rankzero.data.screen.eval_overlap import write_evaluation
@@ -81,7 +81,7 @@ class Output:
 
 @dataclass(frozen=True)
 class ManifestSettings:
-    """What the manifest says of the settings that made the output (report.build_manifest)."""
+    """What the manifest says of the settings that made the output (engines/tally.build_manifest)."""
 
     fingerprint: str
     max_seq_length: int
@@ -323,21 +323,20 @@ def compute_fingerprint(inputs: dict) -> str:
 
 def corpus_sample(sources: tuple[Source, ...], reading: Reading) -> list[str]:
     """Texts from the start of every source (~SAMPLE_CHARS in all), as the stage would encode them,
-    for the tokenizer-engine check. Bad records are skipped here: the build itself reports them."""
+    for the tokenizer-engine check."""
     renderer = reading.renderer()
     budget = max(SAMPLE_CHARS // max(len(sources), 1), 16 << 10)
     sample = []
     for index, source in enumerate(sources):
-        chunks = iter_chunks(source, index, 64, reading.txt_sample_by, reading.max_document_bytes)
+        chunks = lenient_documents(source, index, reading, renderer, 64)
         try:
-            parsed = chunk_documents(next(chunks), reading.text_column, renderer, with_masks=reading.with_masks,
-                                     skip_bad_records=True, on_decode_error="replace")
+            documents = next(chunks)  # the first chunk's
         except (StopIteration, RankzeroError):
             continue
         finally:
             chunks.close()
         taken = 0
-        for segments in parsed.documents:
+        for segments in documents:
             for text, _ in segments:
                 sample.append(text[:budget - taken])
                 taken += len(sample[-1])

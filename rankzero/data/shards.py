@@ -3,10 +3,9 @@ numpy <-> Arrow views every Arrow file here is written from (pack.py builds its 
 
     with BlockScatter(packer, buckets, bucket_dir, rng) as scatter:    # pack, send each block to a bucket
         scatter.add(ids, lengths, labels)
-    tail = scatter.finish()
-    require_blocks(int(scatter.counts.sum()), tail, max_seq_length)     # a split with no row is an error
-    names = write_shuffled_shards(bucket_dir, scatter.counts, out_dir, rng, columns, batch_rows)
-    write_dataset_metadata(out_dir, columns, names, fingerprint)        # state.json, dataset_info.json
+        tail = scatter.finish()
+        written = scatter.write_shards(out_dir, columns, batch_rows, max_seq_length, fingerprint)
+    # written: the split's sequences, shards and tail tokens; a split with no row is an error (require_blocks)
 
 The output is `Dataset.save_to_disk`'s format (Arrow IPC stream files plus two JSON files), written
 with pyarrow alone: `datasets` would write the same files, but importing it costs ~0.7 CPU-s and the
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import BinaryIO
 
@@ -135,6 +135,7 @@ class BlockScatter:
         self.rng = rng
         self.writers: list = [None] * buckets
         self.counts = np.zeros(buckets, dtype=np.int64)
+        self.tail_tokens = 0  # left out of the rows, once finished
 
     def add(self, ids: np.ndarray, lengths: np.ndarray, labels: np.ndarray | None, sources=None) -> None:
         """Pack documents; `sources` (a source per document) only for a pack.SourcePacker."""
@@ -164,7 +165,21 @@ class BlockScatter:
         if blocks is not None:
             self._scatter(blocks)
         self.close()
-        return self.packer.finish()
+        self.tail_tokens = self.packer.finish()
+        return self.tail_tokens
+
+    def write_shards(self, out_dir: Path, columns: dict[str, str], batch_rows: int, max_seq_length: int,
+                     fingerprint: str, validation: bool = False) -> dict:
+        """Once finished: the buckets shuffled into `out_dir`'s shards (write_shuffled_shards, with this scatter's
+        random stream) and their save_to_disk metadata, the buckets removed. Returns the split's `sequences`,
+        `shards` and `tail_tokens` (left out)."""
+        sequences = int(self.counts.sum())
+        require_blocks(sequences, self.tail_tokens, max_seq_length, validation)
+        names = write_shuffled_shards(self.bucket_dir, self.counts, out_dir, self.rng, columns, batch_rows)
+        shutil.rmtree(self.bucket_dir)
+        data_files = name_data_files(out_dir, names)
+        write_dataset_metadata(out_dir, columns, data_files, fingerprint)
+        return {"sequences": sequences, "shards": len(data_files), "tail_tokens": self.tail_tokens}
 
     def close(self) -> None:
         for index, writer in enumerate(self.writers):

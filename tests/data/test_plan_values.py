@@ -13,7 +13,7 @@ from helpers import REPO, data_args, plan_of
 TAKE_THE_PLAN = {
     "rankzero/data/handoff.py": "*",
     "rankzero/data/pipeline.py": {"build_dataset"},
-    "rankzero/data/engines/local.py": {"build_local", "_build"},
+    "rankzero/data/engines/local.py": {"build_local"},
     "rankzero/data/engines/ray_engine.py": {"build_ray"},
 }
 

@@ -11,6 +11,7 @@ import itertools
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,16 +152,24 @@ def test_weighted_mixing_takes_held_out_documents_once(tmp_path, tokenizer_dir, 
     assert not set(training) & set(validation)
 
 
-def test_an_empty_or_too_small_validation_split_is_an_error_naming_the_flags(tmp_path, tokenizer_dir, texts):
+def test_an_empty_or_too_small_validation_split_is_an_error_naming_the_flags(tmp_path, tokenizer_dir, texts,
+                                                                            monkeypatch):
+    import pyarrow as pa
+
     few = write_jsonl(tmp_path / "few.jsonl", [{"text": t} for t in texts[:30]])
     with pytest.raises(RankzeroError, match=r"no document was held out \(--validation_split_percentage 0.01"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", [few], validation_split_percentage=0.01), seed=0)
-    # A held-out share exists, but less than one row of it.
+    # A held-out share exists, but less than one row of it: said before the training rows are shuffled into shards.
     percentage = next(p for p in (2, 3, 4, 5, 6, 8, 10) if held_out_by_hash(texts[:30], p))
+    opened, new_stream = [], pa.ipc.new_stream
+    monkeypatch.setattr(pa.ipc, "new_stream", lambda sink, *rest, **options: opened.append(str(sink))
+                        or new_stream(sink, *rest, **options))
     with pytest.raises(RankzeroError, match="fewer than one row of --max_seq_length 2048; raise "
                                             "--validation_split_percentage"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", [few], validation_split_percentage=percentage,
                           max_seq_length=2048), seed=0)
+    assert opened and not [path for path in opened if Path(path).name.startswith("shard-")], opened
+    monkeypatch.undo()
     with pytest.raises(RankzeroError, match="none is left to train on"):
         prepare(data_args(tokenizer_dir, tmp_path / "c", [few], validation_split_percentage=99.999), seed=0)
     assert not [p for p in (tmp_path / "c").iterdir() if p.is_dir()], "nothing half-written may stay"

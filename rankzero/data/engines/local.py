@@ -23,8 +23,8 @@ C. *Shuffle*. Each bucket (~16 MB) is loaded, permuted and appended to the outpu
 
 The validation split is packed and shuffled the same way into `out_dir/validation/` (its own packers, one
 per source, buckets and seeded random stream, so a split leaves the training rows' randomness as it was),
-after the training rows. Weighted mixing applies to training documents only: each held-out document is
-taken once.
+before the training rows are (a split too small for a row stops the build before their shuffle). Weighted
+mixing applies to training documents only: each held-out document is taken once.
 """
 
 from __future__ import annotations
@@ -40,52 +40,47 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from rankzero.data.engines.local_encode import builder_threads, encode_sources
+from rankzero.data.engines.local_encode import KIWI_THREADS_PER_PROCESS, encode_sources
 from rankzero.data.engines.near_ledger import NearLedger
-from rankzero.data.engines.tally import Tally
+from rankzero.data.engines.tally import SourceStats, Tally
 from rankzero.data.mixing import passes, subsample
-from rankzero.data.pack import SourcePacker, make_packer, select_documents
+from rankzero.data.pack import make_packer, select_documents
 from rankzero.data.plan import Output, Plan
-from rankzero.data.report import SourceStats
-from rankzero.data.shards import (BlockScatter, StagedWriter, bucket_count, name_data_files, read_staged,
-                                  require_blocks, write_dataset_metadata, write_shuffled_shards)
+from rankzero.data.shards import BlockScatter, StagedWriter, bucket_count, read_staged
 from rankzero.data.stage import rust_threads
+from rankzero.runtime import usable_cpu_count
 
 
 def build_local(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None = None) -> dict:
     """Build the dataset into `out_dir` (a private tmp dir) and return the manifest (not yet written)."""
-    # The builder's threads are its own decision, made before anything here encodes (the engine check does):
-    # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
-    # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say).
-    threads = builder_threads(plan.workers.dataset_num_proc, plan.quality is not None)
-    with rust_threads(threads["rust_threads"]) as replaced:
-        threads["replaced_environment"] = replaced
-        return _build(plan, out_dir, on_progress, threads)
-
-
-def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None, threads: dict) -> dict:
     t_start = time.perf_counter()
     staging = out_dir / "_staging"
     staging.mkdir(parents=True)
-    start = plan.start(staging / "evaluation.jsonl")
-    output = start.output
-    rng = np.random.default_rng(output.seed)
-    bucket_dir = out_dir / "_buckets"
-    packer = make_packer(output.packing, whole_samples=output.whole_samples)
-    t_setup = time.perf_counter()
-
-    sizes = [s.total_bytes() for s in plan.sources]
-    total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
-    tally = Tally(start.corpus, staging / "near", total_bytes, on_progress)
-    stats, progress, ledger = tally.stats, tally.progress, tally.ledger
-    seconds = Counter()
-    # Without weights every document goes out exactly once, so blocks are packed and scattered as the
-    # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
-    # weights the ratios need every source's token count first: documents are staged per source,
-    # then read again (stage B).
-    # Near dedup decides over the whole corpus once it is encoded: documents are staged until then too.
-    direct = all(s.weight is None for s in plan.sources) and progress.total_bytes is not None and not plan.near_dedup
+    threads = builder_threads(plan.workers.dataset_num_proc, plan.quality is not None)
     with contextlib.ExitStack() as cleanup:
+        # The builder's threads are its own decision, made before anything here encodes (the engine check does):
+        # the tokenizers' Rust pools get every core this process may run on, whatever the environment exported
+        # for the training ranks (RAYON_NUM_THREADS = cores / GPUs, say), which are back once the rows are packed.
+        threads["replaced_environment"] = cleanup.enter_context(rust_threads(threads["rust_threads"]))
+        start = plan.start(staging / "evaluation.jsonl")
+        output = start.output
+        rng = np.random.default_rng(output.seed)
+        bucket_dir = out_dir / "_buckets"
+        packer = make_packer(output.packing, whole_samples=output.whole_samples)
+        t_setup = time.perf_counter()
+
+        sizes = [s.total_bytes() for s in plan.sources]
+        total_bytes = sum(sizes) if all(x is not None for x in sizes) else None
+        tally = Tally(start.corpus, staging / "near", total_bytes, on_progress)
+        stats, progress, ledger = tally.stats, tally.progress, tally.ledger
+        seconds = Counter()
+        # Without weights every document goes out exactly once, so blocks are packed and scattered as the
+        # documents arrive (the bucket count is sized from the input bytes, which bound the tokens). With
+        # weights the ratios need every source's token count first: documents are staged per source,
+        # then read again (stage B).
+        # Near dedup decides over the whole corpus once it is encoded: documents are staged until then too.
+        direct = (all(s.weight is None for s in plan.sources) and progress.total_bytes is not None
+                  and not plan.near_dedup)
         if direct:
             scatter = cleanup.enter_context(
                 BlockScatter(packer, bucket_count(progress.total_bytes, output.whole_samples), bucket_dir, rng))
@@ -106,8 +101,8 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine,
-                           threads["workers"], tally, sinks, hold if held_out else None, seconds)
+            encode_sources(plan.sources, start.reading, start.spec, plan.tokenizer, start.engine.engine, threads,
+                           tally, sinks, hold if held_out else None, seconds)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -121,6 +116,13 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
         tally.check()
         progress.phase = "pack and shuffle"
         progress.report()  # also tells waiting ranks (via the heartbeat) that encoding is over
+        # The validation split first: one too small for a row stops the build before the training rows' shuffle.
+        validation = None
+        if held_out is not None:
+            held_out.close()
+            validation = _write_validation(output, held_out.path, held_sources, sum(s.validation_tokens for s in stats),
+                                           out_dir, ledger.validation_keep() if ledger else None)
+        t_validation = time.perf_counter()
         if not direct:
             for writer in writers:
                 writer.close()
@@ -130,32 +132,32 @@ def _build(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | None
             _feed_staged(scatter, [w.path for w in writers], stats, rng, ledger)
             for writer in writers:  # free their disk before the shards are written
                 writer.path.unlink()
-        tail_tokens = scatter.finish()
-        bucket_counts = scatter.counts
-        if held_out is not None:
-            held_out.close()
+        scatter.finish()
     t_pack = time.perf_counter()
 
-    sequences = int(sum(bucket_counts))
-    require_blocks(sequences, tail_tokens, output.packing.max_seq_length)
-    names = write_shuffled_shards(bucket_dir, bucket_counts, out_dir, rng, output.columns, output.writer_batch_size)
-    shutil.rmtree(bucket_dir)
-    data_files = name_data_files(out_dir, names)
-    write_dataset_metadata(out_dir, output.columns, data_files, output.fingerprint)
-    t_write = time.perf_counter()
-    validation = _write_validation(output, staging / "validation.arrow", held_sources,
-                                   sum(s.validation_tokens for s in stats), out_dir,
-                                   ledger.validation_keep() if ledger else None) if held_out else None
+    training = scatter.write_shards(out_dir, output.columns, output.writer_batch_size, output.packing.max_seq_length,
+                                    output.fingerprint)
     shutil.rmtree(staging, ignore_errors=True)
-    t_validation = time.perf_counter()
+    t_write = time.perf_counter()
 
     timings = {"setup_s": t_setup - t_start, "encode_s": t_encode - t_setup, "near_dedup_s": t_dedup - t_encode,
-               "pack_s": t_pack - t_dedup,
-               "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_write,
-               "total_s": t_validation - t_start}
-    return tally.manifest(start.engine, out_dir, sequences=sequences, shards=len(data_files), tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=seconds, validation=validation,
+               "pack_s": t_pack - t_validation,
+               "shuffle_write_s": t_write - t_pack, "validation_s": t_validation - t_dedup,
+               "total_s": t_write - t_start}
+    return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=seconds,
                           extra={"builder_threads": threads})
+
+
+def builder_threads(workers: int, filtering: bool) -> dict:
+    """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
+    `workers` (--dataset_num_proc) threads encoding chunks (or, with the Kiwi filter, `filtering`, workers // 2
+    processes of 2 Kiwi threads each: local_encode.start_pool), and Rust tokenizer pools that together span every
+    core (one shared by the threads, or one per Kiwi process)."""
+    processes = workers // KIWI_THREADS_PER_PROCESS
+    processes = processes if filtering and processes > 1 else 0  # else the filter runs in the builder, or is off
+    cores = usable_cpu_count()
+    return {"cores": cores, "workers": workers, "kiwi_processes": processes,
+            "rust_threads": max(1, cores // processes) if processes else cores}
 
 
 def _write_validation(output: Output, staged: Path, held_sources: list[tuple[int, int]], tokens: int, out_dir: Path,
@@ -166,21 +168,15 @@ def _write_validation(output: Output, staged: Path, held_sources: list[tuple[int
     # A random stream of its own: with or without a split, the training rows draw the same numbers.
     rng = np.random.default_rng([output.seed, 5])
     bucket_dir, target = out_dir / "_validation_buckets", out_dir / "validation"
-    packer = SourcePacker(lambda: make_packer(output.packing, whole_samples=output.whole_samples))
+    packer = make_packer(output.packing, output.whole_samples, per_source=True)
     sources = np.repeat(*np.array(held_sources, dtype=np.int64).reshape(-1, 2).T)
     with BlockScatter(packer, bucket_count(tokens, output.whole_samples), bucket_dir, rng) as scatter:
         for ids, lengths, labels, document_sources in _kept_documents(read_staged(staged), keep, sources):
             scatter.add(ids, lengths, labels, document_sources)
-        tail_tokens = scatter.finish()
-    sequences = int(scatter.counts.sum())
-    require_blocks(sequences, tail_tokens, output.packing.max_seq_length, validation=True)
-    target.mkdir()
-    names = write_shuffled_shards(bucket_dir, scatter.counts, target, rng, output.validation_columns,
-                                  output.writer_batch_size)
-    shutil.rmtree(bucket_dir)
-    data_files = name_data_files(target, names)
-    write_dataset_metadata(target, output.validation_columns, data_files, f"{output.fingerprint}-validation")
-    return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}
+        scatter.finish()
+        target.mkdir()
+        return scatter.write_shards(target, output.validation_columns, output.writer_batch_size,
+                                    output.packing.max_seq_length, f"{output.fingerprint}-validation", validation=True)
 
 
 def _staged_place(ledger: NearLedger, staging: Path) -> Callable[[int], tuple[Path, int]]:

@@ -1,10 +1,10 @@
 """The local engine's stage A: every source's chunks through the stage, in this process's threads or in spawned
 Kiwi worker processes, and the results consumed in submission order into the build's tally and sinks.
 
-    threads = builder_threads(workers, filtering)             # cores, workers, Kiwi processes, Rust pool sizes
-    encode_sources(sources, reading, spec, tokenizer, engine, workers, tally, sinks, held_out_sink, seconds)
+    encode_sources(sources, reading, spec, tokenizer, engine, threads, tally, sinks, held_out_sink, seconds)
 
-At most `2 × workers` chunks are in flight and results are consumed in order, so the output never depends on
+`threads`: how the builder spends its cores, decided once by the engine (local.builder_threads: workers, Kiwi
+processes, Rust pool sizes). At most `2 × workers` chunks are in flight and results are consumed in order, so the output never depends on
 worker count, timing or which worker ran a chunk (each chunk knows what the chunks consumed before it learnt of
 their raw lines: stage.known_lines). Consuming a result counts it and decides it in source order (exact dedup and
 the split: tally.holdout; near dedup: the ledger's signatures), then hands the kept documents to the sink of
@@ -28,25 +28,8 @@ from rankzero.data.inputs.specs import Source
 from rankzero.data.pack import select_documents
 from rankzero.data.plan import Reading
 from rankzero.data.stage import ChunkResult, Stage, StageSpec, known_lines, remember_lines
-from rankzero.runtime import usable_cpu_count
 
 KIWI_THREADS_PER_PROCESS = 2
-
-
-def builder_threads(workers: int, filtering: bool) -> dict:
-    """How the builder spends the cores it is given (its CPU affinity: taskset, Slurm's --cpus-per-task):
-    `workers` (--dataset_num_proc) threads encoding chunks (or, with the Kiwi filter, `filtering`, workers // 2
-    processes of 2 Kiwi threads each), and Rust tokenizer pools that together span every core (one shared by the
-    threads, or one per Kiwi process)."""
-    cores, processes = usable_cpu_count(), _kiwi_processes(workers, filtering)
-    return {"cores": cores, "workers": workers, "kiwi_processes": processes,
-            "rust_threads": max(1, cores // processes) if processes else cores}
-
-
-def _kiwi_processes(workers: int, filtering: bool) -> int:
-    """Worker processes of the Kiwi filter (0: none, the filter runs in the builder or is off)."""
-    processes = workers // KIWI_THREADS_PER_PROCESS
-    return processes if filtering and processes > 1 else 0
 
 
 # A worker process's own stage, built by its initializer: a process pool hands its tasks nothing else that
@@ -72,7 +55,7 @@ def run_in_worker(chunk, known) -> ChunkResult:
     return _WORKER_STAGE(chunk, None, known)
 
 
-def start_pool(spec: StageSpec, tokenizer: TokenizerInfo, engine, workers: int):
+def start_pool(spec: StageSpec, tokenizer: TokenizerInfo, engine, threads: dict):
     """Where the per-chunk work runs: (executor, or None to run inline; this process's stage, or None when every
     chunk goes to a worker process).
 
@@ -86,13 +69,12 @@ def start_pool(spec: StageSpec, tokenizer: TokenizerInfo, engine, workers: int):
     fresh (spawn) and building their own stage, each with a Rust pool of its share of the cores (Kiwi
     and the tokenizer take turns there). On a 2-core machine that is one process: this one.
     """
-    processes = _kiwi_processes(workers, spec.quality is not None)  # 0 without the filter
+    workers, processes = threads["workers"], threads["kiwi_processes"]  # no Kiwi processes without the filter
     if processes:
         import multiprocessing
 
-        spawn, rust_pool = multiprocessing.get_context("spawn"), builder_threads(workers, True)["rust_threads"]
-        return ProcessPoolExecutor(processes, mp_context=spawn, initializer=_worker_init,
-                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, rust_pool)), None
+        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                                   initargs=(spec, KIWI_THREADS_PER_PROCESS, threads["rust_threads"])), None
     pool, quality_filter = None, None
     if spec.quality is not None:  # one process, this one: its Kiwi pool gets the workers
         from rankzero.data.quality import QualityFilter
@@ -104,13 +86,14 @@ def start_pool(spec: StageSpec, tokenizer: TokenizerInfo, engine, workers: int):
 
 
 def encode_sources(sources: tuple[Source, ...], reading: Reading, spec: StageSpec, tokenizer: TokenizerInfo,
-                   engine, workers: int, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
+                   engine, threads: dict, tally: Tally, sinks: list[Callable], held_out_sink: Callable | None,
                    seconds: Counter) -> None:
     """Stage A: every source's training documents, read as `reading` says and run through the stage `spec` by
     `workers` (--dataset_num_proc), tokenized, to `sinks[source_index](ids, lengths, labels)`, the held-out ones to
     `held_out_sink(source_index, ids, lengths, labels)`; counted, decided (exact dedup, the split) and, with near
     dedup, their signatures given to the ledger in the tally, in source order."""
-    pool, stage = start_pool(spec, tokenizer, engine, workers)
+    pool, stage = start_pool(spec, tokenizer, engine, threads)
+    workers = threads["workers"]
     stats, holdout, ledger, screened, progress = tally.stats, tally.holdout, tally.ledger, tally.screened, tally.progress
 
     def consume(result: ChunkResult) -> None:

@@ -48,10 +48,9 @@ import pyarrow as pa
 from rankzero.data.engines.progress import Progress
 from rankzero.data.engines.ray_tasks import Job, plan_tasks, run_tasks
 from rankzero.data.engines.ray_work import task_file, task_rows, work_dir, write_npz_atomic
-from rankzero.data.engines.tally import Tally
-from rankzero.data.pack import SourcePacker, make_packer
+from rankzero.data.engines.tally import SourceStats, Tally
+from rankzero.data.pack import make_packer
 from rankzero.data.plan import Output, Plan
-from rankzero.data.report import SourceStats
 from rankzero.data.shards import (arrow_array, conform, name_data_files, output_schema, require_blocks,
                                   write_dataset_metadata)
 from rankzero.errors import RankzeroError
@@ -108,13 +107,12 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     t_pack = time.perf_counter()
 
-    shards, sequences, tail_tokens = _finish_shards(output, work, tasks, packed, out_dir)
+    training = _finish_shards(output, work, tasks, packed, out_dir)
     validation = None
     if output.validation:
         target = out_dir / "validation"
         target.mkdir()
-        held_shards, held_sequences, held_tail = _finish_shards(output, work, tasks, packed, target, validation=True)
-        validation = {"sequences": held_sequences, "shards": held_shards, "tail_tokens": held_tail}
+        validation = _finish_shards(output, work, tasks, packed, target, validation=True)
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -137,8 +135,8 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
                              "dedup_scope": "global (first one wins in source order)"},
              # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
-    return tally.manifest(start.engine, out_dir, sequences=sequences, shards=shards, tail_tokens=tail_tokens,
-                          timings=timings, worker_seconds=worker_seconds, validation=validation, extra=extra)
+    return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=worker_seconds,
+                          extra=extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,9 +305,10 @@ def _task_place(work: Path, survivors_of: list[tuple]) -> Callable[[int], tuple[
 
 
 def _finish_shards(output: Output, work: Path, tasks: list, packed: list[dict], out_dir: Path,
-                   validation: bool = False) -> tuple[int, int, int]:
+                   validation: bool = False) -> dict:
     """Move the tasks' shards of one split into `out_dir`, pack their tails into one last shard, list the shards in
-    a seeded random order and write the save_to_disk metadata; return (shards, rows, tail tokens left out)."""
+    a seeded random order and write the save_to_disk metadata; return the split's `sequences`, `shards` and
+    `tail_tokens` left out."""
     prefix, rows = ("validation-", "validation_rows") if validation else ("", "rows")
     names, sequences = [], 0
     for task, meta in zip(tasks, packed):
@@ -318,9 +317,8 @@ def _finish_shards(output: Output, work: Path, tasks: list, packed: list[dict], 
             task_file(work, task.index, f"{prefix}shard.arrow").rename(out_dir / name)
             names.append(name)
             sequences += meta[rows]
-    packer = make_packer(output.packing, whole_samples=output.whole_samples)
-    if validation:  # each source's tails packed on their own: a validation row holds one source
-        packer = SourcePacker(lambda: make_packer(output.packing, whole_samples=output.whole_samples))
+    # Each source's tails packed on their own in the validation split: a validation row holds one source.
+    packer = make_packer(output.packing, output.whole_samples, per_source=validation)
     columns = output.validation_columns if validation else output.columns
     batches = []
     for task in tasks:
@@ -349,4 +347,4 @@ def _finish_shards(output: Output, work: Path, tasks: list, packed: list[dict], 
     data_files = name_data_files(out_dir, [names[i] for i in order])
     write_dataset_metadata(out_dir, columns, data_files, f"{output.fingerprint}-validation" if validation
                            else output.fingerprint)
-    return len(data_files), sequences, tail_tokens
+    return {"sequences": sequences, "shards": len(data_files), "tail_tokens": tail_tokens}

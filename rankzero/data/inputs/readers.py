@@ -2,6 +2,7 @@
 
     for chunk in iter_chunks(resolve_source("corpus/*.jsonl"), source_index=0, batch_size=1000): ...
     for text in iter_texts(["a.jsonl", "b.parquet"]): ...        # serial, for small jobs and tools
+    for documents in lenient_documents(source, 0, reading, renderer, 64): ...   # the builder's look before it builds
 
 Compressed files (.gz .zst .bz2 .xz after the format's suffix) are decompressed as a stream
 (inputs/files.py: `open_input`): memory does not grow with the file, and a damaged stream is an error naming the file.
@@ -219,6 +220,17 @@ def _iter_hub_records(source: Source) -> Iterator[dict]:
                 "once where the hub can be reached (HF_HOME names the cache)") from None
         raise RankzeroError(f"{flag} {source.spec}: could not open hub dataset '{source.location}': {error}") from error
     yield from stream
+
+
+def lenient_documents(source: Source, source_index: int, reading, renderer, batch_size: int) -> Iterator[list]:
+    """Each chunk's documents (their (text, trained) segments) as the stage renders them, read as `reading`
+    (plan.Reading) says, for the builder's look at the corpus before it builds (the tokenizer-engine check's sample,
+    the held-out file): a bad record or byte is passed over, where the build itself stops on it, naming it."""
+    from rankzero.data.inputs.records import chunk_documents
+
+    for chunk in iter_chunks(source, source_index, batch_size, reading.txt_sample_by, reading.max_document_bytes):
+        yield chunk_documents(chunk, reading.text_column, renderer, with_masks=reading.with_masks,
+                              skip_bad_records=True, on_decode_error="replace").documents
 
 
 def iter_texts(specs: list[str], text_column: str | None = None, txt_sample_by: str = "line",

@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from rankzero.data.inputs.readers import iter_chunks
-from rankzero.data.inputs.records import chunk_documents
+from rankzero.data.inputs.readers import lenient_documents
 from rankzero.data.screen.decontaminate import ContaminationIndex, eval_items
 
 EVAL_OVERLAP = "eval_overlap"
@@ -49,11 +48,8 @@ def write_evaluation(path: Path, sources, reading, limit: int | None) -> dict | 
         for index, source in enumerate(sources):
             if not source.evaluation and limit is None:
                 continue
-            for chunk in iter_chunks(source, index, reading.batch_size, reading.txt_sample_by):
-                # The build itself stops on a bad record or byte, naming it; here they are passed over.
-                parsed = chunk_documents(chunk, reading.text_column, renderer, with_masks=reading.with_masks,
-                                         skip_bad_records=True, on_decode_error="replace")
-                texts = ["".join(text for text, _ in segments) for segments in parsed.documents]
+            for documents in lenient_documents(source, index, reading, renderer, reading.batch_size):
+                texts = ["".join(text for text, _ in segments) for segments in documents]
                 for text in texts:
                     if source.evaluation or text_hash(text) < limit:
                         handle.write(json.dumps(text, ensure_ascii=False) + "\n")
