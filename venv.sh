@@ -3,7 +3,7 @@
 # command inside it. Needs nothing but bash and Python >= 3.10.
 #
 #   ./venv.sh ./pretrain.sh                  # the demo
-#   ./venv.sh python -m pytest -q            # the tests (what .ci/run runs)
+#   ./venv.sh python -m pytest -q -n 2       # the tests (what .ci/run runs)
 #   ./venv.sh python scripts/generate.py runs/demo/model --prompt "서울은"
 #   ./venv.sh                                # set up only (then `source .venv/bin/activate` if you like)
 #

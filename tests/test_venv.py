@@ -158,7 +158,7 @@ def test_every_extra_in_pyproject_is_installed():
 def test_readme_opens_with_two_commands_and_ci_runs_the_second():
     block = (REPO / "README.md").read_text().split("```")[1]
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
-    assert commands == ["./venv.sh ./pretrain.sh", "./venv.sh python -m pytest -q"]
+    assert commands == ["./venv.sh ./pretrain.sh", "./venv.sh python -m pytest -q -n 2"]
     ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
           if line.strip() and not line.lstrip().startswith("#")]
     assert ci[-1] == commands[1]
