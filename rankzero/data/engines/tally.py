@@ -221,10 +221,7 @@ def nothing_left_message(stats: list[SourceStats]) -> str:
 
 
 def total_dropped(stats: list[SourceStats]) -> Counter:
-    dropped = Counter()
-    for s in stats:
-        dropped.update(s.dropped)
-    return dropped
+    return sum((s.dropped for s in stats), Counter())
 
 
 def eval_dataset_counts(stats: list[SourceStats]) -> dict | None:
@@ -233,11 +230,9 @@ def eval_dataset_counts(stats: list[SourceStats]) -> dict | None:
     evaluation = [s for s in stats if s.evaluation]
     if not evaluation:
         return None
-    removed = Counter()
-    for stat in evaluation:
-        removed.update({reason: count for reason, count in stat.dropped.items() if count and "(kept)" not in reason})
+    removed = {reason: count for reason, count in total_dropped(evaluation).most_common() if "(kept)" not in reason}
     return {"read": sum(s.docs_in for s in evaluation), "held_out": sum(s.validation_documents for s in evaluation),
-            "removed": dict(removed.most_common())}
+            "removed": removed}
 
 
 def reasons_text(removed: dict, limit: int = 4) -> str:
