@@ -107,12 +107,9 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
         stats[meta["source_index"]].packed(meta["documents_out"], meta["tokens_out"])
     t_pack = time.perf_counter()
 
-    training = _finish_shards(output, work, tasks, packed, out_dir)
-    validation = None
-    if output.validation:
-        target = out_dir / "validation"
-        target.mkdir()
-        validation = _finish_shards(output, work, tasks, packed, target, validation=True)
+    splits = {"training": out_dir, **({"validation": out_dir / "validation"} if output.validation else {})}
+    written = {split: _finish_shards(output, work, tasks, packed, target, validation=split == "validation")
+               for split, target in splits.items()}
     shutil.rmtree(work)
     t_write = time.perf_counter()
     timings = {"setup_s": t_setup - t_start, "ray_start_s": t_ray - t_setup, "encode_s": t_encode - t_ray,
@@ -135,8 +132,8 @@ def build_ray(plan: Plan, out_dir: Path, on_progress: Callable[[dict], None] | N
                              "dedup_scope": "global (first one wins in source order)"},
              # Each task sizes its Rust pools to its CPUs, whatever the environment says (stage.py).
              "builder_threads": {"rust_threads_per_task": threads, "cluster": cluster.describe}}
-    return tally.manifest(start.engine, out_dir, training, validation, timings=timings, worker_seconds=worker_seconds,
-                          extra=extra)
+    return tally.manifest(start.engine, out_dir, written["training"], written.get("validation"), timings=timings,
+                          worker_seconds=worker_seconds, extra=extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,6 +307,7 @@ def _finish_shards(output: Output, work: Path, tasks: list, packed: list[dict], 
     a seeded random order and write the save_to_disk metadata; return the split's `sequences`, `shards` and
     `tail_tokens` left out."""
     prefix, rows = ("validation-", "validation_rows") if validation else ("", "rows")
+    out_dir.mkdir(exist_ok=True)
     names, sequences = [], 0
     for task, meta in zip(tasks, packed):
         if meta[rows]:
