@@ -69,7 +69,7 @@ from rankzero.data.published import (MISSING, build_id, check_writable, file_tab
                                      set_publish_modes, usable, verify_published)
 from rankzero.data.report import print_summary
 from rankzero.data.screen.pii import masked_paths
-from rankzero.data.space import check_free_space, needed_text, space_needed
+from rankzero.data.space import check_free_space
 from rankzero.errors import BuilderFailed, RankzeroError
 from rankzero.files import exclusive_lock, out_of_space, read_json, size_text, write_json_atomic
 from rankzero.runtime import Runtime, job_key
@@ -156,8 +156,7 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
     final = cache_dir / fingerprint
     failed_marker = cache_dir / f"{fingerprint}.failed"
     heartbeat_path = cache_dir / f"{fingerprint}.heartbeat.{job}"
-    needed = space_needed(plan.sources, plan.with_labels, plan.near_threshold, plan.dedup_memory_bytes)
-    free, tmp = None, None
+    space = tmp = None
     run_id = uuid.uuid4().hex
     try:
         with Heartbeat(heartbeat_path, runtime, run_id) as heartbeat:
@@ -176,7 +175,9 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
                         remove_dead_builds(cache_dir, fingerprint)
                         if problem != MISSING:
                             move_aside(final, problem)
-                        free = check_free_space(cache_dir, needed, plan.near_dedup)
+                        # Estimated here, where this rank builds: with --dedup near it reads each source's start.
+                        space = check_free_space(cache_dir, plan.sources, plan.with_labels, plan.near_threshold,
+                                                 plan.dedup_memory_bytes)
                         prefix = f"{fingerprint}.tmp-{runtime.hostname}-{os.getpid()}-"
                         tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=prefix))
                         return _build_and_publish(plan, runtime, tmp, final, heartbeat)
@@ -187,10 +188,11 @@ def build(plan: Plan, runtime: Runtime, cache_dir: Path, job: str, rejected: tup
             shutil.rmtree(tmp, ignore_errors=True)  # first: it frees the space a full disk needs for the marker
         report = error
         if out_of_space(error):
-            report = RankzeroError(f"--cache_dir {cache_dir}: no space left on the device while preparing "
-                                   f"({size_text(free)} were free when the build started; "
-                                   f"{needed_text(needed, plan.near_dedup)}); the partial build was removed: free "
-                                   "space there, or pass another --cache_dir")
+            checked = (f" ({size_text(space.free)} were free when the build started; {space.needed_text()})"
+                       if space is not None else "")
+            removed = "the partial build was removed" if tmp is not None else "nothing had been written"
+            report = RankzeroError(f"--cache_dir {cache_dir}: no space left on the device while preparing{checked}; "
+                                   f"{removed}: free space there, or pass another --cache_dir")
         elif tmp is not None and not cache_dir.is_dir():  # a file the build opens next names only itself
             report = RankzeroError(f"--cache_dir {cache_dir} was removed while preparing the data ({type(error).__name__}: "
                                    f"{error}); nothing was published: run again, and keep the cache dir while a job uses it")

@@ -1,7 +1,7 @@
 """The disk a build needs, estimated before it starts from the input size, and the check against the free space.
 
-    needed = space_needed(plan.sources, plan.with_labels, near_threshold)   # bytes, or None (a hub source)
-    free = check_free_space(cache_dir, needed, near_dedup)   # refuse what cannot fit, warn when it may not
+    space = check_free_space(cache_dir, plan.sources, plan.with_labels, near_threshold, near_memory_bytes)
+    # refuses what cannot fit, warns when it may not; space.free, space.needed (bytes; None: a hub source)
 
 handoff.py checks before building and names the estimate when a build runs out of space anyway.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from rankzero.errors import RankzeroError
@@ -69,22 +70,33 @@ def _bytes_per_document(source, index: int) -> float:
     return max(chunk.nbytes / documents, 1.0)
 
 
-def needed_text(needed: int | None, near_dedup: bool = False) -> str:
-    if needed is None:
-        return "the input size is not known beforehand (a hub source)"
-    near = ", and --dedup near's signatures and band keys beside them" if near_dedup else ""
-    return (f"this build needs about {size_text(needed)}: a token per ~{BYTES_PER_TOKEN} bytes of input, "
-            f"{OUTPUT_BYTES_PER_TOKEN} bytes per prepared token{near}")
+@dataclass(frozen=True)
+class Space:
+    """What a build was checked against before it started: the `free` bytes, its estimated peak `needed` (None
+    where a hub source hides the input size) and whether --dedup near's files are part of that estimate."""
+
+    free: int
+    needed: int | None
+    near_dedup: bool = False
+
+    def needed_text(self) -> str:
+        if self.needed is None:
+            return "the input size is not known beforehand (a hub source)"
+        near = ", and --dedup near's signatures and band keys beside them" if self.near_dedup else ""
+        return (f"this build needs about {size_text(self.needed)}: a token per ~{BYTES_PER_TOKEN} bytes of input, "
+                f"{OUTPUT_BYTES_PER_TOKEN} bytes per prepared token{near}")
 
 
-def check_free_space(cache_dir: Path, needed: int | None, near_dedup: bool = False) -> int:
-    """Fail before the build when it cannot fit; warn when it might not. Returns the free bytes."""
-    free = shutil.disk_usage(cache_dir).free
-    if needed is not None and free < needed:
+def check_free_space(cache_dir: Path, sources, with_labels: bool, near_threshold: float | None = None,
+                     near_memory_bytes: int | None = None) -> Space:
+    """Estimate the build's peak (space_needed), fail before the build when it cannot fit, warn when it might not."""
+    space = Space(shutil.disk_usage(cache_dir).free, space_needed(sources, with_labels, near_threshold, near_memory_bytes),
+                  near_threshold is not None)
+    if space.needed is not None and space.free < space.needed:
         # A tokenizer with a large vocabulary (or ASCII-escaped JSON input) makes fewer tokens per byte than
         # the estimate assumes; below a third of it, a build would need 9+ input bytes per token to fit.
-        message = f"--cache_dir {cache_dir}: {size_text(free)} free, and {needed_text(needed, near_dedup)}"
-        if free < needed / 3:
+        message = f"--cache_dir {cache_dir}: {size_text(space.free)} free, and {space.needed_text()}"
+        if space.free < space.needed / 3:
             raise RankzeroError(f"{message}; free space there, or pass another --cache_dir")
         logger.warning("%s; it may not fit", message)
-    return free
+    return space

@@ -179,12 +179,17 @@ def test_the_space_check_and_enospc_detection_without_a_tmpfs(tmp_path, monkeypa
 
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(space.shutil, "disk_usage", lambda path: usage(10**9, 0, 3 * 10**6))
+
+    def check(needed: int | None) -> space.Space:
+        monkeypatch.setattr(space, "space_needed", lambda *estimate_inputs: needed)
+        return space.check_free_space(tmp_path, sources=[], with_labels=False)
+
     with pytest.raises(RankzeroError, match=rf"--cache_dir {tmp_path}: 3.0 MB free, and this build needs about "):
-        space.check_free_space(tmp_path, 10 * 10**6)  # below a third of the need: refused
+        check(10 * 10**6)  # below a third of the need: refused
     with caplog.at_level("WARNING"):
-        assert space.check_free_space(tmp_path, 6 * 10**6) == 3 * 10**6  # might fit: a warning, no error
+        assert check(6 * 10**6) == space.Space(3 * 10**6, 6 * 10**6)  # might fit: a warning, no error
     assert "it may not fit" in caplog.text
-    assert space.check_free_space(tmp_path, None) == 3 * 10**6  # a hub source: size unknown, no verdict
+    assert check(None).free == 3 * 10**6  # a hub source: size unknown, no verdict
 
     assert files.out_of_space(OSError(errno.ENOSPC, "No space left on device"))
     assert files.out_of_space(OSError("IOError: No space left on device"))  # pyarrow: no errno, by message
