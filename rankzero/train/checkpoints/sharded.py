@@ -16,7 +16,7 @@ a tensor.
 
 **`.metadata` is a pickle**, and torch (2.13) reads it with plain `pickle.load`: a planted file would run
 code from the checks themselves. rankzero reads it with an unpickler that builds only what DCP metadata
-holds (its dataclasses, torch.Size, dtypes and layouts, paths) and calls anything else damaged, not run;
+holds (its dataclasses and enum, torch.Size, dtypes and layouts, paths) and calls anything else damaged, not run;
 the export loads through the same reader. A resume verifies the checkpoint this way before accelerate's
 own `dcp.load` reads the file.
 
@@ -52,10 +52,25 @@ class DamagedMetadata(ValueError):
     """A .metadata that is not DCP metadata: cut short, overwritten, or planted."""
 
 
+def _enum_member(cls, name: str):
+    """What `builtins.getattr` may do in DCP metadata: name a member of one of its enums. Python 3.11.2 (Debian
+    12's) pickles an enum member as getattr(its class, its name), where 3.11.7 pickles it by value."""
+    import enum
+
+    if (isinstance(cls, enum.EnumMeta) and cls.__name__ in METADATA_CLASSES.get(cls.__module__, ())
+            and isinstance(name, str) and name in cls.__members__):
+        return cls[name]
+    named = cls.__name__ if isinstance(cls, type) else type(cls).__name__
+    raise DamagedMetadata(f"it asks for getattr({named}, {name!r}), which DCP metadata never holds (not loaded: "
+                          "damaged, or planted to run code)")
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         import torch
 
+        if module == "builtins" and name == "getattr":
+            return _enum_member
         if name in METADATA_CLASSES.get(module, ()) or module == "torch" and isinstance(getattr(torch, name, None),
                                                                                          torch.dtype):
             return super().find_class(module, name)

@@ -8,7 +8,9 @@ the training runs that write real ones are in test_sharding.py."""
 
 from __future__ import annotations
 
+import enum
 import errno
+import io
 import json
 import os
 import pickle
@@ -101,6 +103,68 @@ def test_a_planted_metadata_runs_nothing_and_is_called_damaged(tmp_path, call):
     line = error_line(export(genuine, tmp_path / "exported"), 2)
     assert "cannot be exported: optimizer_0/.metadata does not load: it asks for" in line
     assert not marker.exists() and not (tmp_path / "exported").exists()
+
+
+class _Getattr:
+    """Pickled as getattr(cls, name); callable, as pickle wants of what a pickle calls."""
+
+    def __init__(self, cls, name: str):
+        self.cls, self.name = cls, name
+
+    def __call__(self, *args):
+        raise AssertionError("only pickled")
+
+    def __reduce__(self):
+        return getattr, (self.cls, self.name)
+
+
+class _CallThroughGetattr:
+    """Loaded with plain pickle.load: getattr(cls, name)(marker)."""
+
+    def __init__(self, cls, name: str, marker: Path):
+        self.cls, self.name, self.marker = cls, name, marker
+
+    def __reduce__(self):
+        return _Getattr(self.cls, self.name), (self.marker,)
+
+
+class _EnumsByName(pickle.Pickler):
+    """Pickles as Python 3.11.2 (Debian 12's) does: an enum member as getattr(its class, its name)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, enum.Enum):
+            return getattr, (type(obj), obj.name)
+        return NotImplemented
+
+
+def test_metadata_with_enums_pickled_by_name_loads_and_getattr_reaches_nothing_else(tmp_path):
+    """Python 3.11.2 writes DCP's memory-format enum as getattr(_MEM_FORMAT_ENCODING, name): such a checkpoint is
+    intact (every FSDP checkpoint saved there was refused as planted). getattr on anything else is still refused."""
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING, TensorStorageMetadata
+
+    from rankzero.train.checkpoints.sharded import read_dcp_metadata
+
+    checkpoint = fsdp_checkpoint(tmp_path / "checkpoint-2")
+    for folder in ("pytorch_model_fsdp_0", "optimizer_0"):
+        saved = read_dcp_metadata(checkpoint / folder)
+        by_name = io.BytesIO()
+        _EnumsByName(by_name).dump(saved)
+        assert b"getattr" in by_name.getvalue()
+        (checkpoint / folder / ".metadata").write_bytes(by_name.getvalue())
+        assert read_dcp_metadata(checkpoint / folder) == saved
+    assert verify_checkpoint(checkpoint) == []
+
+    marker = tmp_path / "code-ran"
+    metadata = checkpoint / "optimizer_0" / ".metadata"
+    pickle.loads(pickle.dumps(_CallThroughGetattr(Path, "touch", marker)))
+    assert marker.exists()  # plain pickle runs it
+    marker.unlink()
+    for cls, name in [(Path, "touch"), (TensorStorageMetadata, "__init__"), (_MEM_FORMAT_ENCODING, "__new__")]:
+        metadata.write_bytes(pickle.dumps(_CallThroughGetattr(cls, name, marker)))
+        assert verify_checkpoint(checkpoint) == [
+            f"optimizer_0/.metadata does not load: it asks for getattr({cls.__name__}, {name!r}), which DCP metadata "
+            "never holds (not loaded: damaged, or planted to run code)"]
+        assert not marker.exists()
 
 
 def test_a_metadata_of_the_wrong_kind_is_damaged_and_a_cut_one_cut_short(tmp_path):
